@@ -1,0 +1,32 @@
+"""The errors the rewriter raises: one clear line naming the node and what is wrong."""
+
+from __future__ import annotations
+
+__all__ = ["CumProdError", "InvalidCumProdError", "StrategyError"]
+
+
+class CumProdError(ValueError):
+    """Base class: a CumProd node that cannot be rewritten. The model is left untouched.
+
+    Attributes:
+        node_name: The offending node's name ("" when it has none).
+        location: Where the node is: ``graph 'main'``, ``function 'pkg.F'``, or a path
+            through the If / Loop / Scan attributes that hold it.
+        problem: What is wrong, without the location.
+    """
+
+    def __init__(self, node_name: str, location: str, problem: str) -> None:
+        self.node_name = node_name
+        self.location = location
+        self.problem = problem
+        shown = f"'{node_name}'" if node_name else "(unnamed)"
+        super().__init__(f"CumProd node {shown} in {location}: {problem}")
+
+
+class InvalidCumProdError(CumProdError):
+    """The node itself is malformed: no axis, a non-0-D or out-of-range axis, rank-0 input,
+    an element type CumProd does not take, or a type that cannot be determined."""
+
+
+class StrategyError(CumProdError):
+    """The requested lowering cannot compute this node exactly (e.g. ``logsum`` on integers)."""

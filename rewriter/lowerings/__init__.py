@@ -1,0 +1,134 @@
+"""The lowerings, their registry, and the one place that decides which one runs.
+
+Each lowering module states its formula, accuracy and cost, and provides:
+``unsupported(site) -> reason | None``, ``compute_dtype(dtype) -> dtype`` and
+``build(builder, x, axis, site) -> value``. :func:`lower` wraps a lowering with the parts all
+of them share: the Cast into and out of the compute type, and the If over the possible axes
+when the axis is only known at run time and the lowering needs it static.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.errors import StrategyError
+from rewriter.lowerings import logsum, loop
+from rewriter.lowerings.builder import Builder, NameSource
+from rewriter.site import CumProdSite
+
+__all__ = ["LOWERINGS", "STRATEGIES", "Builder", "Lowering", "NameSource", "choose", "lower"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """One way to compute CumProd from older ops.
+
+    Attributes:
+        name: The strategy name users pass.
+        unsupported: Why the lowering cannot compute a site exactly, or None.
+        compute_dtype: The element type the lowering computes in, for an input type.
+        build: Emits the nodes; gets ``x`` in the compute type and the axis (an int when
+            ``static_axis``, else an int or a 0-D value).
+        static_axis: Whether ``build`` needs the axis as a Python int.
+        max_ulps: The float error bound it guarantees, in ulps of the output type, for an
+            output element that multiplies k inputs: ``max_ulps(dtype, k_array)``.
+    """
+
+    name: str
+    unsupported: Callable[[CumProdSite], str | None]
+    compute_dtype: Callable[[ir.DataType], ir.DataType]
+    build: Callable[[Builder, ir.Value, Any, CumProdSite], ir.Value]
+    static_axis: bool
+    max_ulps: Callable[[ir.DataType, np.ndarray], np.ndarray]
+
+
+LOWERINGS: dict[str, Lowering] = {
+    module.__name__.rsplit(".", 1)[1]: Lowering(
+        name=module.__name__.rsplit(".", 1)[1],
+        unsupported=module.unsupported,
+        compute_dtype=module.compute_dtype,
+        build=module.build,
+        static_axis=static_axis,
+        max_ulps=module.max_ulps,
+    )
+    for module, static_axis in ((logsum, False), (loop, True))
+}
+STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
+
+
+def choose(site: CumProdSite, strategy: str = "auto") -> Lowering:
+    """The lowering for ``site``: the one named, or auto's choice.
+
+    auto, as the design card says: floats -> logsum, integers -> loop; except float64, where
+    logsum is less accurate than the sequential kernel (see logsum's docstring), -> loop; and
+    any site whose rank is unknown -> logsum when it is a float.
+
+    Raises:
+        StrategyError: when the named lowering cannot compute the site exactly.
+    """
+    if strategy == "auto":
+        wanted = "logsum" if site.is_float and site.dtype != ir.DataType.DOUBLE else "loop"
+        if site.rank is None and site.is_float:
+            wanted = "logsum"
+    elif strategy in LOWERINGS:
+        wanted = strategy
+    else:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    lowering = LOWERINGS[wanted]
+    reason = lowering.unsupported(site)
+    if reason is not None:
+        raise StrategyError(site.node.name or "", site.location, reason)
+    return lowering
+
+
+def _subgraph(b: Builder, emit: Callable[[Builder], ir.Value], dtype: ir.DataType) -> ir.Graph:
+    """A no-input subgraph (an If branch) whose one output is what ``emit`` builds."""
+    body = b.child()
+    out = body.op("Identity", emit(body))
+    out.type = ir.TensorType(dtype)
+    return body.graph([], [out], "cumprod_branch")
+
+
+def _axis_switch(
+    b: Builder, lowering: Lowering, x: ir.Value, axis: ir.Value, first: int, site: CumProdSite
+) -> ir.Value:
+    """``lowering`` at axis ``first`` if ``axis == first``, else the switch over later axes."""
+    rank = site.rank
+    assert rank is not None
+    if first == rank - 1:
+        return lowering.build(b, x, first, site)
+    dtype = lowering.compute_dtype(site.dtype)
+    then_graph = _subgraph(b, lambda sb: lowering.build(sb, x, first, site), dtype)
+    else_graph = _subgraph(
+        b, lambda sb: _axis_switch(sb, lowering, x, axis, first + 1, site), dtype
+    )
+    is_first = b.op("Equal", axis, b.const(first))
+    return b.op("If", is_first, then_branch=then_graph, else_branch=else_graph)
+
+
+def lower(b: Builder, site: CumProdSite, lowering: Lowering) -> ir.Value:
+    """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output.
+
+    A run-time axis given to a lowering that needs it static becomes
+    ``If(axis == 0, lowering at 0, If(axis == 1, ..., lowering at rank - 1))`` with the axis
+    first normalized to [0, rank) by ``Mod(Cast(axis, int64), rank)``.
+    """
+    compute = lowering.compute_dtype(site.dtype)
+    x = site.x if compute == site.dtype else b.cast(site.x, compute)
+    if site.axis is not None:
+        y = lowering.build(b, x, site.axis, site)
+    elif not lowering.static_axis:
+        y = lowering.build(b, x, site.axis_value, site)
+    else:
+        assert site.rank is not None
+        axis = b.op("Mod", b.cast(site.axis_value, ir.DataType.INT64), b.const(site.rank))
+        y = _axis_switch(b, lowering, x, axis, 0, site)
+    return y if compute == site.dtype else b.cast(y, site.dtype)

@@ -1,0 +1,94 @@
+"""``loop``: the sequential running product, carried through an ONNX Loop.
+
+Formula, for the scanned axis ``a`` of length n (after a flip when ``reverse``)::
+
+    acc_0 = ones(shape of x without a)
+    acc_i = acc_{i-1} * Gather(x, i, axis=a)       i = 0 .. n-1   (Loop scan output)
+    y     = Transpose(Stack_i(acc_i)) moving the stacked axis back to a
+    exclusive: y = Slice(Pad(y, one slice of 1s before a), drop the last)
+    reverse:   x and y flipped along a (Slice with step -1)
+
+Accuracy: the same multiplications in the same order as the sequential kernel, so integers
+are bit-exact with wraparound, and float32 / float64 match ORT's native kernel bit for bit
+(error at position k at most (k - 1) * 2^-p relative, p = 24 / 53). float16 and bfloat16 are
+multiplied in float32 and rounded once at the end (ORT computes float16 the same way).
+
+Cost: n Loop iterations (each a Gather and a Mul over one slice), one Transpose unless a = 0,
+plus two Slices per flip and a Pad + Slice for exclusive; about 8 nodes. Needs a static axis
+and a known rank (a run-time axis goes through an If over the rank's axes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.lowerings.builder import Builder
+from rewriter.site import CumProdSite
+
+__all__ = ["build", "compute_dtype", "max_ulps", "unsupported"]
+
+_WIDER = {ir.DataType.FLOAT16: ir.DataType.FLOAT, ir.DataType.BFLOAT16: ir.DataType.FLOAT}
+
+
+def unsupported(site: CumProdSite) -> str | None:
+    return None if site.rank is not None else "strategy 'loop' needs the rank of x to be known"
+
+
+def compute_dtype(dtype: ir.DataType) -> ir.DataType:
+    return _WIDER.get(dtype, dtype)
+
+
+def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
+    """The guaranteed bound, in ulps of ``dtype``, for a product of ``factors`` inputs whose
+    prefix products all stay inside ``dtype``'s normal range.
+
+    float32 / float64: k - 1 roundings of relative size 2^-p each: k - 1 ulps (the sequential
+    kernel's own bound; ORT's native kernel is bitwise the same). float16 / bfloat16: the float32
+    product's (k - 1) * 2^-24, then one rounding: 0.5 + (k - 1) * 2^(p - 24) ulps.
+    """
+    k1 = np.maximum(factors.astype(np.float64) - 1, 0)
+    if dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
+        bits = 11 if dtype == ir.DataType.FLOAT16 else 8
+        return 0.5 + k1 * 2.0 ** (bits - 24) * (1 + 2.0**-20)
+    return k1 * (1 + 2.0**-20)
+
+
+def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite) -> ir.Value:
+    """``x`` is in the compute type; ``axis`` is static and non-negative."""
+    rank = site.rank
+    assert rank is not None
+    dtype = compute_dtype(site.dtype)
+    if site.reverse:
+        x = b.flip(x, axis)
+
+    shape = b.op("Shape", x)
+    length = b.op("Gather", shape, b.const(axis), axis=0)
+    rest = b.op("Gather", shape, b.const([d for d in range(rank) if d != axis]), axis=0)
+    ones = b.op("ConstantOfShape", rest, value=ir.tensor([1], dtype=dtype))
+
+    body = b.child()
+    i = body.value("i", ir.DataType.INT64, ir.Shape([]))
+    cond_in = body.value("cond", ir.DataType.BOOL, ir.Shape([]))
+    acc_in = body.value("acc", dtype)
+    acc_out = body.op("Mul", acc_in, body.op("Gather", x, i, axis=axis))
+    cond_out = body.op("Identity", cond_in)
+    scan_out = body.op("Identity", acc_out)
+    for value in (cond_out, acc_out, scan_out):
+        value.type = ir.TensorType(ir.DataType.BOOL if value is cond_out else dtype)
+    graph = body.graph([i, cond_in, acc_in], [cond_out, acc_out, scan_out], "cumprod_loop_body")
+    _, stacked = b.op_multi("Loop", length, None, ones, num_outputs=2, body=graph)
+
+    if site.scan_length is None or site.scan_length == 0:
+        # With zero iterations ORT cannot know the scan output's shape and returns shape [0].
+        length_1d = b.op("Reshape", length, b.const([1]))
+        stacked = b.reshape(stacked, b.op("Concat", length_1d, rest, axis=0))
+    y = stacked
+    if axis != 0:
+        perm = [*range(1, axis + 1), 0, *range(axis + 1, rank)]
+        y = b.op("Transpose", stacked, perm=perm)
+    if site.exclusive:
+        y = b.shift_exclusive(y, axis, rank, dtype)
+    if site.reverse:
+        y = b.flip(y, axis)
+    return y

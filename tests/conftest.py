@@ -1,0 +1,3 @@
+import onnxruntime as ort
+
+ort.set_default_logger_severity(3)

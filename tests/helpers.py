@@ -1,0 +1,133 @@
+"""Model builders, runners and references for the tests (references come from onnx.reference
+and numpy, never from the code under test)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from rewriter.verify import factor_counts
+
+Dim = int | str | None
+
+FLOATS = [TensorProto.BFLOAT16, TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE]
+INTS = [TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64]
+ALL_TYPES = FLOATS + INTS
+TYPE_NAMES = {t: TensorProto.DataType.Name(t).lower() for t in ALL_TYPES}
+
+
+def np_dtype(elem_type: int) -> np.dtype:
+    if elem_type == TensorProto.BFLOAT16:
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+
+
+def io_type(elem_type: int) -> int:
+    """ORT's Python API cannot feed or fetch bfloat16: such models take and give float32."""
+    return TensorProto.FLOAT if elem_type == TensorProto.BFLOAT16 else elem_type
+
+
+def cumprod_model(
+    elem_type: int,
+    shape: Sequence[Dim],
+    axis: int,
+    *,
+    exclusive: int = 0,
+    reverse: int = 0,
+    axis_form: str = "initializer",
+    axis_type: int = TensorProto.INT64,
+    opset: int = 26,
+) -> onnx.ModelProto:
+    """y = CumProd(x, axis). ``axis_form``: initializer, constant (a Constant node) or input
+    (a graph input fed at run time as ``axis``). bfloat16 models Cast in from and out to float32."""
+    nodes = []
+    inputs = [helper.make_tensor_value_info("x", io_type(elem_type), list(shape))]
+    initializers = []
+    axis_tensor = helper.make_tensor("axis", axis_type, [], [axis])
+    if axis_form == "initializer":
+        initializers.append(axis_tensor)
+    elif axis_form == "constant":
+        nodes.append(helper.make_node("Constant", [], ["axis"], value=axis_tensor))
+    elif axis_form == "input":
+        inputs.append(helper.make_tensor_value_info("axis", axis_type, []))
+    else:
+        raise ValueError(axis_form)
+    x, y = "x", "y"
+    if elem_type == TensorProto.BFLOAT16:
+        nodes.append(helper.make_node("Cast", ["x"], ["x_bf16"], to=elem_type))
+        x, y = "x_bf16", "y_bf16"
+    attrs = {k: v for k, v in (("exclusive", exclusive), ("reverse", reverse)) if v}
+    nodes.append(helper.make_node("CumProd", [x, "axis"], [y], name="cumprod", **attrs))
+    if elem_type == TensorProto.BFLOAT16:
+        nodes.append(helper.make_node("Cast", [y], ["y"], to=TensorProto.FLOAT))
+    graph = helper.make_graph(
+        nodes,
+        "main",
+        inputs,
+        [helper.make_tensor_value_info("y", io_type(elem_type), list(shape))],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def run_ort(model: onnx.ModelProto | ir.Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    if isinstance(model, ir.Model):
+        model = ir.serde.serialize_model(model)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)
+
+
+def op_types(model: onnx.ModelProto) -> list[str]:
+    """Every op type in the model: graph, subgraphs and functions."""
+    found: list[str] = []
+
+    def walk(nodes: Sequence[onnx.NodeProto]) -> None:
+        for node in nodes:
+            found.append(node.op_type)
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    walk(attr.g.node)
+                for g in attr.graphs:
+                    walk(g.node)
+
+    walk(model.graph.node)
+    for function in model.functions:
+        walk(function.node)
+    return found
+
+
+def reference(x: np.ndarray, axis: int, exclusive: int, reverse: int) -> np.ndarray:
+    """onnx.reference's CumProd on ``x`` in x's own dtype (numpy semantics)."""
+    dtype = x.dtype
+    elem = TensorProto.DOUBLE if dtype == np.longdouble else helper.np_dtype_to_tensor_dtype(dtype)
+    node = helper.make_node("CumProd", ["x", "axis"], ["y"], exclusive=exclusive, reverse=reverse)
+    graph = helper.make_graph(
+        [node],
+        "ref",
+        [helper.make_tensor_value_info("x", elem, None)],
+        [helper.make_tensor_value_info("y", elem, None)],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [axis])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    return ReferenceEvaluator(model).run(None, {"x": x})[0]
+
+
+def wide_reference(x: np.ndarray, axis: int, exclusive: int, reverse: int) -> np.ndarray:
+    """The product in longdouble (float64 inputs) or float64 (narrower floats)."""
+    wide = np.longdouble if x.dtype == np.float64 else np.float64
+    return reference(x.astype(wide), axis, exclusive, reverse)
+
+
+def counts(shape: tuple[int, ...], axis: int, exclusive: int, reverse: int) -> np.ndarray:
+    return factor_counts(shape, axis % len(shape), bool(exclusive), bool(reverse))
