@@ -81,8 +81,22 @@ def _constant_axis(value: ir.Value) -> np.ndarray | None:
     or a Constant node), else None."""
     if value.is_graph_input():
         return None
-    tensor = ir.convenience.get_const_tensor(value)
-    return None if tensor is None else tensor.numpy()
+    if value.const_value is not None:
+        return value.const_value.numpy()
+    producer = value.producer()
+    if producer is None or producer.op_type != "Constant" or producer.domain not in ("", "ai.onnx"):
+        return None
+    # Read the attribute directly: ir.convenience.get_const_tensor would rename the tensor.
+    attr = producer.attributes.get("value")
+    if attr is not None and attr.type == ir.AttributeType.TENSOR:
+        return attr.as_tensor().numpy()
+    attr = producer.attributes.get("value_int")
+    if attr is not None:
+        return np.array(attr.as_int(), dtype=np.int64)
+    attr = producer.attributes.get("value_ints")
+    if attr is not None:
+        return np.array(attr.as_ints(), dtype=np.int64)
+    return None
 
 
 def inspect_cumprod(

@@ -77,6 +77,21 @@ def _collect_graph_types(table: TypeTable, graph: onnx.GraphProto) -> None:
                 _collect_graph_types(table, sub)
 
 
+def _merge(a: onnx.TypeProto | None, b: onnx.TypeProto | None) -> onnx.TypeProto | None:
+    """What two call sites agree on: the element type, and the dims both share."""
+    if a is None or b is None or not a.HasField("tensor_type") or not b.HasField("tensor_type"):
+        return None
+    ta, tb = a.tensor_type, b.tensor_type
+    if ta.elem_type != tb.elem_type:
+        return None
+    if not (ta.HasField("shape") and tb.HasField("shape")) or len(ta.shape.dim) != len(tb.shape.dim):
+        return onnx.helper.make_tensor_type_proto(ta.elem_type, None)
+    dims = [da if da == db else onnx.TensorShapeProto.Dimension() for da, db in zip(ta.shape.dim, tb.shape.dim)]
+    merged = onnx.helper.make_tensor_type_proto(ta.elem_type, [])
+    merged.tensor_type.shape.dim.extend(dims)
+    return merged
+
+
 def _calls(nodes: Iterable[onnx.NodeProto]) -> Iterable[onnx.NodeProto]:
     for node in nodes:
         yield node
@@ -150,7 +165,7 @@ def infer_types(model: ir.Model) -> TypeTable:
             types = [table.get_proto(scope, name) if name else None for name in node.input]
             previous = seen.get(key)
             if key in seen and previous is not None:
-                types = [a if a == b else None for a, b in zip(previous, types)]
+                types = [_merge(a, b) for a, b in zip(previous, types)]
             seen[key] = types
         for key, types in seen.items():
             if key in done or types is None:

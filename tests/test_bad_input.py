@@ -1,0 +1,127 @@
+"""Malformed CumProd nodes: one clear error naming the node and the problem; nothing changed."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper
+
+import rewriter
+from tests.helpers import cumprod_model
+
+
+def _model(node: onnx.NodeProto, x_type: int = TensorProto.FLOAT, x_shape: list | None = None,
+           initializers: list | None = None) -> onnx.ModelProto:
+    shape = [2, 3] if x_shape is None else x_shape
+    graph = helper.make_graph(
+        [node],
+        "main",
+        [helper.make_tensor_value_info("x", x_type, shape)],
+        [helper.make_tensor_value_info("y", x_type, shape)],
+        initializers or [],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+def _axis(value: object, dims: list[int] | None = None, elem: int = TensorProto.INT64) -> onnx.TensorProto:
+    values = value if isinstance(value, list) else [value]
+    return helper.make_tensor("axis", elem, [] if dims is None else dims, values)
+
+
+BAD = {
+    "no axis input": (
+        _model(helper.make_node("CumProd", ["x"], ["y"], name="scan")),
+        "no axis input",
+    ),
+    "axis of shape [1]": (
+        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), initializers=[_axis(1, [1])]),
+        "axis must be a 0-D tensor",
+    ),
+    "axis too large": (
+        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), initializers=[_axis(2)]),
+        "axis 2 is out of range [-2, 1]",
+    ),
+    "axis too small": (
+        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), initializers=[_axis(-3)]),
+        "axis -3 is out of range [-2, 1]",
+    ),
+    "float axis": (
+        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"),
+               initializers=[_axis(1.0, elem=TensorProto.FLOAT)]),
+        "axis has element type float;",
+    ),
+    "rank-0 x": (
+        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), x_shape=[],
+               initializers=[_axis(0)]),
+        "x is a scalar (rank 0)",
+    ),
+    "int8 x": (
+        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), x_type=TensorProto.INT8,
+               initializers=[_axis(0)]),
+        "x has element type int8",
+    ),
+    "bool x": (
+        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), x_type=TensorProto.BOOL,
+               initializers=[_axis(0)]),
+        "x has element type bool",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_malformed_cumprod_is_one_clear_error(case: str) -> None:
+    model, problem = BAD[case]
+    before = model.SerializeToString()
+    with pytest.raises(rewriter.InvalidCumProdError) as info:
+        rewriter.decompose_cumprod(model)
+    message = str(info.value)
+    assert message.startswith("CumProd node 'scan' in graph 'main': ")
+    assert problem in message
+    assert "\n" not in message
+    assert isinstance(info.value, ValueError)
+    assert model.SerializeToString() == before
+
+
+def test_logsum_on_integers_is_refused() -> None:
+    model = cumprod_model(TensorProto.INT64, [4], 0)
+    with pytest.raises(rewriter.StrategyError, match="'logsum' is inexact for int64"):
+        rewriter.decompose_cumprod(model, strategy="logsum")
+
+
+def test_unknown_strategy() -> None:
+    with pytest.raises(ValueError, match="unknown strategy 'fast'"):
+        rewriter.DecomposeCumProdPass("fast")
+
+
+def test_a_bad_node_leaves_an_ir_model_untouched() -> None:
+    """Two CumProds, the second malformed: the first must not have been rewritten."""
+    text = """
+    <ir_version: 11, opset_import: ["" : 26]>
+    main (float[2, 3] x) => (float[2, 3] y, float[2, 3] z) {
+        ax = Constant <value = int64 {1}> ()
+        y = CumProd (x, ax)
+        bad = Constant <value = int64 {5}> ()
+        z = CumProd (x, bad)
+    }
+    """
+    model = ir.from_onnx_text(text)
+    before = ir.to_proto(model).SerializeToString()
+    with pytest.raises(rewriter.InvalidCumProdError, match="axis 5 is out of range"):
+        rewriter.DecomposeCumProdPass()(model)
+    assert ir.to_proto(model).SerializeToString() == before
+
+
+def test_element_type_that_cannot_be_determined() -> None:
+    """A function never called: the type of its CumProd input is unknown."""
+    text = """
+    <ir_version: 11, opset_import: ["" : 26, "local" : 1]>
+    main (float[2] x) => (float[2] y) { y = Identity (x) }
+    <domain: "local", opset_import: ["" : 26]>
+    Unused (v) => (w) {
+        ax = Constant <value = int64 {0}> ()
+        w = CumProd (v, ax)
+    }
+    """
+    with pytest.raises(rewriter.InvalidCumProdError, match="function 'local.Unused'.*cannot be determined"):
+        rewriter.decompose_cumprod(onnx.parser.parse_model(text))

@@ -1,0 +1,143 @@
+"""The public API: ModelProto vs onnx_ir.Model, what stays unchanged, idempotence, structure,
+composition in a PassManager."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+
+import rewriter
+from tests.helpers import cumprod_model, op_types, reference, run_ort
+
+RICH_MODEL = """
+<ir_version: 11, opset_import: ["" : 26], producer_name: "tests", doc_string: "a model">
+main (float[N, 4] x) => (float[N, 4] y, float[N, 4] r) {
+    h = Relu (x)
+    r = Identity (h)
+    ax = Constant <value_int = 1> ()
+    scanned = CumProd <reverse = 1> (h, ax)
+    y = Mul (scanned, x)
+}
+"""
+
+
+def _rich() -> onnx.ModelProto:
+    model = onnx.parser.parse_model(RICH_MODEL)
+    model.metadata_props.add(key="origin", value="unit test")
+    model.graph.value_info.append(onnx.helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", 4]))
+    model.graph.node[0].doc_string = "kept"
+    return model
+
+
+def _nodes(nodes: list[onnx.NodeProto]) -> list[tuple]:
+    """What a node is, leaving out how it is spelled (an explicit empty domain or not)."""
+    return [
+        (n.op_type, n.domain or "", n.name, list(n.input), list(n.output), n.doc_string,
+         [a.SerializeToString() for a in n.attribute])
+        for n in nodes
+    ]
+
+
+def test_model_proto_is_not_modified_and_a_new_one_is_returned() -> None:
+    model = _rich()
+    before = model.SerializeToString()
+    rewritten = rewriter.decompose_cumprod(model)
+    assert isinstance(rewritten, onnx.ModelProto)
+    assert model.SerializeToString() == before
+    assert "CumProd" in op_types(model) and "CumProd" not in op_types(rewritten)
+
+
+def test_everything_else_stays_as_it_was() -> None:
+    model = _rich()
+    rewritten = rewriter.decompose_cumprod(model)
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert [o.name for o in rewritten.graph.output] == ["y", "r"]
+    assert rewritten.graph.output == model.graph.output
+    assert rewritten.graph.input == model.graph.input
+    assert rewritten.doc_string == "a model" and rewritten.producer_name == "tests"
+    assert {p.key: p.value for p in rewritten.metadata_props} == {"origin": "unit test"}
+    assert [vi for vi in rewritten.graph.value_info if vi.name == "h"] == list(model.graph.value_info)
+    assert _nodes(rewritten.graph.node[:2]) == _nodes(model.graph.node[:2])  # Relu, Identity
+    assert _nodes(rewritten.graph.node[-1:]) == _nodes(model.graph.node[-1:])  # the Mul
+    assert rewritten.opset_import == model.opset_import
+    # The axis constant served only the CumProd: it goes with it.
+    assert not [n for n in rewritten.graph.node if n.output == ["ax"]]
+
+    x = np.random.default_rng(0).uniform(-2, 2, (3, 4)).astype(np.float32)
+    y, r = run_ort(rewritten, {"x": x})
+    expected = reference(np.maximum(x, 0), 1, 0, 1) * x
+    np.testing.assert_allclose(y, expected, rtol=2.0**-23)  # logsum: 1 ulp, times x: 1 more
+    np.testing.assert_array_equal(r, np.maximum(x, 0))
+
+
+def test_ir_model_is_rewritten_in_place() -> None:
+    model = ir.serde.deserialize_model(_rich())
+    result = rewriter.decompose_cumprod(model)
+    assert result is model
+    assert all(node.op_type != "CumProd" for node in model.graph)
+
+
+def test_model_without_cumprod_comes_back_unchanged() -> None:
+    model = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 21]> main (float[2] x) => (float[2] y) { y = Relu (x) }'
+    )
+    assert rewriter.decompose_cumprod(model).SerializeToString() == model.SerializeToString()
+    ir_model = ir.serde.deserialize_model(model)
+    assert not rewriter.DecomposeCumProdPass()(ir_model).modified
+
+
+@pytest.mark.parametrize("strategy", rewriter.STRATEGIES)
+def test_running_twice_equals_running_once(strategy: str) -> None:
+    once = rewriter.decompose_cumprod(_rich(), strategy=strategy)
+    twice = rewriter.decompose_cumprod(once, strategy=strategy)
+    assert twice.SerializeToString() == once.SerializeToString()
+
+
+def test_structure_of_each_lowering() -> None:
+    model = cumprod_model(TensorProto.FLOAT, [3, 8], 1, exclusive=1, reverse=1)
+    logsum = op_types(rewriter.decompose_cumprod(model, strategy="logsum"))
+    assert logsum.count("CumSum") == 2 and {"Log", "Exp", "Abs"} <= set(logsum)
+    assert "Where" not in logsum and "Loop" not in logsum
+    loop = op_types(rewriter.decompose_cumprod(model, strategy="loop"))
+    assert loop.count("Loop") == 1 and "Pad" in loop and "CumSum" not in loop
+    assert loop.count("Slice") == 3  # flip in, drop-last for exclusive, flip out
+
+
+def test_auto_choice_follows_the_card() -> None:
+    for elem_type, expected in [
+        (TensorProto.FLOAT, "logsum"), (TensorProto.FLOAT16, "logsum"),
+        (TensorProto.BFLOAT16, "logsum"), (TensorProto.DOUBLE, "loop"),
+        (TensorProto.INT32, "loop"), (TensorProto.UINT64, "loop"),
+    ]:
+        rewrite = rewriter.DecomposeCumProdPass()
+        rewrite(ir.serde.deserialize_model(cumprod_model(elem_type, [2, 3], 0)))
+        assert [p.lowering.name for p in rewrite.plans] == [expected]
+
+
+def test_composes_in_a_pass_manager() -> None:
+    from onnx_ir.passes.common import CheckerPass, RemoveUnusedNodesPass
+
+    model = ir.serde.deserialize_model(cumprod_model(TensorProto.INT64, [2, 3], -1))
+    manager = ir.passes.PassManager(
+        [rewriter.DecomposeCumProdPass("loop"), RemoveUnusedNodesPass(), CheckerPass(full_check=True)]
+    )
+    result = manager(model)
+    assert result.modified
+    x = np.arange(1, 7, dtype=np.int64).reshape(2, 3)
+    (y,) = run_ort(result.model, {"x": x})
+    np.testing.assert_array_equal(y, reference(x, -1, 0, 0))
+
+
+def test_checker_passes_for_every_type_and_strategy() -> None:
+    for elem_type in [TensorProto.BFLOAT16, TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE,
+                      TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64]:
+        for strategy in rewriter.STRATEGIES:
+            if strategy == "logsum" and elem_type in (TensorProto.INT32, TensorProto.INT64,
+                                                      TensorProto.UINT32, TensorProto.UINT64):
+                continue
+            for axis_form in ("initializer", "input"):
+                model = cumprod_model(elem_type, ["B", 5], 1, axis_form=axis_form, exclusive=1)
+                onnx.checker.check_model(rewriter.decompose_cumprod(model, strategy=strategy), full_check=True)
