@@ -84,9 +84,14 @@ def _merge(a: onnx.TypeProto | None, b: onnx.TypeProto | None) -> onnx.TypeProto
     ta, tb = a.tensor_type, b.tensor_type
     if ta.elem_type != tb.elem_type:
         return None
-    if not (ta.HasField("shape") and tb.HasField("shape")) or len(ta.shape.dim) != len(tb.shape.dim):
+    if not (ta.HasField("shape") and tb.HasField("shape")) or len(ta.shape.dim) != len(
+        tb.shape.dim
+    ):
         return onnx.helper.make_tensor_type_proto(ta.elem_type, None)
-    dims = [da if da == db else onnx.TensorShapeProto.Dimension() for da, db in zip(ta.shape.dim, tb.shape.dim)]
+    dims = [
+        da if da == db else onnx.TensorShapeProto.Dimension()
+        for da, db in zip(ta.shape.dim, tb.shape.dim)
+    ]
     merged = onnx.helper.make_tensor_type_proto(ta.elem_type, [])
     merged.tensor_type.shape.dim.extend(dims)
     return merged
@@ -134,7 +139,7 @@ def _propagate_nodes(
             outputs = onnx.shape_inference.infer_node_outputs(
                 schema, node, known, opset_imports=opsets
             )
-        except Exception as exc:  # noqa: BLE001 - inference is best effort; a gap is reported later
+        except Exception as exc:
             logger.debug("no type inference for %s: %s", node.op_type, exc)
             continue
         known.update(outputs)
@@ -146,13 +151,13 @@ def infer_types(model: ir.Model) -> TypeTable:
     proto = ir.to_proto(model)
     try:
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
-    except Exception as exc:  # noqa: BLE001 - keep the declared types; gaps are reported later
+    except Exception as exc:
         logger.debug("shape inference failed, using declared types only: %s", exc)
     _collect_graph_types(table, proto.graph)
 
     functions = {(f.domain, f.name, f.overload): f for f in proto.functions}
     # Input types seen at call sites, per function and input position (None: disagreement).
-    seen: dict[tuple[str, str, str], list[onnx.TypeProto | None] | None] = {}
+    seen: dict[tuple[str, str, str], list[onnx.TypeProto | None]] = {}
     pending = [(_MAIN, list(_calls(proto.graph.node)))]
     done: set[tuple[str, str, str]] = set()
     while pending:
@@ -163,12 +168,11 @@ def infer_types(model: ir.Model) -> TypeTable:
             if function is None:
                 continue
             types = [table.get_proto(scope, name) if name else None for name in node.input]
-            previous = seen.get(key)
-            if key in seen and previous is not None:
-                types = [_merge(a, b) for a, b in zip(previous, types)]
+            if key in seen:
+                types = [_merge(a, b) for a, b in zip(seen[key], types)]
             seen[key] = types
         for key, types in seen.items():
-            if key in done or types is None:
+            if key in done:
                 continue
             done.add(key)
             function = functions[key]

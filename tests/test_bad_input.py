@@ -11,8 +11,12 @@ import rewriter
 from tests.helpers import cumprod_model
 
 
-def _model(node: onnx.NodeProto, x_type: int = TensorProto.FLOAT, x_shape: list | None = None,
-           initializers: list | None = None) -> onnx.ModelProto:
+def _model(
+    node: onnx.NodeProto,
+    x_type: int = TensorProto.FLOAT,
+    x_shape: list | None = None,
+    initializers: list | None = None,
+) -> onnx.ModelProto:
     shape = [2, 3] if x_shape is None else x_shape
     graph = helper.make_graph(
         [node],
@@ -24,7 +28,9 @@ def _model(node: onnx.NodeProto, x_type: int = TensorProto.FLOAT, x_shape: list 
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
 
 
-def _axis(value: object, dims: list[int] | None = None, elem: int = TensorProto.INT64) -> onnx.TensorProto:
+def _axis(
+    value: object, dims: list[int] | None = None, elem: int = TensorProto.INT64
+) -> onnx.TensorProto:
     values = value if isinstance(value, list) else [value]
     return helper.make_tensor("axis", elem, [] if dims is None else dims, values)
 
@@ -35,35 +41,53 @@ BAD = {
         "no axis input",
     ),
     "axis of shape [1]": (
-        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), initializers=[_axis(1, [1])]),
+        _model(
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"),
+            initializers=[_axis(1, [1])],
+        ),
         "axis must be a 0-D tensor",
     ),
     "axis too large": (
-        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), initializers=[_axis(2)]),
+        _model(
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), initializers=[_axis(2)]
+        ),
         "axis 2 is out of range [-2, 1]",
     ),
     "axis too small": (
-        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), initializers=[_axis(-3)]),
+        _model(
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), initializers=[_axis(-3)]
+        ),
         "axis -3 is out of range [-2, 1]",
     ),
     "float axis": (
-        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"),
-               initializers=[_axis(1.0, elem=TensorProto.FLOAT)]),
+        _model(
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"),
+            initializers=[_axis(1.0, elem=TensorProto.FLOAT)],
+        ),
         "axis has element type float;",
     ),
     "rank-0 x": (
-        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), x_shape=[],
-               initializers=[_axis(0)]),
+        _model(
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"),
+            x_shape=[],
+            initializers=[_axis(0)],
+        ),
         "x is a scalar (rank 0)",
     ),
     "int8 x": (
-        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), x_type=TensorProto.INT8,
-               initializers=[_axis(0)]),
+        _model(
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"),
+            x_type=TensorProto.INT8,
+            initializers=[_axis(0)],
+        ),
         "x has element type int8",
     ),
     "bool x": (
-        _model(helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), x_type=TensorProto.BOOL,
-               initializers=[_axis(0)]),
+        _model(
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"),
+            x_type=TensorProto.BOOL,
+            initializers=[_axis(0)],
+        ),
         "x has element type bool",
     ),
 }
@@ -123,5 +147,7 @@ def test_element_type_that_cannot_be_determined() -> None:
         w = CumProd (v, ax)
     }
     """
-    with pytest.raises(rewriter.InvalidCumProdError, match="function 'local.Unused'.*cannot be determined"):
+    with pytest.raises(
+        rewriter.InvalidCumProdError, match=r"function 'local\.Unused'.*cannot be determined"
+    ):
         rewriter.decompose_cumprod(onnx.parser.parse_model(text))

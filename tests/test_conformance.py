@@ -24,7 +24,6 @@ def test_the_onnx_package_ships_cumprod_cases() -> None:
     assert len(CASES) >= 9
 
 
-
 @pytest.mark.parametrize("strategy", rewriter.STRATEGIES)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_onnx_conformance_case(case: object, strategy: str) -> None:

@@ -27,7 +27,9 @@ main (float[N, 4] x) => (float[N, 4] y, float[N, 4] r) {
 def _rich() -> onnx.ModelProto:
     model = onnx.parser.parse_model(RICH_MODEL)
     model.metadata_props.add(key="origin", value="unit test")
-    model.graph.value_info.append(onnx.helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", 4]))
+    model.graph.value_info.append(
+        onnx.helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", 4])
+    )
     model.graph.node[0].doc_string = "kept"
     return model
 
@@ -35,8 +37,15 @@ def _rich() -> onnx.ModelProto:
 def _nodes(nodes: list[onnx.NodeProto]) -> list[tuple]:
     """What a node is, leaving out how it is spelled (an explicit empty domain or not)."""
     return [
-        (n.op_type, n.domain or "", n.name, list(n.input), list(n.output), n.doc_string,
-         [a.SerializeToString() for a in n.attribute])
+        (
+            n.op_type,
+            n.domain or "",
+            n.name,
+            list(n.input),
+            list(n.output),
+            n.doc_string,
+            [a.SerializeToString() for a in n.attribute],
+        )
         for n in nodes
     ]
 
@@ -59,7 +68,9 @@ def test_everything_else_stays_as_it_was() -> None:
     assert rewritten.graph.input == model.graph.input
     assert rewritten.doc_string == "a model" and rewritten.producer_name == "tests"
     assert {p.key: p.value for p in rewritten.metadata_props} == {"origin": "unit test"}
-    assert [vi for vi in rewritten.graph.value_info if vi.name == "h"] == list(model.graph.value_info)
+    assert [vi for vi in rewritten.graph.value_info if vi.name == "h"] == list(
+        model.graph.value_info
+    )
     assert _nodes(rewritten.graph.node[:2]) == _nodes(model.graph.node[:2])  # Relu, Identity
     assert _nodes(rewritten.graph.node[-1:]) == _nodes(model.graph.node[-1:])  # the Mul
     assert rewritten.opset_import == model.opset_import
@@ -82,7 +93,8 @@ def test_ir_model_is_rewritten_in_place() -> None:
 
 def test_model_without_cumprod_comes_back_unchanged() -> None:
     model = onnx.parser.parse_model(
-        '<ir_version: 11, opset_import: ["" : 21]> main (float[2] x) => (float[2] y) { y = Relu (x) }'
+        '<ir_version: 11, opset_import: ["" : 21]>'
+        " main (float[2] x) => (float[2] y) { y = Relu (x) }"
     )
     assert rewriter.decompose_cumprod(model).SerializeToString() == model.SerializeToString()
     ir_model = ir.serde.deserialize_model(model)
@@ -108,9 +120,12 @@ def test_structure_of_each_lowering() -> None:
 
 def test_auto_choice_follows_the_card() -> None:
     for elem_type, expected in [
-        (TensorProto.FLOAT, "logsum"), (TensorProto.FLOAT16, "logsum"),
-        (TensorProto.BFLOAT16, "logsum"), (TensorProto.DOUBLE, "loop"),
-        (TensorProto.INT32, "loop"), (TensorProto.UINT64, "loop"),
+        (TensorProto.FLOAT, "logsum"),
+        (TensorProto.FLOAT16, "logsum"),
+        (TensorProto.BFLOAT16, "logsum"),
+        (TensorProto.DOUBLE, "loop"),
+        (TensorProto.INT32, "loop"),
+        (TensorProto.UINT64, "loop"),
     ]:
         rewrite = rewriter.DecomposeCumProdPass()
         rewrite(ir.serde.deserialize_model(cumprod_model(elem_type, [2, 3], 0)))
@@ -122,7 +137,11 @@ def test_composes_in_a_pass_manager() -> None:
 
     model = ir.serde.deserialize_model(cumprod_model(TensorProto.INT64, [2, 3], -1))
     manager = ir.passes.PassManager(
-        [rewriter.DecomposeCumProdPass("loop"), RemoveUnusedNodesPass(), CheckerPass(full_check=True)]
+        [
+            rewriter.DecomposeCumProdPass("loop"),
+            RemoveUnusedNodesPass(),
+            CheckerPass(full_check=True),
+        ]
     )
     result = manager(model)
     assert result.modified
@@ -132,12 +151,26 @@ def test_composes_in_a_pass_manager() -> None:
 
 
 def test_checker_passes_for_every_type_and_strategy() -> None:
-    for elem_type in [TensorProto.BFLOAT16, TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE,
-                      TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64]:
+    for elem_type in [
+        TensorProto.BFLOAT16,
+        TensorProto.FLOAT16,
+        TensorProto.FLOAT,
+        TensorProto.DOUBLE,
+        TensorProto.INT32,
+        TensorProto.INT64,
+        TensorProto.UINT32,
+        TensorProto.UINT64,
+    ]:
         for strategy in rewriter.STRATEGIES:
-            if strategy == "logsum" and elem_type in (TensorProto.INT32, TensorProto.INT64,
-                                                      TensorProto.UINT32, TensorProto.UINT64):
+            if strategy == "logsum" and elem_type in (
+                TensorProto.INT32,
+                TensorProto.INT64,
+                TensorProto.UINT32,
+                TensorProto.UINT64,
+            ):
                 continue
             for axis_form in ("initializer", "input"):
                 model = cumprod_model(elem_type, ["B", 5], 1, axis_form=axis_form, exclusive=1)
-                onnx.checker.check_model(rewriter.decompose_cumprod(model, strategy=strategy), full_check=True)
+                onnx.checker.check_model(
+                    rewriter.decompose_cumprod(model, strategy=strategy), full_check=True
+                )

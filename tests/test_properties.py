@@ -39,7 +39,9 @@ def cases(draw: st.DrawFn) -> dict:
     shape = tuple(draw(st.lists(st.integers(0, 5), min_size=rank, max_size=rank)))
     axis = draw(st.integers(-rank, rank - 1))
     if draw(st.booleans()):  # make the scanned axis length 0 or 1 more often
-        shape = tuple(draw(st.sampled_from([0, 1])) if d == axis % rank else s for d, s in enumerate(shape))
+        shape = tuple(
+            draw(st.sampled_from([0, 1])) if d == axis % rank else s for d, s in enumerate(shape)
+        )
     return {
         "shape": shape,
         "axis": axis,
@@ -70,8 +72,13 @@ def _run_case(elem_type: int, strategy: str, case: dict) -> None:
     shape, axis = case["shape"], case["axis"]
     ex, rev = case["exclusive"], case["reverse"]
     model = cumprod_model(
-        elem_type, shape, axis, exclusive=ex, reverse=rev,
-        axis_form=case["axis_form"], axis_type=case["axis_type"],
+        elem_type,
+        shape,
+        axis,
+        exclusive=ex,
+        reverse=rev,
+        axis_form=case["axis_form"],
+        axis_type=case["axis_type"],
     )
     rewritten = rewriter.decompose_cumprod(model, strategy=strategy)
     assert "CumProd" not in op_types(rewritten)
@@ -81,7 +88,9 @@ def _run_case(elem_type: int, strategy: str, case: dict) -> None:
     x = make(elem_type, shape, rng)
     feeds = {"x": x.astype(np.float32) if elem_type == TensorProto.BFLOAT16 else x}
     if case["axis_form"] == "input":
-        feeds["axis"] = np.array(axis, dtype=np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32)
+        feeds["axis"] = np.array(
+            axis, dtype=np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32
+        )
     (actual,) = run_ort(rewritten, feeds)
 
     dtype = ir.DataType(elem_type)
@@ -111,7 +120,9 @@ def test_floats_within_stated_bound(elem_type: int, strategy: str, case: dict) -
     _run_case(elem_type, strategy, case)
 
 
-@pytest.mark.parametrize("elem_type", [t for t in ALL_TYPES if t != TensorProto.BFLOAT16], ids=TYPE_NAMES.get)
+@pytest.mark.parametrize(
+    "elem_type", [t for t in ALL_TYPES if t != TensorProto.BFLOAT16], ids=TYPE_NAMES.get
+)
 @settings(max_examples=10, deadline=None, derandomize=True)
 @given(case=cases())
 def test_loop_is_bitwise_ort_native(elem_type: int, case: dict) -> None:

@@ -12,7 +12,16 @@ from onnx import TensorProto
 import rewriter
 from rewriter.lowerings import LOWERINGS
 from rewriter.verify import PRECISION, compare
-from tests.helpers import FLOATS, TYPE_NAMES, counts, cumprod_model, np_dtype, reference, run_ort, wide_reference
+from tests.helpers import (
+    FLOATS,
+    TYPE_NAMES,
+    counts,
+    cumprod_model,
+    np_dtype,
+    reference,
+    run_ort,
+    wide_reference,
+)
 
 ATTRS = list(itertools.product([0, 1], [0, 1]))
 
@@ -77,7 +86,7 @@ def test_special_values_as_numpy_gives_them(
 @pytest.mark.parametrize("elem_type", FLOATS, ids=TYPE_NAMES.get)
 def test_overflow_to_inf(elem_type: int, strategy: str) -> None:
     """Products that leave the range for good become ±inf in every lowering."""
-    bits, emin = PRECISION[ir.DataType(elem_type)]
+    _, emin = PRECISION[ir.DataType(elem_type)]
     big = 2.0 ** (-emin // 2 + 4)  # big * big is far past the largest finite value
     x = np.array([[big, big, big, 2.0], [-big, big, 1.0, -big]]).astype(np_dtype(elem_type))
     actual = _run(elem_type, x, strategy, 0, 0)

@@ -98,7 +98,7 @@ def _subgraph(b: Builder, emit: Callable[[Builder], ir.Value], dtype: ir.DataTyp
 
 
 def _axis_switch(
-    b: Builder, lowering: Lowering, x: ir.Value, axis: ir.Value, first: int, site: CumProdSite
+    b: Builder, lowering: Lowering, x: ir.Value, axis: ir.Value, site: CumProdSite, *, first: int
 ) -> ir.Value:
     """``lowering`` at axis ``first`` if ``axis == first``, else the switch over later axes."""
     rank = site.rank
@@ -108,7 +108,7 @@ def _axis_switch(
     dtype = lowering.compute_dtype(site.dtype)
     then_graph = _subgraph(b, lambda sb: lowering.build(sb, x, first, site), dtype)
     else_graph = _subgraph(
-        b, lambda sb: _axis_switch(sb, lowering, x, axis, first + 1, site), dtype
+        b, lambda sb: _axis_switch(sb, lowering, x, axis, site, first=first + 1), dtype
     )
     is_first = b.op("Equal", axis, b.const(first))
     return b.op("If", is_first, then_branch=then_graph, else_branch=else_graph)
@@ -130,5 +130,5 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering) -> ir.Value:
     else:
         assert site.rank is not None
         axis = b.op("Mod", b.cast(site.axis_value, ir.DataType.INT64), b.const(site.rank))
-        y = _axis_switch(b, lowering, x, axis, 0, site)
+        y = _axis_switch(b, lowering, x, axis, site, first=0)
     return y if compute == site.dtype else b.cast(y, site.dtype)

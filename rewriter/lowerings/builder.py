@@ -37,9 +37,9 @@ class NameSource:
                 used.add(value.name or "")
             for node in ir.traversal.RecursiveGraphIterator(graph):
                 used.add(node.name or "")
-                for value in [*node.inputs, *node.outputs]:
-                    if value is not None:
-                        used.add(value.name or "")
+                for operand in [*node.inputs, *node.outputs]:
+                    if operand is not None:
+                        used.add(operand.name or "")
                 for attr in node.attributes.values():
                     if attr.type == ir.AttributeType.GRAPH:
                         used.update(v.name or "" for v in attr.as_graph().inputs)
@@ -68,7 +68,9 @@ class Builder:
         """A builder for a subgraph body (same opset and names, its own node list)."""
         return Builder(self.opset, self._names, self._prefix)
 
-    def value(self, suffix: str, dtype: ir.DataType | None = None, shape: ir.Shape | None = None) -> ir.Value:
+    def value(
+        self, suffix: str, dtype: ir.DataType | None = None, shape: ir.Shape | None = None
+    ) -> ir.Value:
         """A new named value (for subgraph inputs)."""
         type_ = None if dtype is None else ir.TensorType(dtype)
         return ir.Value(name=self._names.fresh(f"{self._prefix}_{suffix}"), type=type_, shape=shape)
@@ -87,7 +89,8 @@ class Builder:
         self, op_type: str, *inputs: ir.Value | None, num_outputs: int, **attributes: object
     ) -> Sequence[ir.Value]:
         outputs = [
-            ir.Value(name=self._names.fresh(f"{self._prefix}_{op_type}")) for _ in range(num_outputs)
+            ir.Value(name=self._names.fresh(f"{self._prefix}_{op_type}"))
+            for _ in range(num_outputs)
         ]
         node = ir.node(
             op_type,
@@ -121,7 +124,12 @@ class Builder:
     def slice_axis(self, x: ir.Value, axis: int, start: int, end: int, step: int = 1) -> ir.Value:
         """``x[start:end:step]`` along ``axis`` (Slice with inputs, valid from opset 10)."""
         return self.op(
-            "Slice", x, self.const([start]), self.const([end]), self.const([axis]), self.const([step])
+            "Slice",
+            x,
+            self.const([start]),
+            self.const([end]),
+            self.const([axis]),
+            self.const([step]),
         )
 
     def flip(self, x: ir.Value, axis: int) -> ir.Value:

@@ -1,0 +1,213 @@
+"""``cumprod-rewriter``: lower CumProd in .onnx files (a thin layer over rewriter.convert)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from rewriter import convert
+from rewriter.lowerings import STRATEGIES
+
+__all__ = ["main"]
+
+logger = logging.getLogger("rewriter")
+
+EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cumprod-rewriter",
+        description="Replace every ONNX CumProd (opset 26) with an equivalent subgraph of older "
+        "ops, so the model runs where CumProd does not.",
+        epilog="Exit status: 0 success (also when a file has no CumProd), 1 --verify found a "
+        "mismatch, 2 bad usage or a file that could not be processed.",
+    )
+    parser.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help=".onnx files or folders (searched recursively)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="OUTPUT",
+        help="output file (one input) or folder (several inputs or a folder; same layout); "
+        f"default: beside each input with the suffix {convert.OUTPUT_SUFFIX}",
+    )
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="auto",
+        help="which lowering to use (default: auto)",
+    )
+    parser.add_argument(
+        "--verify",
+        nargs="?",
+        type=int,
+        const=3,
+        default=0,
+        metavar="N",
+        help="run original and rewritten model on N random input sets (default 3) and compare",
+    )
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="size of a symbolic dimension for --verify (repeatable; default 3)",
+    )
+    parser.add_argument(
+        "--report", metavar="FILE.json", help="write a per-file, per-node JSON report"
+    )
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="list every CumProd and the lowering auto would pick; write nothing",
+    )
+    parser.add_argument("--in-place", action="store_true", help="overwrite each input (atomically)")
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    verbosity.add_argument(
+        "-v", "--verbose", action="store_true", help="log each node; show tracebacks"
+    )
+    return parser
+
+
+def _dims(parser: argparse.ArgumentParser, items: Sequence[str]) -> dict[str, int]:
+    dims = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if not name or not value.isdigit():
+            parser.error(f"--dim takes NAME=VALUE with a whole number, got {item!r}")
+        dims[name] = int(value)
+    return dims
+
+
+def _plan_outputs(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> list[tuple[Path, Path | None]]:
+    """(input file, output path or None for the default) per input."""
+    files = convert.find_model_files(args.inputs)
+    if args.in_place:
+        if args.output:
+            parser.error("--in-place and -o cannot be used together")
+        return [(path, path) for path, _ in files]
+    if not args.output:
+        return [(path, None) for path, _ in files]
+    output = Path(args.output)
+    single = len(args.inputs) == 1 and not Path(args.inputs[0]).is_dir()
+    if single and not output.is_dir():
+        return [(files[0][0], output)]
+    targets: list[tuple[Path, Path | None]] = [(path, output / rel) for path, rel in files]
+    seen = Counter(t for _, t in targets)
+    clash = [str(t) for t, n in seen.items() if n > 1]
+    if clash:
+        parser.error(f"several inputs would be written to {clash[0]}")
+    return targets
+
+
+def _progress(
+    items: list[tuple[Path, Path | None]], quiet: bool
+) -> Iterator[tuple[Path, Path | None]]:
+    if quiet or len(items) < 2 or not sys.stderr.isatty():
+        yield from items
+        return
+    from tqdm import tqdm
+
+    yield from tqdm(items, unit="file", file=sys.stderr)
+
+
+def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> None:
+    if report.error:
+        print(f"error: {report.error}", file=sys.stderr)
+    if listing:
+        for n in report.nodes:
+            attrs = ", ".join(
+                a for a, on in (("exclusive", n.exclusive), ("reverse", n.reverse)) if on
+            )
+            print(
+                f"{report.input}: {n.location}: CumProd '{n.name}' {n.dtype} axis={n.axis}"
+                f"{' ' + attrs if attrs else ''} -> {n.lowering}"
+            )
+        return
+    if quiet:
+        return
+    if report.verify is not None:
+        for o in report.verify.outputs:
+            unit = (
+                "ulp"
+                if o.bound or o.dtype.startswith(("float", "double", "bfloat"))
+                else "elements differ"
+            )
+            state = "ok" if o.ok else "MISMATCH"
+            print(
+                f"  verify {o.name} ({o.dtype}): worst {o.worst:.3g} {unit} [{state}]"
+                + (f" {o.detail}" if o.detail else "")
+            )
+    if report.status == "rewritten":
+        used = ", ".join(f"{k} {v}" for k, v in sorted(report.lowerings_used().items()))
+        print(f"{report.input} -> {report.output}: {len(report.nodes)} CumProd rewritten ({used})")
+    elif report.status in ("unchanged", "copied"):
+        where = f", copied to {report.output}" if report.output else ""
+        print(f"{report.input}: no CumProd{where}")
+
+
+def _summary(reports: list[convert.FileReport], seconds: float, listing: bool) -> str:
+    status = Counter(r.status for r in reports)
+    lowered: Counter[str] = Counter()
+    for r in reports:
+        lowered.update(r.lowerings_used())
+    nodes = sum(len(r.nodes) for r in reports)
+    parts = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
+    per = ", ".join(f"{k} {v}" for k, v in sorted(lowered.items())) or "none"
+    verb = "found" if listing else "rewritten"
+    return (
+        f"{len(reports)} file(s): {parts}; {nodes} CumProd node(s) {verb} ({per}); {seconds:.2f} s"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    dims = _dims(parser, args.dim)
+    jobs = _plan_outputs(parser, args)
+    start = time.perf_counter()
+    reports = []
+    for source, target in _progress(jobs, args.quiet):
+        if args.list:
+            report = convert.list_file(source)
+        else:
+            report = convert.convert_file(
+                source, target, strategy=args.strategy, verify_runs=args.verify, dims=dims
+            )
+        _print_report(report, args.list, args.quiet)
+        reports.append(report)
+    seconds = time.perf_counter() - start
+    failed = [r for r in reports if r.status == "failed"]
+    if not args.quiet:
+        print(_summary(reports, seconds, args.list))
+    if len(reports) > 1 and failed:
+        print(f"{len(failed)} file(s) failed:", file=sys.stderr)
+        for r in failed:
+            print(f"  {r.error}", file=sys.stderr)
+    if args.report:
+        payload = {
+            "seconds": seconds,
+            "files": [dataclasses.asdict(r) for r in reports],
+        }
+        Path(args.report).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    if failed:
+        return EXIT_ERROR
+    if any(r.status == "mismatch" for r in reports):
+        return EXIT_MISMATCH
+    return EXIT_OK

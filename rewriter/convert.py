@@ -1,0 +1,202 @@
+"""Rewriting model files: one file at a time, each tested on its own; the command line is a
+thin layer over these functions.
+
+``convert_file`` loads a model (weights left on disk), lowers every CumProd, optionally verifies
+the result against the original on random inputs, and writes it atomically. It never raises
+for a bad file: the :class:`FileReport` says what happened.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from rewriter import io
+from rewriter.decompose import DecomposeCumProdPass, Planned, plan_cumprods
+from rewriter.errors import CumProdError
+from rewriter.verify import VerifyResult, verify_model
+
+__all__ = [
+    "OUTPUT_SUFFIX",
+    "FileReport",
+    "NodeReport",
+    "convert_file",
+    "default_output",
+    "find_model_files",
+    "list_file",
+]
+
+logger = logging.getLogger(__name__)
+
+OUTPUT_SUFFIX = ".nocumprod.onnx"
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeReport:
+    """One CumProd node: where it is, what it is, and how it is (or would be) lowered."""
+
+    location: str
+    name: str
+    dtype: str
+    axis: int | str
+    exclusive: bool
+    reverse: bool
+    lowering: str
+
+
+@dataclasses.dataclass
+class FileReport:
+    """What happened to one input file.
+
+    ``status`` is one of: ``rewritten``, ``unchanged`` (no CumProd, nothing written),
+    ``copied`` (no CumProd, copied to the output asked for), ``listed``, ``mismatch``
+    (``--verify`` failed; nothing written), ``failed``.
+    """
+
+    input: str
+    output: str | None = None
+    status: str = "failed"
+    error: str | None = None
+    nodes: list[NodeReport] = dataclasses.field(default_factory=list)
+    verify: VerifyResult | None = None
+    seconds: float = 0.0
+
+    def lowerings_used(self) -> dict[str, int]:
+        return dict(collections.Counter(n.lowering for n in self.nodes))
+
+
+def _describe(plans: Iterable[Planned]) -> list[NodeReport]:
+    reports = []
+    for plan in plans:
+        site = plan.site
+        axis: int | str = site.axis if site.axis is not None else "run-time"
+        reports.append(
+            NodeReport(
+                location=site.location,
+                name=site.node.name or "",
+                dtype=site.dtype.name.lower(),
+                axis=axis,
+                exclusive=site.exclusive,
+                reverse=site.reverse,
+                lowering=plan.lowering.name,
+            )
+        )
+    return reports
+
+
+def find_model_files(inputs: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, Path]]:
+    """(file, path relative to the input it was found under) for each input: a file as
+    given, a folder searched recursively for ``*.onnx`` (our own ``*.nocumprod.onnx`` outputs
+    left out). A path that does not exist is kept, so that it is reported as failed."""
+    found: list[tuple[Path, Path]] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            for path in sorted(item.rglob("*.onnx")):
+                if path.is_file() and not path.name.endswith(OUTPUT_SUFFIX):
+                    found.append((path, path.relative_to(item)))
+        else:
+            found.append((item, Path(item.name)))
+    return found
+
+
+def default_output(path: Path) -> Path:
+    """``model.onnx`` -> ``model.nocumprod.onnx`` beside it."""
+    stem = path.name[: -len(".onnx")] if path.name.endswith(".onnx") else path.name
+    return path.with_name(stem + OUTPUT_SUFFIX)
+
+
+def list_file(path: Path) -> FileReport:
+    """Report every CumProd in ``path`` with the lowering ``auto`` would pick; write nothing."""
+    start = time.perf_counter()
+    report = FileReport(input=str(path))
+    try:
+        model = io.load_model(path)
+        report.nodes = _describe(plan_cumprods(model, "auto"))
+        report.status = "listed"
+    except (io.ModelFileError, CumProdError) as exc:
+        report.error = _message(path, exc)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _message(path: Path, exc: Exception) -> str:
+    text = str(exc)
+    return text if text.startswith(str(path)) else f"{path}: {text}"
+
+
+def _verify_bound(plans: list[Planned], dims: Mapping[str, int]) -> float:
+    """The rewrite's stated float bound plus the sequential reference's own (k - 1 ulps),
+    for the longest scan in the model."""
+    bound = 0.0
+    for plan in plans:
+        site = plan.site
+        k = site.scan_length
+        if k is None and site.shape is not None and site.axis is not None:
+            dim = site.shape[site.axis]
+            k = dims.get(str(dim), 3) if not isinstance(dim, int) else dim
+        if k is None:
+            k = max([3, *dims.values()])
+        ks = np.array([max(k, 1)])
+        bound = max(bound, float(plan.lowering.max_ulps(site.dtype, ks)[0]) + max(k - 1, 0))
+    return bound
+
+
+def convert_file(
+    source: Path,
+    target: Path | None,
+    *,
+    strategy: str = "auto",
+    verify_runs: int = 0,
+    dims: Mapping[str, int] | None = None,
+) -> FileReport:
+    """Lower every CumProd of the model at ``source`` and write it to ``target``.
+
+    ``target`` None means: do not write a file when there is nothing to lower, and
+    ``default_output(source)`` otherwise. ``target == source`` rewrites in place (atomically).
+    With ``verify_runs`` > 0 the staged output is run against the original on that many
+    random input sets before it is moved into place; a mismatch writes nothing.
+    """
+    start = time.perf_counter()
+    report = FileReport(input=str(source))
+    try:
+        model = io.load_model(source)
+        rewrite = DecomposeCumProdPass(strategy)
+        rewrite(model)
+        report.nodes = _describe(rewrite.plans)
+        if not rewrite.plans:
+            report.status = "unchanged"
+            if target is not None and target.resolve() != source.resolve():
+                io.atomic_copy(source, target)
+                report.output, report.status = str(target), "copied"
+            return report
+        destination = target if target is not None else default_output(source)
+        bound = _verify_bound(rewrite.plans, dims or {})
+
+        def check(staged: Path) -> bool:
+            if verify_runs <= 0:
+                return True
+            report.verify = verify_model(
+                source, staged, bound_ulps=bound, runs=verify_runs, dims=dims
+            )
+            return report.verify.ok
+
+        if io.save_model(model, destination, accept=check):
+            report.output, report.status = str(destination), "rewritten"
+        else:
+            report.status = "mismatch"
+            report.error = f"{source}: --verify found a mismatch; nothing written"
+    except (io.ModelFileError, CumProdError) as exc:
+        report.error = _message(source, exc)
+    except Exception as exc:
+        logger.debug("unexpected error on %s", source, exc_info=True)
+        report.error = f"{source}: {type(exc).__name__}: {exc}"
+    finally:
+        report.seconds = time.perf_counter() - start
+    return report
