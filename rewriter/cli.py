@@ -179,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # onnx_ir warns about invalid models we then report in one line
+        logging.getLogger("onnx_ir").setLevel(logging.ERROR)
     dims = _dims(parser, args.dim)
     jobs = _plan_outputs(parser, args)
     start = time.perf_counter()

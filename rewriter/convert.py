@@ -117,11 +117,16 @@ def list_file(path: Path) -> FileReport:
     start = time.perf_counter()
     report = FileReport(input=str(path))
     try:
-        model = io.load_model(path)
+        model = io.load_model(path, check=False)
         report.nodes = _describe(plan_cumprods(model, "auto"))
+        io.check_model_file(path)
         report.status = "listed"
     except (io.ModelFileError, CumProdError) as exc:
+        logger.debug("%s failed", path, exc_info=True)
         report.error = _message(path, exc)
+    except Exception as exc:  # noqa: BLE001 - one bad file must not stop a batch
+        logger.debug("unexpected error on %s", path, exc_info=True)
+        report.error = f"{path}: {type(exc).__name__}: {exc}"
     report.seconds = time.perf_counter() - start
     return report
 
@@ -166,9 +171,10 @@ def convert_file(
     start = time.perf_counter()
     report = FileReport(input=str(source))
     try:
-        model = io.load_model(source)
+        model = io.load_model(source, check=False)
         rewrite = DecomposeCumProdPass(strategy)
-        rewrite(model)
+        rewrite(model)  # validates every CumProd first: its errors name the node
+        io.check_model_file(source)
         report.nodes = _describe(rewrite.plans)
         if not rewrite.plans:
             report.status = "unchanged"
@@ -193,6 +199,7 @@ def convert_file(
             report.status = "mismatch"
             report.error = f"{source}: --verify found a mismatch; nothing written"
     except (io.ModelFileError, CumProdError) as exc:
+        logger.debug("%s failed", source, exc_info=True)
         report.error = _message(source, exc)
     except Exception as exc:
         logger.debug("unexpected error on %s", source, exc_info=True)

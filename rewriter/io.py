@@ -23,6 +23,7 @@ import onnx_ir as ir
 __all__ = [
     "ModelFileError",
     "atomic_copy",
+    "check_model_file",
     "external_files",
     "load_model",
     "save_model",
@@ -36,6 +37,12 @@ _INLINE_LIMIT = 1 << 30
 
 class ModelFileError(Exception):
     """A model file that cannot be read or written; the message names the file."""
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's message folded onto one line, cut at ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _initializer_tensors(model: ir.Model) -> Iterator[ir.TensorProtocol]:
@@ -94,12 +101,20 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
         raise ModelFileError(f"{path}: not an ONNX model (no graph found)")
     _check_external_data(model, path)
     if check:
-        try:
-            onnx.checker.check_model(str(path))
-        except onnx.checker.ValidationError as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise ModelFileError(f"{path}: fails the ONNX checker: {first}") from exc
+        check_model_file(path)
     return model
+
+
+def check_model_file(path: str | os.PathLike[str]) -> None:
+    """Run the ONNX checker on a model file (external data is not read).
+
+    Raises:
+        ModelFileError: naming the file and the checker's complaint, on one line.
+    """
+    try:
+        onnx.checker.check_model(str(path))
+    except onnx.checker.ValidationError as exc:
+        raise ModelFileError(f"{path}: fails the ONNX checker: {_one_line(exc)}") from exc
 
 
 @contextlib.contextmanager

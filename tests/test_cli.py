@@ -1,0 +1,332 @@
+"""The command, run as a subprocess on real files in a temporary folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rewriter.verify import compare
+from tests.helpers import cumprod_model, op_types, reference, run_ort
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "rewriter" / "examples" / "example.onnx"
+
+
+def cli(
+    *args: str | Path, cwd: Path | None = None, code: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m rewriter ARGS`` (or ``python -c CODE ARGS``)."""
+    command = [sys.executable, "-m", "rewriter"] if code is None else [sys.executable, "-c", code]
+    return subprocess.run(
+        [*command, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+
+
+def files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def _save(model: onnx.ModelProto, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path)
+    return path
+
+
+def _weighted_model(size: int = 4096) -> onnx.ModelProto:
+    """y = CumProd(x * w, 1) with w an initializer big enough to go to external data."""
+    w = np.random.default_rng(0).uniform(0.9, 1.1, (2, size)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"], name="scan"),
+        ],
+        "weighted",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, size])],
+        [numpy_helper.from_array(w, "w"), helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+def test_help_lists_every_option() -> None:
+    result = cli("--help")
+    assert result.returncode == 0
+    for option in (
+        "-o",
+        "--strategy",
+        "--verify",
+        "--dim",
+        "--report",
+        "--list",
+        "--in-place",
+        "-q",
+        "-v",
+    ):
+        assert option in result.stdout
+
+
+def test_single_file(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    before = Path(source).read_bytes()
+    result = cli(source, "-o", tmp_path / "out.onnx")
+    assert result.returncode == 0, result.stderr
+    assert "4 CumProd rewritten" in result.stdout
+    assert Path(source).read_bytes() == before
+    rewritten = onnx.load(tmp_path / "out.onnx")
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert "CumProd" not in op_types(rewritten)
+    assert files(tmp_path) == ["model.onnx", "out.onnx"]
+
+    rng = np.random.default_rng(0)
+    feeds = {
+        "betas": rng.uniform(0, 0.1, 10).astype(np.float32),
+        "v": rng.uniform(0, 1, (2, 5)).astype(np.float32),
+        "dims": np.array([2, 3, 4, 5], np.int64),
+        "alpha": rng.uniform(0, 1, (2, 6)).astype(np.float32),
+        "axis": np.array(1, np.int64),
+    }
+    got = dict(
+        zip(["alphas_cumprod", "weights", "strides", "transmittance"], run_ort(rewritten, feeds))
+    )
+    np.testing.assert_array_equal(got["strides"], reference(feeds["dims"], 0, 1, 1))
+    np.testing.assert_allclose(
+        got["alphas_cumprod"], reference(1 - feeds["betas"], 0, 0, 0), rtol=2**-23
+    )
+
+
+def test_default_output_goes_beside_the_input(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    assert cli(source).returncode == 0
+    assert files(tmp_path) == ["model.nocumprod.onnx", "model.onnx"]
+
+
+def test_in_place(tmp_path: Path) -> None:
+    source = Path(shutil.copy(EXAMPLE, tmp_path / "model.onnx"))
+    result = cli(source, "--in-place")
+    assert result.returncode == 0, result.stderr
+    assert files(tmp_path) == ["model.onnx"]
+    assert "CumProd" not in op_types(onnx.load(source))
+
+
+def test_folder_batch_with_a_bad_file(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    _save(cumprod_model(TensorProto.FLOAT, [2, 3], 1), models / "a.onnx")
+    _save(cumprod_model(TensorProto.INT32, [4], 0, reverse=1), models / "sub" / "b.onnx")
+    (models / "bad.onnx").write_bytes(b"this is not a model")
+    result = cli(models, "-o", tmp_path / "out")
+    assert result.returncode == 2
+    assert files(tmp_path / "out") == ["a.onnx", "sub", "sub/b.onnx"]
+    assert "bad.onnx" in result.stderr and "not a readable ONNX model" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "3 file(s): 1 failed, 2 rewritten" in result.stdout
+
+
+def test_external_data_output_folder_is_self_contained(tmp_path: Path) -> None:
+    source = tmp_path / "in" / "model.onnx"
+    source.parent.mkdir()
+    onnx.save(_weighted_model(), source, save_as_external_data=True, location="weights.bin")
+    result = cli(source, "-o", tmp_path / "out" / "model.onnx")
+    assert result.returncode == 0, result.stderr
+    assert files(tmp_path / "out") == ["model.onnx", "model.onnx.data"]
+    moved = tmp_path / "elsewhere"
+    shutil.move(tmp_path / "out", moved)
+    shutil.rmtree(tmp_path / "in")  # the output must not point at the input's weights
+    x = np.random.default_rng(1).uniform(0.9, 1.1, (2, 4096)).astype(np.float32)
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(moved / "model.onnx"), providers=["CPUExecutionProvider"])
+    w = numpy_helper.to_array(
+        onnx.load(moved / "model.onnx").graph.initializer[0], base_dir=str(moved)
+    )
+    expected = reference((x * w).astype(np.float64), 1, 0, 0)  # x * w rounds as ORT's Mul does
+    result = compare(session.run(None, {"x": x})[0], expected, ir.DataType.FLOAT, 1.0)  # logsum
+    assert result.ok, result.detail
+
+
+def _no_axis() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("CumProd", ["x"], ["y"], name="scan")],
+        "main",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    good = cumprod_model(TensorProto.FLOAT, [2, 3], 1)
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(_weighted_model().SerializeToString()[:500])
+    missing = tmp_path / "missing_data" / "model.onnx"
+    missing.parent.mkdir()
+    onnx.save(_weighted_model(), missing, save_as_external_data=True, location="w.bin")
+    (missing.parent / "w.bin").unlink()
+    unchecked = cumprod_model(TensorProto.FLOAT, [2, 3], 1)
+    unchecked.graph.node.add(op_type="Relu", input=["nowhere"], output=["z"])
+    scalar = cumprod_model(TensorProto.FLOAT, [], 0)
+    return {
+        "does not exist": (tmp_path / "nope.onnx", "no such file"),
+        "not ONNX": (tmp_path / "notes.onnx", "not a readable ONNX model"),
+        "truncated": (truncated, "not a readable ONNX model"),
+        "external data missing": (missing, "external data file 'w.bin' is missing"),
+        "fails the checker": (
+            _save(unchecked, tmp_path / "unchecked.onnx"),
+            "fails the ONNX checker",
+        ),
+        "no axis": (
+            _save(_no_axis(), tmp_path / "no_axis.onnx"),
+            "CumProd node 'scan' in graph 'main': it has no axis input",
+        ),
+        "axis out of range": (
+            _save(cumprod_model(TensorProto.FLOAT, [2, 3], 2), tmp_path / "range.onnx"),
+            "CumProd node 'cumprod' in graph 'main': axis 2 is out of range",
+        ),
+        "rank-0 input": (_save(scalar, tmp_path / "scalar.onnx"), "x is a scalar (rank 0)"),
+        "output folder not writable": (_save(good, tmp_path / "good.onnx"), "cannot write"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "does not exist",
+        "not ONNX",
+        "truncated",
+        "external data missing",
+        "fails the checker",
+        "no axis",
+        "axis out of range",
+        "rank-0 input",
+        "output folder not writable",
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path: Path, case: str) -> None:
+    (tmp_path / "notes.onnx").write_text("hello")
+    source, message = _bad_inputs(tmp_path)[case]
+    (tmp_path / "blocker").write_text("a file where a folder should be")
+    out = (
+        tmp_path / "blocker" / "out.onnx"
+        if case == "output folder not writable"
+        else tmp_path / "out" / "out.onnx"
+    )
+    before = files(tmp_path)
+    result = cli(source, "-o", out)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith(f"error: {source}") and message in errors[0], errors[0]
+    assert "Traceback" not in result.stderr
+    assert files(tmp_path) == before
+
+
+def test_verbose_shows_the_traceback(tmp_path: Path) -> None:
+    (tmp_path / "notes.onnx").write_text("hello")
+    result = cli(tmp_path / "notes.onnx", "-v")
+    assert result.returncode == 2 and "Traceback" in result.stderr
+
+
+def test_list_writes_nothing(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    result = cli("--list", source)
+    assert result.returncode == 0
+    lines = [line for line in result.stdout.splitlines() if "CumProd '" in line]
+    assert len(lines) == 4
+    assert "CumProd 'cumprod_8' int64 axis=0 exclusive, reverse -> loop" in result.stdout
+    assert "axis=run-time -> logsum" in result.stdout
+    assert files(tmp_path) == ["model.onnx"]
+
+
+def test_report_json(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    (tmp_path / "plain.onnx").write_bytes(
+        onnx.parser.parse_model(
+            '<ir_version: 10, opset_import: ["" : 21]>'
+            " g (float[2] x) => (float[2] y) { y = Relu (x) }"
+        ).SerializeToString()
+    )
+    result = cli(
+        source,
+        tmp_path / "plain.onnx",
+        "-o",
+        tmp_path / "out",
+        "--report",
+        tmp_path / "report.json",
+        "--verify",
+        "2",
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    by_name = {Path(f["input"]).name: f for f in report["files"]}
+    assert by_name["model.onnx"]["status"] == "rewritten"
+    assert [n["lowering"] for n in by_name["model.onnx"]["nodes"]] == [
+        "logsum",
+        "logsum",
+        "loop",
+        "logsum",
+    ]
+    assert (
+        by_name["model.onnx"]["verify"]["ok"] is True
+        and by_name["model.onnx"]["verify"]["runs"] == 2
+    )
+    assert by_name["plain.onnx"]["status"] == "copied"
+    assert (tmp_path / "out" / "plain.onnx").read_bytes() == (tmp_path / "plain.onnx").read_bytes()
+
+
+def test_verify_passes(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    result = cli(source, "-o", tmp_path / "out.onnx", "--verify", "--dim", "T=50")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("[ok]") == 4
+
+
+CORRUPT = """
+import sys
+import rewriter.lowerings.loop as loop
+real = loop.build
+def wrong(b, x, axis, site):  # a deliberately broken lowering: one extra factor of 2
+    return b.op("Add", real(b, x, axis, site), real(b, x, axis, site))
+loop.build = wrong
+import rewriter.lowerings as lowerings
+entry = lowerings.LOWERINGS["loop"]
+lowerings.LOWERINGS["loop"] = lowerings.dataclasses.replace(entry, build=wrong)
+from rewriter.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_verify_fails_on_a_corrupted_rewrite(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    result = cli(source, "-o", tmp_path / "out.onnx", "--verify", code=CORRUPT)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "MISMATCH" in result.stdout and "strides" in result.stdout
+    assert "--verify found a mismatch; nothing written" in result.stderr
+    assert files(tmp_path) == ["model.onnx"]
+
+
+def test_running_on_its_own_output_changes_nothing(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    assert cli(source, "-o", tmp_path / "once.onnx").returncode == 0
+    result = cli(tmp_path / "once.onnx", "-o", tmp_path / "twice.onnx")
+    assert result.returncode == 0 and "no CumProd" in result.stdout
+    assert (tmp_path / "twice.onnx").read_bytes() == (tmp_path / "once.onnx").read_bytes()
+    result = cli(tmp_path / "once.onnx")  # no -o: nothing to write
+    assert result.returncode == 0 and not (tmp_path / "once.nocumprod.onnx").exists()
+
+
+def test_quiet_prints_nothing_on_success(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    result = cli(source, "-q", "-o", tmp_path / "out.onnx")
+    assert result.returncode == 0 and result.stdout == "" and result.stderr == ""
