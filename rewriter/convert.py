@@ -124,7 +124,7 @@ def list_file(path: Path) -> FileReport:
     except (io.ModelFileError, CumProdError) as exc:
         logger.debug("%s failed", path, exc_info=True)
         report.error = _message(path, exc)
-    except Exception as exc:  # noqa: BLE001 - one bad file must not stop a batch
+    except Exception as exc:  # one bad file must not stop a batch
         logger.debug("unexpected error on %s", path, exc_info=True)
         report.error = f"{path}: {type(exc).__name__}: {exc}"
     report.seconds = time.perf_counter() - start

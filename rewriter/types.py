@@ -139,7 +139,7 @@ def _propagate_nodes(
             outputs = onnx.shape_inference.infer_node_outputs(
                 schema, node, known, opset_imports=opsets
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - best effort; gaps are reported later
             logger.debug("no type inference for %s: %s", node.op_type, exc)
             continue
         known.update(outputs)
@@ -151,7 +151,7 @@ def infer_types(model: ir.Model) -> TypeTable:
     proto = ir.to_proto(model)
     try:
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - keep the declared types
         logger.debug("shape inference failed, using declared types only: %s", exc)
     _collect_graph_types(table, proto.graph)
 
