@@ -12,21 +12,19 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-from collections.abc import Iterator
 
 import onnx
 import onnx_ir as ir
 
 from rewriter import lowerings
 from rewriter.errors import InvalidCumProdError
+from rewriter.graphs import ONNX_DOMAINS, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
-from rewriter.types import function_scope, infer_types
+from rewriter.types import infer_types
 
 __all__ = ["DecomposeCumProdPass", "Planned", "decompose_cumprod", "plan_cumprods"]
 
 logger = logging.getLogger(__name__)
-
-_ONNX_DOMAINS = ("", "ai.onnx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,37 +36,7 @@ class Planned:
 
 
 def _is_cumprod(node: ir.Node) -> bool:
-    return node.op_type == "CumProd" and node.domain in _ONNX_DOMAINS
-
-
-def _walk(graph: ir.Graph, path: str) -> Iterator[tuple[ir.Node, str]]:
-    """Every node of ``graph`` and its subgraphs at any depth, with a readable path such as
-    ``graph 'main' > Loop 'l' body > If 'c' then_branch``."""
-    for node in graph:
-        yield node, path
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                subgraphs = [attr.as_graph()]
-            elif attr.type == ir.AttributeType.GRAPHS:
-                subgraphs = list(attr.as_graphs())
-            else:
-                continue
-            for sub in subgraphs:
-                yield from _walk(sub, f"{path} > {node.op_type} '{node.name or ''}' {attr.name}")
-
-
-def _cumprod_nodes(model: ir.Model) -> Iterator[tuple[ir.Node, str, int, str]]:
-    """(node, location, ai.onnx opset, type scope) for every CumProd in the model."""
-    main_opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
-    for node, path in _walk(model.graph, f"graph '{model.graph.name or 'main'}'"):
-        if _is_cumprod(node):
-            yield node, path, main_opset, ""
-    for function in model.functions.values():
-        opset = function.opset_imports.get("", function.opset_imports.get("ai.onnx", main_opset))
-        froot = f"function '{function.domain}.{function.name}'"
-        for node, path in _walk(function.graph, froot):  # type: ignore[attr-defined]
-            if _is_cumprod(node):
-                yield node, path, opset, function_scope(function)
+    return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
 
 
 def plan_cumprods(model: ir.Model, strategy: str = "auto") -> list[Planned]:
@@ -83,17 +51,21 @@ def plan_cumprods(model: ir.Model, strategy: str = "auto") -> list[Planned]:
         raise ValueError(
             f"unknown strategy {strategy!r}; choose one of {', '.join(lowerings.STRATEGIES)}"
         )
-    found = list(_cumprod_nodes(model))
+    found = [where for where in walk_model(model) if _is_cumprod(where.node)]
     if not found:
         return []
     types = infer_types(model)
     plans = []
-    for node, location, opset, scope in found:
-        if opset < 26:
+    for where in found:
+        if where.opset < 26:
             raise InvalidCumProdError(
-                node.name or "", location, f"CumProd needs ai.onnx opset >= 26, found {opset}"
+                where.node.name or "",
+                where.location,
+                f"CumProd needs ai.onnx opset >= 26, found {where.opset}",
             )
-        site = inspect_cumprod(node, location=location, opset=opset, scope=scope, types=types)
+        site = inspect_cumprod(
+            where.node, location=where.location, opset=where.opset, scope=where.scope, types=types
+        )
         plans.append(Planned(site, lowerings.choose(site, strategy)))
     return plans
 

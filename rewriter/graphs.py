@@ -1,0 +1,63 @@
+"""Walking a model: every node of the main graph, its subgraphs at any depth and every
+model-local function, with a readable location and the ai.onnx opset in force there."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import onnx_ir as ir
+
+from rewriter.types import function_scope
+
+__all__ = ["ONNX_DOMAINS", "Located", "ai_onnx_opset", "walk_model"]
+
+ONNX_DOMAINS = ("", "ai.onnx")
+
+
+@dataclasses.dataclass(frozen=True)
+class Located:
+    """A node and where it is.
+
+    Attributes:
+        node: The node.
+        location: ``graph 'main' > Loop 'l' body > If 'c' then_branch`` or
+            ``function 'dom.F' > ...``.
+        opset: The ai.onnx version imported by the graph or function that holds it.
+        scope: The type-table scope: "" for the main graph, the function's otherwise.
+    """
+
+    node: ir.Node
+    location: str
+    opset: int
+    scope: str
+
+
+def ai_onnx_opset(opset_imports: dict[str, int], default: int = 0) -> int:
+    return opset_imports.get("", opset_imports.get("ai.onnx", default))
+
+
+def _walk(graph: ir.Graph, path: str) -> Iterator[tuple[ir.Node, str]]:
+    for node in graph:
+        yield node, path
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                subgraphs = [attr.as_graph()]
+            elif attr.type == ir.AttributeType.GRAPHS:
+                subgraphs = list(attr.as_graphs())
+            else:
+                continue
+            for sub in subgraphs:
+                yield from _walk(sub, f"{path} > {node.op_type} '{node.name or ''}' {attr.name}")
+
+
+def walk_model(model: ir.Model) -> Iterator[Located]:
+    """Every node of ``model``, main graph first, then each function, in order."""
+    main_opset = ai_onnx_opset(model.opset_imports)
+    for node, path in _walk(model.graph, f"graph '{model.graph.name or 'main'}'"):
+        yield Located(node, path, main_opset, "")
+    for function in model.functions.values():
+        opset = ai_onnx_opset(function.opset_imports, main_opset)
+        root = f"function '{function.domain}.{function.name}'"
+        for node, path in _walk(function.graph, root):  # type: ignore[attr-defined]
+            yield Located(node, path, opset, function_scope(function))
