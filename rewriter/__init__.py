@@ -5,12 +5,17 @@ from __future__ import annotations
 from rewriter.decompose import DecomposeCumProdPass, decompose_cumprod
 from rewriter.errors import CumProdError, InvalidCumProdError, StrategyError
 from rewriter.lowerings import STRATEGIES
+from rewriter.opset import OpsetError
+from rewriter.targets import DEFAULT_TARGET, TARGETS
 
 __all__ = [
+    "DEFAULT_TARGET",
     "STRATEGIES",
+    "TARGETS",
     "CumProdError",
     "DecomposeCumProdPass",
     "InvalidCumProdError",
+    "OpsetError",
     "StrategyError",
     "decompose_cumprod",
 ]

@@ -16,11 +16,12 @@ import logging
 import onnx
 import onnx_ir as ir
 
-from rewriter import lowerings
+from rewriter import lowerings, opset
 from rewriter.errors import InvalidCumProdError
-from rewriter.graphs import ONNX_DOMAINS, walk_model
+from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
-from rewriter.types import infer_types
+from rewriter.targets import DEFAULT_TARGET, TARGETS, Target
+from rewriter.types import TypeTable, infer_types
 
 __all__ = ["DecomposeCumProdPass", "Planned", "decompose_cumprod", "plan_cumprods"]
 
@@ -39,7 +40,16 @@ def _is_cumprod(node: ir.Node) -> bool:
     return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
 
 
-def plan_cumprods(model: ir.Model, strategy: str = "auto") -> list[Planned]:
+def _check_strategy(strategy: str) -> None:
+    if strategy not in lowerings.STRATEGIES:
+        raise ValueError(
+            f"unknown strategy {strategy!r}; choose one of {', '.join(lowerings.STRATEGIES)}"
+        )
+
+
+def plan_cumprods(
+    model: ir.Model, strategy: str = "auto", types: TypeTable | None = None
+) -> list[Planned]:
     """Validate every CumProd in ``model`` and choose its lowering; changes nothing.
 
     Raises:
@@ -47,14 +57,11 @@ def plan_cumprods(model: ir.Model, strategy: str = "auto") -> list[Planned]:
         StrategyError: ``strategy`` cannot compute one of the nodes exactly.
         ValueError: an unknown strategy name.
     """
-    if strategy not in lowerings.STRATEGIES:
-        raise ValueError(
-            f"unknown strategy {strategy!r}; choose one of {', '.join(lowerings.STRATEGIES)}"
-        )
+    _check_strategy(strategy)
     found = [where for where in walk_model(model) if _is_cumprod(where.node)]
     if not found:
         return []
-    types = infer_types(model)
+    types = types or infer_types(model)
     plans = []
     for where in found:
         if where.opset < 26:
@@ -70,13 +77,14 @@ def plan_cumprods(model: ir.Model, strategy: str = "auto") -> list[Planned]:
     return plans
 
 
-def _replace(plan: Planned, names: lowerings.NameSource) -> None:
+def _replace(plan: Planned, names: lowerings.NameSource, build_opset: int, target: Target) -> None:
+    """Swap one CumProd for its lowering, built with the signatures of ai.onnx ``build_opset``."""
     site = plan.site
     node = site.node
     graph = node.graph
     assert graph is not None
-    builder = lowerings.Builder(site.opset, names, node.name or "CumProd")
-    y = lowerings.lower(builder, site, plan.lowering)
+    builder = lowerings.Builder(build_opset, names, node.name or "CumProd")
+    y = lowerings.lower(builder, site, plan.lowering, target)
     axis = site.axis_value
     ir.convenience.replace_nodes_and_values(
         graph, node, [node], builder.nodes, [node.outputs[0]], [y]
@@ -103,50 +111,84 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
 
     Rewrites CumProd in the main graph, in subgraphs at any depth and in model-local
     functions, for every element type, both attributes, constant or run-time axes. A model
-    without CumProd is returned unchanged; a second run changes nothing.
+    without CumProd is returned unchanged (unless ``target_opset`` asks for another opset);
+    a second run changes nothing. Every node is checked before the first one is changed.
 
     Attributes:
         strategy: ``"auto"`` or a lowering name (see :data:`rewriter.lowerings.STRATEGIES`).
+        target_opset: The ai.onnx version the output must import (11 to the model's own);
+            None keeps the model's.
+        target: The runtime whose kernel gaps to work around (see :data:`rewriter.TARGETS`).
         plans: The nodes rewritten by the last call, with the lowering used for each.
     """
 
-    def __init__(self, strategy: str = "auto") -> None:
+    def __init__(
+        self,
+        strategy: str = "auto",
+        *,
+        target_opset: int | None = None,
+        target: str = DEFAULT_TARGET,
+    ) -> None:
         super().__init__()
-        if strategy not in lowerings.STRATEGIES:
-            raise ValueError(
-                f"unknown strategy {strategy!r}; choose one of {', '.join(lowerings.STRATEGIES)}"
-            )
+        _check_strategy(strategy)
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
         self.strategy = strategy
+        self.target_opset = target_opset
+        self.target = target
         self.plans: list[Planned] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.plans = plan_cumprods(model, self.strategy)
+        current = ai_onnx_opset(model.opset_imports)
+        lower_opset = self.target_opset is not None and self.target_opset != current
+        has_cumprod = any(_is_cumprod(where.node) for where in walk_model(model))
+        if not (has_cumprod or lower_opset):
+            self.plans = []
+            return ir.passes.PassResult(model, modified=False)
+        types = infer_types(model)
+        self.plans = plan_cumprods(model, self.strategy, types)
+        build_opset = self.target_opset or current
+        needs_converter: list[ir.Node] = []
+        if lower_opset:
+            assert self.target_opset is not None
+            cumprods = [plan.site.node for plan in self.plans]
+            needs_converter = opset.check_target_opset(
+                model, self.target_opset, types, exclude=cumprods
+            )
+        names = lowerings.NameSource.for_model(model)
+        for plan in self.plans:
+            _replace(plan, names, build_opset, TARGETS[self.target])
         if self.plans:
-            names = lowerings.NameSource.for_model(model)
-            for plan in self.plans:
-                _replace(plan, names)
             counts = collections.Counter(plan.lowering.name for plan in self.plans)
             logger.info(
                 "lowered %d CumProd node(s): %s",
                 len(self.plans),
                 ", ".join(f"{n} {name}" for name, n in sorted(counts.items())),
             )
-        return ir.passes.PassResult(model, modified=bool(self.plans))
+        if lower_opset:
+            assert self.target_opset is not None
+            opset.apply_target_opset(model, self.target_opset, needs_converter)
+        return ir.passes.PassResult(model, modified=True)
 
 
 def decompose_cumprod(
-    model: onnx.ModelProto | ir.Model, *, strategy: str = "auto"
+    model: onnx.ModelProto | ir.Model,
+    *,
+    strategy: str = "auto",
+    target_opset: int | None = None,
+    target: str = DEFAULT_TARGET,
 ) -> onnx.ModelProto | ir.Model:
-    """Lower every CumProd in ``model``.
+    """Lower every CumProd in ``model`` (and, with ``target_opset``, the model's opset).
 
     An ``onnx.ModelProto`` is not modified: a new ModelProto is returned (a copy when there
-    was nothing to lower). An ``onnx_ir.Model`` is rewritten in place and returned.
+    was nothing to do). An ``onnx_ir.Model`` is rewritten in place and returned.
 
     Raises:
-        CumProdError: (a ValueError) naming the first node that cannot be lowered; the model
-            is then left as it was.
+        CumProdError: (a ValueError) naming the first node that cannot be lowered.
+        OpsetError: (a ValueError) listing every node that blocks ``target_opset``.
+        In both cases the model is left as it was.
     """
-    rewrite = DecomposeCumProdPass(strategy)
+    rewrite = DecomposeCumProdPass(strategy, target_opset=target_opset, target=target)
     if isinstance(model, ir.Model):
         return rewrite(model).model
     ir_model = ir.serde.deserialize_model(model)

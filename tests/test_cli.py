@@ -296,8 +296,8 @@ CORRUPT = """
 import sys
 import rewriter.lowerings.loop as loop
 real = loop.build
-def wrong(b, x, axis, site):  # a deliberately broken lowering: one extra factor of 2
-    return b.op("Add", real(b, x, axis, site), real(b, x, axis, site))
+def wrong(b, x, axis, site, **kw):  # a deliberately broken lowering: one extra factor of 2
+    return b.op("Add", real(b, x, axis, site, **kw), real(b, x, axis, site, **kw))
 loop.build = wrong
 import rewriter.lowerings as lowerings
 entry = lowerings.LOWERINGS["loop"]

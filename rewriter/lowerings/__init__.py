@@ -1,10 +1,12 @@
 """The lowerings, their registry, and the one place that decides which one runs.
 
 Each lowering module states its formula, accuracy and cost, and provides:
-``unsupported(site) -> reason | None``, ``compute_dtype(dtype) -> dtype`` and
-``build(builder, x, axis, site) -> value``. :func:`lower` wraps a lowering with the parts all
-of them share: the Cast into and out of the compute type, and the If over the possible axes
-when the axis is only known at run time and the lowering needs it static.
+``unsupported(site) -> reason | None``, ``compute_dtype(dtype) -> dtype``,
+``max_ulps(dtype, k) -> bound`` and ``build(builder, x, axis, site, *, dtype) -> value``.
+:func:`lower` wraps a lowering with the parts all of them share: the Cast into and out of the
+compute type (the lowering's own float widening, then the target runtime's integer type), and
+the If over the possible axes when the axis is only known at run time and the lowering needs
+it static.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import onnx_ir as ir
@@ -21,6 +22,7 @@ from rewriter.errors import StrategyError
 from rewriter.lowerings import logsum, loop
 from rewriter.lowerings.builder import Builder, NameSource
 from rewriter.site import CumProdSite
+from rewriter.targets import Target
 
 __all__ = ["LOWERINGS", "STRATEGIES", "Builder", "Lowering", "NameSource", "choose", "lower"]
 
@@ -35,8 +37,8 @@ class Lowering:
         name: The strategy name users pass.
         unsupported: Why the lowering cannot compute a site exactly, or None.
         compute_dtype: The element type the lowering computes in, for an input type.
-        build: Emits the nodes; gets ``x`` in the compute type and the axis (an int when
-            ``static_axis``, else an int or a 0-D value).
+        build: Emits the nodes; gets ``x`` in the compute type ``dtype`` and the axis (an
+            int when ``static_axis``, else an int or a 0-D value).
         static_axis: Whether ``build`` needs the axis as a Python int.
         max_ulps: The float error bound it guarantees, in ulps of the output type, for an
             output element that multiplies k inputs: ``max_ulps(dtype, k_array)``.
@@ -45,7 +47,7 @@ class Lowering:
     name: str
     unsupported: Callable[[CumProdSite], str | None]
     compute_dtype: Callable[[ir.DataType], ir.DataType]
-    build: Callable[[Builder, ir.Value, Any, CumProdSite], ir.Value]
+    build: Callable[..., ir.Value]
     static_axis: bool
     max_ulps: Callable[[ir.DataType, np.ndarray], np.ndarray]
 
@@ -98,37 +100,47 @@ def _subgraph(b: Builder, emit: Callable[[Builder], ir.Value], dtype: ir.DataTyp
 
 
 def _axis_switch(
-    b: Builder, lowering: Lowering, x: ir.Value, axis: ir.Value, site: CumProdSite, *, first: int
+    b: Builder,
+    lowering: Lowering,
+    x: ir.Value,
+    axis: ir.Value,
+    site: CumProdSite,
+    *,
+    dtype: ir.DataType,
+    first: int,
 ) -> ir.Value:
     """``lowering`` at axis ``first`` if ``axis == first``, else the switch over later axes."""
     rank = site.rank
     assert rank is not None
     if first == rank - 1:
-        return lowering.build(b, x, first, site)
-    dtype = lowering.compute_dtype(site.dtype)
-    then_graph = _subgraph(b, lambda sb: lowering.build(sb, x, first, site), dtype)
+        return lowering.build(b, x, first, site, dtype=dtype)
+    then_graph = _subgraph(b, lambda sb: lowering.build(sb, x, first, site, dtype=dtype), dtype)
     else_graph = _subgraph(
-        b, lambda sb: _axis_switch(sb, lowering, x, axis, site, first=first + 1), dtype
+        b, lambda sb: _axis_switch(sb, lowering, x, axis, site, dtype=dtype, first=first + 1), dtype
     )
     is_first = b.op("Equal", axis, b.const(first))
     return b.op("If", is_first, then_branch=then_graph, else_branch=else_graph)
 
 
-def lower(b: Builder, site: CumProdSite, lowering: Lowering) -> ir.Value:
+def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> ir.Value:
     """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output.
 
     A run-time axis given to a lowering that needs it static becomes
     ``If(axis == 0, lowering at 0, If(axis == 1, ..., lowering at rank - 1))`` with the axis
     first normalized to [0, rank) by ``Mod(Cast(axis, int64), rank)``.
     """
-    compute = lowering.compute_dtype(site.dtype)
+    compute = target.compute_type(lowering.compute_dtype(site.dtype))
     x = site.x if compute == site.dtype else b.cast(site.x, compute)
     if site.axis is not None:
-        y = lowering.build(b, x, site.axis, site)
+        y = lowering.build(b, x, site.axis, site, dtype=compute)
     elif not lowering.static_axis:
-        y = lowering.build(b, x, site.axis_value, site)
+        y = lowering.build(b, x, site.axis_value, site, dtype=compute)
     else:
         assert site.rank is not None
         axis = b.op("Mod", b.cast(site.axis_value, ir.DataType.INT64), b.const(site.rank))
-        y = _axis_switch(b, lowering, x, axis, site, first=0)
-    return y if compute == site.dtype else b.cast(y, site.dtype)
+        y = _axis_switch(b, lowering, x, axis, site, dtype=compute, first=0)
+    if compute == site.dtype:
+        return y
+    if site.dtype == ir.DataType.UINT32 and compute == ir.DataType.INT64:
+        y = b.op("Mod", y, b.const(1 << 32))  # the low 32 bits, so the cast is in range
+    return b.cast(y, site.dtype)

@@ -60,11 +60,13 @@ def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
     return np.ones_like(factors, dtype=np.float64)
 
 
-def build(b: Builder, x: ir.Value, axis: ir.Value | int, site: CumProdSite) -> ir.Value:
-    """``x`` is float64; ``axis`` an int or a 0-D int32/int64 value."""
+def build(
+    b: Builder, x: ir.Value, axis: ir.Value | int, site: CumProdSite, *, dtype: ir.DataType
+) -> ir.Value:
+    """``x`` is float64 (``dtype``); ``axis`` an int or a 0-D int32/int64 value."""
     axis_value = b.const(axis) if isinstance(axis, int) else axis
     scan = {"exclusive": int(site.exclusive), "reverse": int(site.reverse)}
-    f64 = ir.DataType.DOUBLE
+    f64 = dtype  # compute_dtype is always float64
     zero = b.const(0.0, f64)
 
     log_abs = b.op("Log", b.op("Abs", x))

@@ -54,11 +54,10 @@ def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
     return k1 * (1 + 2.0**-20)
 
 
-def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite) -> ir.Value:
-    """``x`` is in the compute type; ``axis`` is static and non-negative."""
+def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:
+    """``x`` is in the compute type ``dtype``; ``axis`` is static and non-negative."""
     rank = site.rank
     assert rank is not None
-    dtype = compute_dtype(site.dtype)
     if site.reverse:
         x = b.flip(x, axis)
 

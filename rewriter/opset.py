@@ -1,0 +1,281 @@
+"""Lowering the model's ai.onnx opset to a target version N (``target_opset``).
+
+The CumProd lowerings build their nodes at N directly (see ``Builder``). For every other
+ai.onnx node, from the model's version down to N:
+
+- the op's schema is the same at N: nothing to do;
+- the schemas differ only in the types they allow (e.g. Relu-14 -> Relu-6 dropped bfloat16,
+  Loop-21 -> Loop-16 only types): the node stays as it is, provided its own element types
+  are allowed at N (onnx's converter has no adapter for many of these);
+- the signature changed (inputs, outputs, attributes or their defaults): onnx's own version
+  converter (``onnx.version_converter``) adapts the node;
+- the op does not exist at N, or its types are not allowed there: it blocks the conversion.
+
+Every node is classified before anything is changed; blockers are reported together in one
+:class:`OpsetError`. The output imports ai.onnx at exactly N (model and functions) with the
+IR version that goes with N (``onnx.helper.find_min_ir_version_for``; 8 at least when the
+model has functions), never higher than the input's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable
+
+import onnx
+import onnx_ir as ir
+
+from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
+from rewriter.types import TypeTable
+
+__all__ = [
+    "MIN_TARGET_OPSET",
+    "Blocker",
+    "OpsetError",
+    "apply_target_opset",
+    "check_target_opset",
+    "ir_version_for",
+]
+
+logger = logging.getLogger(__name__)
+
+MIN_TARGET_OPSET = 11
+_HIDDEN = "cumprod_rewriter.keep"  # a private domain that hides nodes from the converter
+_FUNCTION_IR = 8  # model-local functions need IR version 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocker:
+    """A node that cannot be expressed at the target opset."""
+
+    op_type: str
+    version: int
+    location: str
+    node_name: str
+    reason: str
+
+    def __str__(self) -> str:
+        name = f" '{self.node_name}'" if self.node_name else ""
+        return f"{self.op_type}-{self.version}{name} in {self.location}: {self.reason}"
+
+
+class OpsetError(ValueError):
+    """The model cannot be lowered to the target opset; lists every blocking node."""
+
+    def __init__(self, target: int, blockers: list[Blocker] | str) -> None:
+        self.target = target
+        self.blockers = blockers if isinstance(blockers, list) else []
+        detail = "; ".join(map(str, blockers)) if isinstance(blockers, list) else blockers
+        super().__init__(f"cannot lower to ai.onnx opset {target}: {detail}")
+
+
+def _schema(op_type: str, version: int) -> onnx.defs.OpSchema | None:
+    try:
+        return onnx.defs.get_schema(op_type, version, "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _signature(schema: onnx.defs.OpSchema) -> tuple[object, ...]:
+    """Everything about a schema except the types it allows."""
+    params = [
+        [(p.name, p.option, p.is_homogeneous, p.min_arity) for p in group]
+        for group in (schema.inputs, schema.outputs)
+    ]
+    attrs = sorted(
+        (name, a.type, a.required, a.default_value.SerializeToString())
+        for name, a in schema.attributes.items()
+    )
+    return (*params, attrs, schema.min_input, schema.max_input, schema.min_output)
+
+
+def _allowed(schema: onnx.defs.OpSchema, index: int, is_input: bool) -> set[str] | None:
+    params = schema.inputs if is_input else schema.outputs
+    if not params:
+        return None
+    param = params[min(index, len(params) - 1)]  # variadic: the last one repeats
+    for constraint in schema.type_constraints:
+        if constraint.type_param_str == param.type_str:
+            return set(constraint.allowed_type_strs)
+    return {param.type_str}
+
+
+def _type_string(dtype: ir.DataType | None) -> str | None:
+    if dtype is None:
+        return None
+    name = onnx.helper.tensor_dtype_to_string(int(dtype)).lower().replace("tensorproto.", "")
+    return f"tensor({name})"
+
+
+def _types_not_allowed(where: Located, schema: onnx.defs.OpSchema, types: TypeTable) -> list[str]:
+    """The node's element types that ``schema`` does not allow."""
+    bad = []
+    node = where.node
+    for is_input, values in ((True, node.inputs), (False, node.outputs)):
+        for index, value in enumerate(values):
+            if value is None:
+                continue
+            allowed = _allowed(schema, index, is_input)
+            dtype, _ = types.lookup(where.scope, value)
+            name = _type_string(dtype)
+            if (
+                allowed is not None
+                and name is not None
+                and name.startswith("tensor(")
+                and (name not in allowed)
+            ):
+                bad.append(f"{value.name}: {name}")
+    return bad
+
+
+def _blocker(where: Located, schema: onnx.defs.OpSchema, reason: str) -> Blocker:
+    node = where.node
+    return Blocker(node.op_type, schema.since_version, where.location, node.name or "", reason)
+
+
+def check_target_opset(
+    model: ir.Model, target: int, types: TypeTable, *, exclude: Iterable[ir.Node] = ()
+) -> list[ir.Node]:
+    """Classify every ai.onnx node (but ``exclude``d ones) for lowering to ``target``.
+
+    Returns:
+        The nodes onnx's version converter has to adapt.
+
+    Raises:
+        OpsetError: listing every node that cannot be lowered.
+    """
+    current = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
+    if not MIN_TARGET_OPSET <= target <= current:
+        raise OpsetError(
+            target,
+            f"the target must be between {MIN_TARGET_OPSET} and the model's own opset {current}",
+        )
+    skip = set(map(id, exclude))
+    blockers: list[Blocker] = []
+    needs_converter: list[ir.Node] = []
+    for where in walk_model(model):
+        node = where.node
+        if node.domain not in ONNX_DOMAINS or id(node) in skip:
+            continue
+        now = _schema(node.op_type, where.opset)
+        if now is None:
+            continue  # not an ai.onnx op at all: onnx's checker reports it
+        then = _schema(node.op_type, target)
+        if then is None:
+            blockers.append(
+                Blocker(
+                    node.op_type,
+                    now.since_version,
+                    where.location,
+                    node.name or "",
+                    f"{node.op_type} does not exist at opset {target}",
+                )
+            )
+            continue
+        if then.since_version == now.since_version:
+            continue
+        if _signature(then) != _signature(now):
+            needs_converter.append(node)
+            continue
+        bad = _types_not_allowed(where, then, types)
+        if bad:
+            blockers.append(
+                Blocker(
+                    node.op_type,
+                    now.since_version,
+                    where.location,
+                    node.name or "",
+                    f"{node.op_type}-{then.since_version} does not allow {', '.join(bad)}",
+                )
+            )
+    if blockers:
+        raise OpsetError(target, blockers)
+    return needs_converter
+
+
+def ir_version_for(model: ir.Model, target: int) -> int:
+    """The IR version that goes with ai.onnx ``target`` (8 at least with functions), never
+    higher than the model's own."""
+    wanted = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", target)])
+    if model.functions:
+        wanted = max(wanted, _FUNCTION_IR)
+    return min(model.ir_version, wanted)
+
+
+def _set_opset(model: ir.Model, target: int) -> None:
+    for imports in [model.opset_imports, *(f.opset_imports for f in model.functions.values())]:
+        imports.pop("ai.onnx", None)
+        imports[""] = target
+    model.ir_version = ir_version_for(model, target)
+
+
+def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
+    """onnx's converter on the main graph, every node but those in ``convert`` hidden in a
+    private domain so the converter passes them by."""
+    hidden: list[ir.Node] = []
+    for where in walk_model(model):
+        if (
+            where.scope == ""
+            and where.node.domain in ONNX_DOMAINS
+            and id(where.node) not in convert
+        ):
+            hidden.append(where.node)
+    for node in hidden:
+        node.domain = _HIDDEN
+    try:
+        proto = ir.to_proto(model)
+    finally:
+        for node in hidden:
+            node.domain = ""
+    functions = list(proto.functions)
+    del proto.functions[:]
+    proto.opset_import.append(onnx.helper.make_opsetid(_HIDDEN, 1))
+    try:
+        converted = onnx.version_converter.convert_version(proto, target)
+    except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
+        ops = sorted({n.op_type for n in model.graph.all_nodes() if id(n) in convert})  # type: ignore[attr-defined]
+        raise OpsetError(
+            target,
+            f"onnx's version converter failed on {', '.join(ops)}: {' '.join(str(exc).split())}",
+        ) from exc
+    converted.functions.extend(functions)
+    for node in _all_proto_nodes(converted.graph):
+        if node.domain == _HIDDEN:
+            node.domain = ""
+    kept = [o for o in converted.opset_import if o.domain != _HIDDEN]
+    del converted.opset_import[:]
+    converted.opset_import.extend(kept)
+    return ir.serde.deserialize_model(converted)
+
+
+def _all_proto_nodes(graph: onnx.GraphProto) -> Iterable[onnx.NodeProto]:
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_proto_nodes(attr.g)
+            for sub in attr.graphs:
+                yield from _all_proto_nodes(sub)
+
+
+def apply_target_opset(model: ir.Model, target: int, needs_converter: list[ir.Node]) -> None:
+    """Set the model (and its functions) to ai.onnx ``target``, converting the nodes that
+    :func:`check_target_opset` said need onnx's converter. In place."""
+    if needs_converter:
+        in_functions = [
+            where.node
+            for where in walk_model(model)
+            if where.scope and id(where.node) in set(map(id, needs_converter))
+        ]
+        if in_functions:
+            names = ", ".join(sorted({f"{n.op_type}" for n in in_functions}))
+            raise OpsetError(
+                target,
+                f"{names} in model-local functions would need onnx's version converter, "
+                "which drops functions",
+            )
+        converted = _run_converter(model, target, set(map(id, needs_converter)))
+        model.graph = converted.graph  # type: ignore[misc]
+    _set_opset(model, target)
+    logger.info("lowered ai.onnx opset to %d (IR version %d)", target, model.ir_version)
