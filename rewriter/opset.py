@@ -5,10 +5,12 @@ ai.onnx node, from the model's version down to N:
 
 - the op's schema is the same at N: nothing to do;
 - the schemas differ only in the types they allow (e.g. Relu-14 -> Relu-6 dropped bfloat16,
-  Loop-21 -> Loop-16 only types): the node stays as it is, provided its own element types
-  are allowed at N (onnx's converter has no adapter for many of these);
-- the signature changed (inputs, outputs, attributes or their defaults): onnx's own version
-  converter (``onnx.version_converter``) adapts the node;
+  Loop-21 -> Loop-16 only types), or the node uses nothing the older schema lacks (a Constant
+  with ``value``, a Pad without ``axes``, a Reshape without ``allowzero``) and its meaning did
+  not change: the node stays as it is, provided its element types are allowed at N (onnx's
+  converter has no adapter for many of these, e.g. Relu 14 -> 13, Constant 13 -> 11);
+- otherwise (the node uses an input or attribute the older schema lacks, or the op's meaning
+  changed): onnx's own version converter (``onnx.version_converter``) adapts the node;
 - the op does not exist at N, or its types are not allowed there: it blocks the conversion.
 
 Every node is classified before anything is changed; blockers are reported together in one
@@ -129,6 +131,40 @@ def _types_not_allowed(where: Located, schema: onnx.defs.OpSchema, types: TypeTa
     return bad
 
 
+# Ops whose meaning changed between versions without their signature saying so (Softmax-13
+# stopped flattening to 2-D, GridSample-20 renamed its modes, ...): always left to onnx's
+# converter.
+_MEANING_CHANGED = frozenset(
+    {"Softmax", "LogSoftmax", "Hardmax", "GridSample", "Resize", "Upsample"}
+)
+
+
+def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema) -> bool:
+    """Whether this node, as written, means the same under the older schema: it uses no
+    input or attribute the older one lacks, every attribute it leaves out has the same default
+    in both, and the op's meaning did not change in between."""
+    if node.op_type in _MEANING_CHANGED:
+        return False
+    if node.op_type == "Pad" and node.attributes.get_string("mode", "constant") == "wrap":
+        return False  # mode "wrap" came with Pad-19
+    used_inputs = max((i + 1 for i, v in enumerate(node.inputs) if v is not None), default=0)
+    if not then.min_input <= used_inputs <= then.max_input:
+        return False
+    if len(node.outputs) > then.max_output:
+        return False
+    for name, attr in node.attributes.items():
+        old = then.attributes.get(name)
+        if old is None or old.type.name != attr.type.name:
+            return False
+    for name, old in then.attributes.items():
+        new = now.attributes.get(name)
+        if name in node.attributes or new is None:
+            continue
+        if old.default_value.SerializeToString() != new.default_value.SerializeToString():
+            return False
+    return True
+
+
 def _blocker(where: Located, schema: onnx.defs.OpSchema, reason: str) -> Blocker:
     node = where.node
     return Blocker(node.op_type, schema.since_version, where.location, node.name or "", reason)
@@ -175,20 +211,13 @@ def check_target_opset(
             continue
         if then.since_version == now.since_version:
             continue
-        if _signature(then) != _signature(now):
+        if _signature(then) != _signature(now) and not _node_fits(node, then, now):
             needs_converter.append(node)
             continue
         bad = _types_not_allowed(where, then, types)
         if bad:
-            blockers.append(
-                Blocker(
-                    node.op_type,
-                    now.since_version,
-                    where.location,
-                    node.name or "",
-                    f"{node.op_type}-{then.since_version} does not allow {', '.join(bad)}",
-                )
-            )
+            reason = f"{node.op_type}-{then.since_version} does not allow {', '.join(bad)}"
+            blockers.append(_blocker(where, now, reason))
     if blockers:
         raise OpsetError(target, blockers)
     return needs_converter
