@@ -154,7 +154,7 @@ def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema)
         return False
     for name, attr in node.attributes.items():
         old = then.attributes.get(name)
-        if old is None or old.type.name != attr.type.name:
+        if old is None or str(old.type).rsplit(".", 1)[-1] != attr.type.name:
             return False
     for name, old in then.attributes.items():
         new = now.attributes.get(name)
