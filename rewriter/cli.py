@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rewriter import convert
 from rewriter.lowerings import STRATEGIES
+from rewriter.targets import DEFAULT_TARGET, TARGETS
 
 __all__ = ["main"]
 
@@ -45,6 +46,19 @@ def _parser() -> argparse.ArgumentParser:
         choices=STRATEGIES,
         default="auto",
         help="which lowering to use (default: auto)",
+    )
+    parser.add_argument(
+        "--target-opset",
+        type=int,
+        metavar="N",
+        help="write the model at ai.onnx opset N (11 to the model's own); default: keep it",
+    )
+    parser.add_argument(
+        "--target",
+        choices=sorted(TARGETS),
+        default=DEFAULT_TARGET,
+        help="runtime whose missing kernels to work around (default: %(default)s, which runs "
+        "on onnxruntime 1.20.1 and later)",
     )
     parser.add_argument(
         "--verify",
@@ -190,7 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = convert.list_file(source)
         else:
             report = convert.convert_file(
-                source, target, strategy=args.strategy, verify_runs=args.verify, dims=dims
+                source,
+                target,
+                strategy=args.strategy,
+                target_opset=args.target_opset,
+                target=args.target,
+                verify_runs=args.verify,
+                dims=dims,
             )
         _print_report(report, args.list, args.quiet)
         reports.append(report)

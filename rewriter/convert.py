@@ -21,6 +21,8 @@ import numpy as np
 from rewriter import io
 from rewriter.decompose import DecomposeCumProdPass, Planned, plan_cumprods
 from rewriter.errors import CumProdError
+from rewriter.opset import OpsetError
+from rewriter.targets import DEFAULT_TARGET
 from rewriter.verify import VerifyResult, verify_model
 
 __all__ = [
@@ -121,7 +123,7 @@ def list_file(path: Path) -> FileReport:
         report.nodes = _describe(plan_cumprods(model, "auto"))
         io.check_model_file(path)
         report.status = "listed"
-    except (io.ModelFileError, CumProdError) as exc:
+    except (io.ModelFileError, CumProdError, OpsetError) as exc:
         logger.debug("%s failed", path, exc_info=True)
         report.error = _message(path, exc)
     except Exception as exc:  # one bad file must not stop a batch
@@ -155,16 +157,19 @@ def _verify_bound(plans: list[Planned], dims: Mapping[str, int]) -> float:
 
 def convert_file(
     source: Path,
-    target: Path | None,
+    output: Path | None,
     *,
     strategy: str = "auto",
+    target_opset: int | None = None,
+    target: str = DEFAULT_TARGET,
     verify_runs: int = 0,
     dims: Mapping[str, int] | None = None,
 ) -> FileReport:
-    """Lower every CumProd of the model at ``source`` and write it to ``target``.
+    """Lower every CumProd of the model at ``source`` and write it to ``output``.
 
-    ``target`` None means: do not write a file when there is nothing to lower, and
-    ``default_output(source)`` otherwise. ``target == source`` rewrites in place (atomically).
+    ``output`` None means: do not write a file when there is nothing to do, and
+    ``default_output(source)`` otherwise. ``output == source`` rewrites in place (atomically).
+    ``strategy``, ``target_opset`` and ``target`` are the pass's (DecomposeCumProdPass).
     With ``verify_runs`` > 0 the staged output is run against the original on that many
     random input sets before it is moved into place; a mismatch writes nothing.
     """
@@ -172,17 +177,17 @@ def convert_file(
     report = FileReport(input=str(source))
     try:
         model = io.load_model(source, check=False)
-        rewrite = DecomposeCumProdPass(strategy)
-        rewrite(model)  # validates every CumProd first: its errors name the node
+        rewrite = DecomposeCumProdPass(strategy, target_opset=target_opset, target=target)
+        modified = rewrite(model).modified  # validates every node first: errors name it
         io.check_model_file(source)
         report.nodes = _describe(rewrite.plans)
-        if not rewrite.plans:
+        if not modified:
             report.status = "unchanged"
-            if target is not None and target.resolve() != source.resolve():
-                io.atomic_copy(source, target)
-                report.output, report.status = str(target), "copied"
+            if output is not None and output.resolve() != source.resolve():
+                io.atomic_copy(source, output)
+                report.output, report.status = str(output), "copied"
             return report
-        destination = target if target is not None else default_output(source)
+        destination = output if output is not None else default_output(source)
         bound = _verify_bound(rewrite.plans, dims or {})
 
         def check(staged: Path) -> bool:
@@ -198,7 +203,7 @@ def convert_file(
         else:
             report.status = "mismatch"
             report.error = f"{source}: --verify found a mismatch; nothing written"
-    except (io.ModelFileError, CumProdError) as exc:
+    except (io.ModelFileError, CumProdError, OpsetError) as exc:
         logger.debug("%s failed", source, exc_info=True)
         report.error = _message(source, exc)
     except Exception as exc:

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run): installs everything into .venv, then runs the
-# static checks and the whole test suite.
+# The project's test command (README, .ci/run): installs everything, then runs the static
+# checks and the whole test suite.
+#   .venv          the project with its test extra
+#   .venv-ort120   onnxruntime 1.20.1 + onnx 1.17.0, a runtime without CumProd (max opset 21)
+#                  that tests/test_legacy_runtime.py runs the rewritten models on
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
+pip_install() { "$1" -m pip install -q --disable-pip-version-check "${@:2}"; }
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+pip_install .venv/bin/python -e ".[test]"
+[ -x .venv-ort120/bin/python ] || "$python" -m venv .venv-ort120
+pip_install .venv-ort120/bin/python "onnxruntime==1.20.1" "onnx==1.17.0" "numpy>=1.26,<3"
 
 echo "== ruff check";          .venv/bin/ruff check .
 echo "== ruff format --check"; .venv/bin/ruff format --check .

@@ -131,3 +131,37 @@ def wide_reference(x: np.ndarray, axis: int, exclusive: int, reverse: int) -> np
 
 def counts(shape: tuple[int, ...], axis: int, exclusive: int, reverse: int) -> np.ndarray:
     return factor_counts(shape, axis % len(shape), bool(exclusive), bool(reverse))
+
+
+def expected_and_bound(
+    elem_type: int, lowering: str, x: np.ndarray, axis: int, *, exclusive: int, reverse: int
+) -> tuple[np.ndarray, np.ndarray | float]:
+    """The reference a lowered CumProd is compared with, and the bound it is held to:
+    integers against onnx.reference, bit-exact; floats against a float64 (longdouble for
+    float64) reference, within the bound the lowering states."""
+    from rewriter.lowerings import LOWERINGS
+
+    if elem_type in INTS:
+        return reference(x, axis, exclusive, reverse), 0.0
+    bound = LOWERINGS[lowering].max_ulps(
+        ir.DataType(elem_type), counts(x.shape, axis, exclusive, reverse)
+    )
+    return wide_reference(x, axis, exclusive, reverse), bound
+
+
+def random_data(elem_type: int, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Integers: half full-range (wraps at once), half small (incl. 0 and negatives).
+    Floats: sign * 2^U(-1, 1), so no product of a few factors leaves any type's range."""
+    dtype = np_dtype(elem_type)
+    if elem_type in INTS:
+        info = np.iinfo(dtype)
+        big = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+        small = rng.integers(max(info.min, -7), 8, size=shape).astype(dtype)
+        return np.where(rng.random(shape) < 0.5, big, small)
+    values = np.exp2(rng.uniform(-1, 1, size=shape)) * rng.choice([-1.0, 1.0], size=shape)
+    return values.astype(dtype)
+
+
+def feed(elem_type: int, x: np.ndarray) -> np.ndarray:
+    """What the test model takes for x (bfloat16 models take float32)."""
+    return x.astype(np.float32) if elem_type == TensorProto.BFLOAT16 else x

@@ -52,7 +52,8 @@ LOOP_MODEL = """
 <ir_version: 11, opset_import: ["" : 26]>
 main (int64[3, 4] x, int64 trips) => (int64[3, 4] y) {
     start = Identity (x)
-    y = Loop (trips, , start) <
+    go = Constant <value = bool {1}> ()
+    y = Loop (trips, go, start) <
         body = body_g (int64 i, bool c_in, int64[3, 4] acc) => (bool c_out, int64[3, 4] next) {
             c_out = Identity (c_in)
             ax = Constant <value = int32 {-1}> ()
@@ -118,7 +119,8 @@ Maybe (v, c, a) => (w) {
     w = If (c) <
         then_branch = t_g () => (double[N, 6] t) {
             trips = Constant <value = int64 {2}> ()
-            t = Loop (trips, , v) <
+            go = Constant <value = bool {1}> ()
+            t = Loop (trips, go, v) <
                 body = b_g (int64 i, bool ci, double[N, 6] acc) => (bool co, double[N, 6] nxt) {
                     co = Identity (ci)
                     nxt = CumProd (acc, a)

@@ -12,20 +12,18 @@ from hypothesis import strategies as st
 from onnx import TensorProto
 
 import rewriter
-from rewriter.lowerings import LOWERINGS
 from rewriter.verify import compare
 from tests.helpers import (
     ALL_TYPES,
     FLOATS,
     INTS,
     TYPE_NAMES,
-    counts,
     cumprod_model,
-    np_dtype,
+    expected_and_bound,
+    feed,
     op_types,
-    reference,
+    random_data,
     run_ort,
-    wide_reference,
 )
 
 SETTINGS = settings(
@@ -53,21 +51,6 @@ def cases(draw: st.DrawFn) -> dict:
     }
 
 
-def _int_data(elem_type: int, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    dtype = np_dtype(elem_type)
-    info = np.iinfo(dtype)
-    # Full-range values wrap around at once; small ones (incl. 0 and negatives) wrap later.
-    big = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
-    small = rng.integers(max(info.min, -7), 8, size=shape).astype(dtype)
-    return np.where(rng.random(shape) < 0.5, big, small)
-
-
-def _float_data(elem_type: int, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """sign * 2^U(-1, 1): no prefix product of <= 5 factors leaves any type's normal range."""
-    values = np.exp2(rng.uniform(-1, 1, size=shape)) * rng.choice([-1.0, 1.0], size=shape)
-    return values.astype(np_dtype(elem_type))
-
-
 def _run_case(elem_type: int, strategy: str, case: dict) -> None:
     shape, axis = case["shape"], case["axis"]
     ex, rev = case["exclusive"], case["reverse"]
@@ -80,27 +63,21 @@ def _run_case(elem_type: int, strategy: str, case: dict) -> None:
         axis_form=case["axis_form"],
         axis_type=case["axis_type"],
     )
-    rewritten = rewriter.decompose_cumprod(model, strategy=strategy)
-    assert "CumProd" not in op_types(rewritten)
+    rewrite = rewriter.DecomposeCumProdPass(strategy)
+    rewritten = rewrite(ir.serde.deserialize_model(model)).model
+    assert "CumProd" not in op_types(ir.serde.serialize_model(rewritten))
 
-    rng = np.random.default_rng(case["seed"])
-    make = _int_data if elem_type in INTS else _float_data
-    x = make(elem_type, shape, rng)
-    feeds = {"x": x.astype(np.float32) if elem_type == TensorProto.BFLOAT16 else x}
+    x = random_data(elem_type, shape, np.random.default_rng(case["seed"]))
+    feeds = {"x": feed(elem_type, x)}
     if case["axis_form"] == "input":
-        feeds["axis"] = np.array(
-            axis, dtype=np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32
-        )
+        axis_dtype = np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32
+        feeds["axis"] = np.array(axis, dtype=axis_dtype)
     (actual,) = run_ort(rewritten, feeds)
-
-    dtype = ir.DataType(elem_type)
-    if elem_type in INTS:
-        result = compare(actual, reference(x, axis, ex, rev), dtype)
-    else:
-        chosen = "logsum" if strategy == "auto" and elem_type != TensorProto.DOUBLE else strategy
-        chosen = "loop" if chosen == "auto" else chosen
-        bound = LOWERINGS[chosen].max_ulps(dtype, counts(shape, axis, ex, rev))
-        result = compare(actual, wide_reference(x, axis, ex, rev), dtype, bound)
+    (plan,) = rewrite.plans
+    expected, bound = expected_and_bound(
+        elem_type, plan.lowering.name, x, axis, exclusive=ex, reverse=rev
+    )
+    result = compare(actual, expected, ir.DataType(elem_type), bound)
     assert result.ok, f"{TYPE_NAMES[elem_type]} {strategy} {case}: {result.detail}"
 
 
@@ -129,9 +106,7 @@ def test_loop_is_bitwise_ort_native(elem_type: int, case: dict) -> None:
     """The loop lowering multiplies in the native kernel's order: the same bits."""
     shape, axis, ex, rev = case["shape"], case["axis"], case["exclusive"], case["reverse"]
     model = cumprod_model(elem_type, shape, axis, exclusive=ex, reverse=rev)
-    rng = np.random.default_rng(case["seed"])
-    make = _int_data if elem_type in INTS else _float_data
-    x = make(elem_type, shape, rng)
+    x = random_data(elem_type, shape, np.random.default_rng(case["seed"]))
     (native,) = run_ort(model, {"x": x})
     (lowered,) = run_ort(rewriter.decompose_cumprod(model, strategy="loop"), {"x": x})
     assert native.tobytes() == lowered.tobytes()

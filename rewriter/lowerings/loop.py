@@ -60,7 +60,18 @@ def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.Da
     assert rank is not None
     if site.reverse:
         x = b.flip(x, axis)
+    y = _running_product(b, x, axis, rank, dtype=dtype, length_hint=site.scan_length)
+    if site.exclusive:
+        y = b.shift_exclusive(y, axis, rank, dtype)
+    if site.reverse:
+        y = b.flip(y, axis)
+    return y
 
+
+def _running_product(
+    b: Builder, x: ir.Value, axis: int, rank: int, *, dtype: ir.DataType, length_hint: int | None
+) -> ir.Value:
+    """The inclusive scan along ``axis``: Loop, then the stacked axis moved back."""
     shape = b.op("Shape", x)
     length = b.op("Gather", shape, b.const(axis), axis=0)
     rest = b.op("Gather", shape, b.const([d for d in range(rank) if d != axis]), axis=0)
@@ -76,18 +87,30 @@ def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.Da
     for value in (cond_out, acc_out, scan_out):
         value.type = ir.TensorType(ir.DataType.BOOL if value is cond_out else dtype)
     graph = body.graph([i, cond_in, acc_in], [cond_out, acc_out, scan_out], "cumprod_loop_body")
-    _, stacked = b.op_multi("Loop", length, None, ones, num_outputs=2, body=graph)
+    # An explicit true condition (an empty one is allowed, but onnx.reference then never loops).
+    true = b.const(True)
+    _, stacked = b.op_multi("Loop", length, true, ones, num_outputs=2, body=graph)
 
-    if site.scan_length is None or site.scan_length == 0:
-        # With zero iterations ORT cannot know the scan output's shape and returns shape [0].
-        length_1d = b.op("Reshape", length, b.const([1]))
-        stacked = b.reshape(stacked, b.op("Concat", length_1d, rest, axis=0))
-    y = stacked
-    if axis != 0:
-        perm = [*range(1, axis + 1), 0, *range(axis + 1, rank)]
-        y = b.op("Transpose", stacked, perm=perm)
-    if site.exclusive:
-        y = b.shift_exclusive(y, axis, rank, dtype)
-    if site.reverse:
-        y = b.flip(y, axis)
-    return y
+    # Give the stacked output its shape [n, rest...] (a Reshape copies nothing in onnxruntime):
+    # with zero iterations onnxruntime returns it with shape [0], and onnx.reference
+    # concatenates the iterations (np.vstack) instead of stacking them.
+    length_1d = b.op("Reshape", length, b.const([1]))
+    full = b.op("Concat", length_1d, rest, axis=0)
+    if b.opset >= 14 or (length_hint or 0) > 0:
+        stacked = b.reshape(stacked, full)
+    else:  # without allowzero a 0 in ``full`` would copy a dim the [0]-shaped output lacks
+        empty = b.child()
+        empty_out = empty.op("ConstantOfShape", full, value=ir.tensor([1], dtype=dtype))
+        empty_out.type = ir.TensorType(dtype)
+        some = b.child()
+        some_out = some.op("Reshape", stacked, full)
+        some_out.type = ir.TensorType(dtype)
+        stacked = b.op(
+            "If",
+            b.op("Equal", length, b.const(0)),
+            then_branch=empty.graph([], [empty_out], "cumprod_empty"),
+            else_branch=some.graph([], [some_out], "cumprod_stacked"),
+        )
+    if axis == 0:
+        return stacked
+    return b.op("Transpose", stacked, perm=[*range(1, axis + 1), 0, *range(axis + 1, rank)])

@@ -1,0 +1,288 @@
+"""Rewritten models run on a runtime without CumProd: onnxruntime 1.20.1 (max opset 21,
+IR 10; no Mul/Less/Where/CumSum for uint32/uint64, next to nothing for bfloat16), in the
+second environment scripts/test.sh creates (.venv-ort120), and in onnx.reference.
+
+Every type x all four attribute combinations x three axis forms x each strategy x target
+opsets 21, 18 and 11, nested If / Loop / function models, and the onnx conformance cases.
+The models are built and the results compared here, with the same references and rules as
+the other tests; tests/legacy_runner.py only runs them there."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import warnings
+import zlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+from onnx.reference import ReferenceEvaluator
+
+import rewriter
+from rewriter.verify import compare
+from tests.helpers import (
+    ALL_TYPES,
+    INTS,
+    TYPE_NAMES,
+    cumprod_model,
+    expected_and_bound,
+    feed,
+    random_data,
+)
+from tests.test_nesting import FUNCTION_MODEL, IF_MODEL, LOOP_MODEL, NESTED_MODEL
+
+ROOT = Path(__file__).resolve().parents[1]
+LEGACY_PYTHON = Path(
+    os.environ.get("CUMPROD_LEGACY_PYTHON", ROOT / ".venv-ort120" / "bin" / "python")
+)
+OPSETS = [21, 18, 11]
+SHAPE = (3, 4, 5)
+AXIS_FORMS = {"initializer": 1, "constant": -1, "input": -2}  # form -> axis used with it
+
+
+def _strategies(elem_type: int) -> list[str]:
+    return [s for s in rewriter.STRATEGIES if not (s == "logsum" and elem_type in INTS)]
+
+
+GRID = [
+    (elem_type, exclusive, reverse, form, strategy, opset)
+    for elem_type in ALL_TYPES
+    for exclusive, reverse in itertools.product([0, 1], [0, 1])
+    for form in AXIS_FORMS
+    for strategy in _strategies(elem_type)
+    for opset in OPSETS
+    if not (elem_type == TensorProto.BFLOAT16 and opset < 13)  # no bfloat16 before opset 13
+]
+
+
+def _case_id(case: tuple) -> str:
+    elem_type, ex, rev, form, strategy, opset = case
+    return f"{TYPE_NAMES[elem_type]}-ex{ex}-rev{rev}-{form}-{strategy}-opset{opset}"
+
+
+def _lower(model: onnx.ModelProto, strategy: str, opset: int) -> tuple[onnx.ModelProto, list[str]]:
+    rewrite = rewriter.DecomposeCumProdPass(strategy, target_opset=opset)
+    ir_model = ir.serde.deserialize_model(model)
+    rewrite(ir_model)
+    proto = ir.serde.serialize_model(ir_model)
+    assert [o.version for o in proto.opset_import if o.domain == ""] == [opset]
+    assert (
+        proto.ir_version
+        == onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
+        or proto.functions
+    )
+    onnx.checker.check_model(proto, full_check=True)
+    return proto, [plan.lowering.name for plan in rewrite.plans]
+
+
+class _Batch:
+    """Models written to a folder, run once in the legacy environment."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.cases: dict[str, object] = {}
+
+    def add(
+        self, name: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray], check: object
+    ) -> None:
+        onnx.save(model, self.folder / f"{name}.onnx")
+        np.savez(self.folder / f"{name}.in.npz", **feeds)
+        self.cases[name] = check
+
+    def run(self, python: Path) -> str:
+        result = subprocess.run(
+            [str(python), str(ROOT / "tests" / "legacy_runner.py"), str(self.folder)],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def outputs(self, name: str) -> list[np.ndarray]:
+        error = self.folder / f"{name}.err.txt"
+        if error.exists():
+            pytest.fail(f"{name} failed on onnxruntime 1.20.1: {error.read_text()}")
+        with np.load(self.folder / f"{name}.out.npz") as data:
+            return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+
+def _grid_case(case: tuple) -> tuple[onnx.ModelProto, dict[str, np.ndarray], object]:
+    elem_type, ex, rev, form, strategy, opset = case
+    axis = AXIS_FORMS[form]
+    model = cumprod_model(elem_type, SHAPE, axis, exclusive=ex, reverse=rev, axis_form=form)
+    lowered, used = _lower(model, strategy, opset)
+    seed = zlib.crc32(_case_id(case).encode())
+    x = random_data(elem_type, SHAPE, np.random.default_rng(seed))
+    feeds = {"x": feed(elem_type, x)}
+    if form == "input":
+        feeds["axis"] = np.array(axis, np.int64)
+    expected, bound = expected_and_bound(elem_type, used[0], x, axis, exclusive=ex, reverse=rev)
+
+    def check(outputs: list[np.ndarray]) -> None:
+        result = compare(outputs[0], expected, ir.DataType(elem_type), bound)
+        assert result.ok, f"{_case_id(case)}: {result.detail}"
+
+    return lowered, feeds, check
+
+
+@pytest.fixture(scope="module")
+def legacy_python() -> Path:
+    if not LEGACY_PYTHON.exists():
+        message = f"{LEGACY_PYTHON} is missing: scripts/test.sh creates it"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # never skipped on CI
+        pytest.skip(message)
+    return LEGACY_PYTHON
+
+
+@pytest.fixture(scope="module")
+def grid_run(legacy_python: Path, tmp_path_factory: pytest.TempPathFactory) -> _Batch:
+    batch = _Batch(tmp_path_factory.mktemp("legacy_grid"))
+    for case in GRID:
+        model, feeds, check = _grid_case(case)
+        batch.add(_case_id(case), model, feeds, check)
+    stdout = batch.run(legacy_python)
+    assert stdout.startswith("onnxruntime 1.20.1, onnx 1.17.0"), stdout
+    return batch
+
+
+@pytest.mark.parametrize("case", GRID, ids=_case_id)
+def test_grid_on_onnxruntime_1_20(grid_run: _Batch, case: tuple) -> None:
+    name = _case_id(case)
+    grid_run.cases[name](grid_run.outputs(name))  # type: ignore[operator]
+
+
+REFERENCE_GRID = [c for c in GRID if c[5] in (21, 11) and c[3] != "constant"]
+
+
+@pytest.mark.parametrize("case", REFERENCE_GRID, ids=_case_id)
+def test_grid_in_onnx_reference(case: tuple) -> None:
+    model, feeds, check = _grid_case(case)
+    check(ReferenceEvaluator(model).run(None, feeds))  # type: ignore[operator]
+
+
+def test_bfloat16_below_opset_13_is_one_clear_error() -> None:
+    model = cumprod_model(TensorProto.BFLOAT16, SHAPE, 1)
+    with pytest.raises(
+        rewriter.OpsetError, match=r"Cast-9 does not allow x_bf16: tensor\(bfloat16\)"
+    ):
+        rewriter.decompose_cumprod(model, target_opset=11)
+
+
+# -- nested models, the conformance cases, zero-length axes --------------------------------
+
+with warnings.catch_warnings():  # other ops' case generators divide by zero on purpose
+    warnings.simplefilter("ignore")
+    from onnx.backend.test.case.node import collect_testcases
+
+    CONFORMANCE = [c for c in collect_testcases("CumProd") if c.model is not None]
+
+NESTED = {"if": IF_MODEL, "loop": LOOP_MODEL, "function": FUNCTION_MODEL, "nested": NESTED_MODEL}
+NESTED_FEEDS = {
+    "if": lambda rng: {"x": rng.uniform(0.5, 2, (2, 5)).astype(np.float32), "cond": np.array(True)},
+    "loop": lambda rng: {
+        "x": rng.integers(-50, 50, (3, 4)).astype(np.int64),
+        "trips": np.array(3, np.int64),
+    },
+    "function": lambda rng: {
+        "a": rng.uniform(-2, 2, (2, 3)).astype(np.float32),
+        "b": rng.uniform(-2, 2, (4, 2)).astype(np.float32),
+        "n": rng.integers(-9, 9, 5).astype(np.int64),
+    },
+    "nested": lambda rng: {
+        "x": rng.uniform(0.5, 1.5, (3, 6)),
+        "cond": np.array(True),
+        "ax": np.array(-1, np.int64),
+    },
+}
+
+
+def _close(expected: list[np.ndarray], name: str) -> object:
+    """Integers equal; floats within 8 ulps of onnx.reference's sequential product (every
+    scan here has <= 6 factors: the lowering's bound plus the reference's own)."""
+
+    def check(outputs: list[np.ndarray]) -> None:
+        assert len(outputs) == len(expected)
+        for got, want in zip(outputs, expected):
+            if np.issubdtype(want.dtype, np.integer):
+                np.testing.assert_array_equal(got, want, err_msg=name)
+            else:
+                eps = np.finfo(want.dtype).eps
+                np.testing.assert_allclose(got, want, rtol=8 * eps, err_msg=name)
+
+    return check
+
+
+def _extra_cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray], object]]:
+    cases = []
+    rng = np.random.default_rng(7)
+    for opset in OPSETS:
+        for name, text in NESTED.items():
+            model = onnx.parser.parse_model(text)
+            feeds = NESTED_FEEDS[name](rng)
+            expected = ReferenceEvaluator(model).run(None, feeds)
+            for strategy in rewriter.STRATEGIES:
+                if strategy == "logsum" and name in {"loop", "function"}:
+                    continue  # integer CumProds: logsum refuses them
+                lowered, _ = _lower(model, strategy, opset)
+                label = f"{name}-{strategy}-opset{opset}"
+                cases.append((label, lowered, feeds, _close(expected, label)))
+        for case in CONFORMANCE:
+            for strategy in rewriter.STRATEGIES:
+                if (
+                    strategy == "logsum"
+                    and case.model.graph.input[0].type.tensor_type.elem_type != TensorProto.DOUBLE
+                ):
+                    continue
+                lowered, _ = _lower(case.model, strategy, opset)
+                for k, (inputs, outputs) in enumerate(case.data_sets):
+                    feeds = {i.name: v for i, v in zip(case.model.graph.input, inputs)}
+                    label = f"{case.name}-{k}-{strategy}-opset{opset}"
+                    cases.append((label, lowered, feeds, _close(list(outputs), label)))
+        for elem_type in (TensorProto.FLOAT, TensorProto.INT64, TensorProto.UINT32):
+            for strategy in _strategies(elem_type):
+                model = cumprod_model(elem_type, ["N", "M"], 0, exclusive=1, reverse=1)
+                lowered, _ = _lower(model, strategy, opset)
+                for shape in ((0, 0), (0, 3), (2, 0)):
+                    x = np.ones(
+                        shape, dtype=np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+                    )
+                    size = f"{shape[0]}x{shape[1]}"
+                    label = f"empty-{TYPE_NAMES[elem_type]}-{size}-{strategy}-opset{opset}"
+                    cases.append((label, lowered, {"x": x}, _close([x], label)))
+    return cases
+
+
+EXTRA = _extra_cases()
+
+
+@pytest.fixture(scope="module")
+def extra_run(legacy_python: Path, tmp_path_factory: pytest.TempPathFactory) -> _Batch:
+    batch = _Batch(tmp_path_factory.mktemp("legacy_extra"))
+    for name, model, feeds, check in EXTRA:
+        batch.add(name, model, feeds, check)
+    batch.run(legacy_python)
+    return batch
+
+
+@pytest.mark.parametrize("name", [c[0] for c in EXTRA])
+def test_nested_conformance_empty_on_onnxruntime_1_20(extra_run: _Batch, name: str) -> None:
+    extra_run.cases[name](extra_run.outputs(name))  # type: ignore[operator]
+
+
+# onnx.reference's Loop cannot run zero iterations with scan outputs (np.vstack of nothing):
+# the empty cases run on onnxruntime only.
+REFERENCE_EXTRA = [c for c in EXTRA if not c[0].startswith("empty-")]
+
+
+@pytest.mark.parametrize("case", REFERENCE_EXTRA, ids=[c[0] for c in REFERENCE_EXTRA])
+def test_nested_and_conformance_in_onnx_reference(case: tuple) -> None:
+    _, model, feeds, check = case
+    check(ReferenceEvaluator(model).run(None, feeds))  # type: ignore[operator]
