@@ -330,3 +330,19 @@ def test_quiet_prints_nothing_on_success(tmp_path: Path) -> None:
     source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
     result = cli(source, "-q", "-o", tmp_path / "out.onnx")
     assert result.returncode == 0 and result.stdout == "" and result.stderr == ""
+
+
+def test_target_opset(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    result = cli(source, "-o", tmp_path / "out.onnx", "--target-opset", "18", "--verify")
+    assert result.returncode == 0, result.stderr
+    rewritten = onnx.load(tmp_path / "out.onnx")
+    assert [(o.domain, o.version) for o in rewritten.opset_import] == [("", 18)]
+    assert rewritten.ir_version == 8
+    result = cli(source, "-o", tmp_path / "bad.onnx", "--target-opset", "9")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {source}: cannot lower to ai.onnx opset 9: the target must be between 11 "
+        "and the model's own opset 26"
+    ]
+    assert not (tmp_path / "bad.onnx").exists()
