@@ -33,6 +33,7 @@ from tests.helpers import (
     expected_and_bound,
     feed,
     random_data,
+    run_ort,
 )
 from tests.test_nesting import FUNCTION_MODEL, IF_MODEL, LOOP_MODEL, NESTED_MODEL
 
@@ -157,6 +158,13 @@ def grid_run(legacy_python: Path, tmp_path_factory: pytest.TempPathFactory) -> _
 def test_grid_on_onnxruntime_1_20(grid_run: _Batch, case: tuple) -> None:
     name = _case_id(case)
     grid_run.cases[name](grid_run.outputs(name))  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("case", GRID, ids=_case_id)
+def test_grid_on_current_onnxruntime(case: tuple) -> None:
+    """The same models at opsets 21, 18, 11 on the onnxruntime of the main environment."""
+    model, feeds, check = _grid_case(case)
+    check(run_ort(model, feeds))  # type: ignore[operator]
 
 
 REFERENCE_GRID = [c for c in GRID if c[5] in (21, 11) and c[3] != "constant"]
