@@ -53,6 +53,10 @@ class NameSource:
 class Builder:
     """Creates nodes for one lowering site into a flat list, in topological order.
 
+    Every node goes through :meth:`op_multi`, and subgraph bodies through :meth:`child`: a
+    subclass that overrides the two can emit the same lowerings elsewhere (an onnxscript
+    rewriter's or exporter's op recorder) while subgraph bodies stay plain ``ir.Graph``s.
+
     Attributes:
         opset: The ai.onnx version the nodes must be valid at.
         nodes: The nodes created so far.
