@@ -1,0 +1,164 @@
+"""The pass as an onnxscript rewrite rule: lower CumProd alongside other rules.
+
+::
+
+    import onnxscript.rewriter
+    from rewriter.rules import cumprod_rules
+
+    model = onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=cumprod_rules())
+    # with other rules:
+    rules = onnxscript.rewriter.RewriteRuleSet([cumprod_rule(), *other_rules])
+
+The rule matches ``CumProd(x, axis)`` with any ``exclusive`` / ``reverse`` (the pattern does
+not constrain attributes; the lowering reads them from the node), in the main graph, in If /
+Loop / Scan bodies and in model-local functions (onnxscript visits all of them). It validates
+the node as the pass does (``rewriter.site.inspect_cumprod``), picks the lowering with
+``rewriter.lowerings.choose`` and emits it with ``rewriter.lowerings.lower`` through the
+rewriter's op builder, at the ai.onnx version where the node lives. A check that fails
+gives its reason (the pass's error message) in the match result (``MatchingTracer``,
+``verbose``), and the node is left alone.
+
+Types: x's element type and shape come from the model's own type information; when the
+value has none (an intermediate without ``value_info``, or a function body), from onnx shape
+inference on a copy of the model, as the pass does (``rewriter.types.infer_types``), computed
+once per visited graph and only when needed. The model's opset is not changed (the pass's
+``target_opset`` has no counterpart here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import onnx_ir as ir
+from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase, RewriteRuleSet
+
+from rewriter import lowerings
+from rewriter.errors import CumProdError, InvalidCumProdError
+from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
+from rewriter.site import CumProdSite, inspect_cumprod
+from rewriter.targets import DEFAULT_TARGET, TARGETS
+from rewriter.types import TypeTable, infer_types
+
+__all__ = ["RuleBuilder", "cumprod_rule", "cumprod_rules"]
+
+
+class RuleBuilder(lowerings.Builder):
+    """Emits each node through an onnxscript rewriter's ``op`` (so the rewriter inserts
+    them); subgraph bodies (:meth:`child`) are plain ``ir.Graph``s. Every output is named
+    from the model's :class:`~rewriter.lowerings.NameSource`."""
+
+    def __init__(self, op: Any, opset: int, names: lowerings.NameSource, prefix: str) -> None:
+        super().__init__(opset, names, prefix)
+        self._op = op
+
+    def op_multi(
+        self, op_type: str, *inputs: ir.Value | None, num_outputs: int, **attributes: object
+    ) -> Sequence[ir.Value]:
+        names = [self._names.fresh(f"{self._prefix}_{op_type}") for _ in range(num_outputs)]
+        result = getattr(self._op, op_type)(*inputs, _outputs=names, **attributes)
+        return [result] if isinstance(result, ir.Value) else list(result)
+
+
+@dataclasses.dataclass
+class _ModelFacts:
+    """What the rule knows about the model during one graph visit."""
+
+    model: ir.Model
+    located: dict[ir.Node, Located]
+    names: lowerings.NameSource
+    types: TypeTable | None = None
+
+
+def _is_cumprod(node: ir.Node) -> bool:
+    return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
+
+
+class CumProdRule(RewriteRuleClassBase):
+    """``CumProd(x, axis) -> <the lowering's subgraph>``; see the module docstring."""
+
+    def __init__(self, strategy: str = "auto", *, target: str = DEFAULT_TARGET) -> None:
+        if strategy not in lowerings.STRATEGIES:
+            raise ValueError(
+                f"unknown strategy {strategy!r}; choose one of {', '.join(lowerings.STRATEGIES)}"
+            )
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+        super().__init__(name=f"CumProdTo{strategy.capitalize()}")
+        self.strategy = strategy
+        self.target = TARGETS[target]
+        self._facts: _ModelFacts | None = None
+        self._planned: dict[ir.Node, tuple[CumProdSite, lowerings.Lowering, _ModelFacts]] = {}
+
+    def pattern(self, op: Any, x: ir.Value, axis: ir.Value) -> ir.Value:
+        return op.CumProd(x, axis, _outputs=["y"])  # type: ignore[no-any-return]
+
+    def setup(self) -> None:
+        # Called before each graph, subgraph and function is visited: facts gathered during
+        # an earlier visit may be stale (the model has been rewritten since).
+        self._facts = None
+        self._planned.clear()
+
+    def cleanup(self) -> None:
+        self._facts = None
+        self._planned.clear()
+
+    def _model_facts(self, model: ir.Model, node: ir.Node) -> _ModelFacts:
+        facts = self._facts
+        if facts is None or facts.model is not model or node not in facts.located:
+            located = {w.node: w for w in walk_model(model) if _is_cumprod(w.node)}
+            facts = _ModelFacts(model, located, lowerings.NameSource.for_model(model))
+            self._facts = facts
+        return facts
+
+    # onnxscript passes the pattern's bindings by name (the base declares *args, **kwargs).
+    def check(  # type: ignore[override]
+        self, context: Any, x: ir.Value, axis: ir.Value, **_: Any
+    ) -> MatchResult:
+        result = MatchResult()
+        node: ir.Node = context.root
+        facts = self._model_facts(context.model, node)
+        where = facts.located.get(node)
+        if where is None:  # not from this model's graphs and functions
+            return result.fail(f"CumProd node '{node.name or ''}' is not in the model", node)
+        if where.opset < 26:
+            problem = f"CumProd needs ai.onnx opset >= 26, found {where.opset}"
+            return result.fail(str(InvalidCumProdError(node.name or "", where.location, problem)))
+        types = TypeTable()
+        if x.dtype is None or x.shape is None:
+            if facts.types is None:
+                facts.types = infer_types(facts.model)
+            types = facts.types
+        try:
+            site = inspect_cumprod(
+                node, location=where.location, opset=where.opset, scope=where.scope, types=types
+            )
+            lowering = lowerings.choose(site, self.strategy)
+        except CumProdError as error:
+            return result.fail(str(error), node)
+        self._planned[node] = (site, lowering, facts)
+        return result
+
+    def rewrite(self, op: Any, x: ir.Value, axis: ir.Value, y: ir.Value, **_: Any) -> ir.Value:
+        node = y.producer()
+        assert node is not None and node in self._planned, "rewrite without a passed check"
+        site, lowering, facts = self._planned.pop(node)
+        builder = RuleBuilder(op, site.opset, facts.names, node.name or "CumProd")
+        return lowerings.lower(builder, site, lowering, self.target)
+
+
+def cumprod_rule(strategy: str = "auto", *, target: str = DEFAULT_TARGET) -> RewriteRule:
+    """One onnxscript ``RewriteRule`` lowering every ai.onnx CumProd.
+
+    Args:
+        strategy: ``"auto"`` or a lowering name, as for the pass.
+        target: The runtime whose kernel gaps to work around, as for the pass.
+    """
+    return CumProdRule.rule(strategy, target=target)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def cumprod_rules(strategy: str = "auto", *, target: str = DEFAULT_TARGET) -> RewriteRuleSet:
+    """:func:`cumprod_rule` as a ``RewriteRuleSet``, for
+    ``onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=cumprod_rules())``."""
+    return RewriteRuleSet([cumprod_rule(strategy, target=target)])

@@ -1,0 +1,339 @@
+"""The onnxscript rule set (rewriter.rules) against the pass on the same models: every type,
+all four attribute combinations, the three axis forms and each strategy; If / Loop bodies and
+functions; types known only from inference; composition with other rules; and every check
+that refuses a node says why."""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxscript.rewriter
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+from onnxscript.rewriter import MatchingTracer, MatchStatus, RewriteRuleSet
+from onnxscript.rewriter.rules.common import successive_relu_rule
+
+import rewriter
+from rewriter.rules import cumprod_rule, cumprod_rules
+from rewriter.verify import compare
+from tests.helpers import (
+    ALL_TYPES,
+    INTS,
+    TYPE_NAMES,
+    cumprod_model,
+    expected_and_bound,
+    feed,
+    op_types,
+    random_data,
+    run_ort,
+)
+from tests.test_nesting import FUNCTION_MODEL, IF_MODEL, LOOP_MODEL, NESTED_MODEL
+
+SHAPE = (3, 4, 5)
+AXIS_FORMS = {"initializer": 1, "constant": -1, "input": -2}
+
+
+def _strategies(elem_type: int) -> list[str]:
+    return [s for s in rewriter.STRATEGIES if not (s == "logsum" and elem_type in INTS)]
+
+
+GRID = [
+    (elem_type, ex, rev, form, strategy)
+    for elem_type in ALL_TYPES
+    for ex, rev in itertools.product([0, 1], [0, 1])
+    for form in AXIS_FORMS
+    for strategy in _strategies(elem_type)
+]
+
+
+def _case_id(case: tuple) -> str:
+    elem_type, ex, rev, form, strategy = case
+    return f"{TYPE_NAMES[elem_type]}-ex{ex}-rev{rev}-{form}-{strategy}"
+
+
+def _with_rules(model: onnx.ModelProto, strategy: str = "auto") -> onnx.ModelProto:
+    rewritten = onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=cumprod_rules(strategy))
+    onnx.checker.check_model(rewritten, full_check=True)
+    return rewritten
+
+
+def _with_pass(model: onnx.ModelProto, strategy: str = "auto") -> onnx.ModelProto:
+    return _pass_and_lowerings(model, strategy)[0]
+
+
+def _pass_and_lowerings(model: onnx.ModelProto, strategy: str) -> tuple[onnx.ModelProto, list[str]]:
+    rewrite = rewriter.DecomposeCumProdPass(strategy)
+    ir_model = ir.serde.deserialize_model(model)
+    rewrite(ir_model)
+    return ir.serde.serialize_model(ir_model), [plan.lowering.name for plan in rewrite.plans]
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else a
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    """Bit for bit (the same subgraph computes both)."""
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(_bits(x), _bits(y))
+
+
+@pytest.mark.parametrize("case", GRID, ids=_case_id)
+def test_rules_and_pass_agree(case: tuple) -> None:
+    elem_type, ex, rev, form, strategy = case
+    axis = AXIS_FORMS[form]
+    model = cumprod_model(elem_type, SHAPE, axis, exclusive=ex, reverse=rev, axis_form=form)
+    by_rules = _with_rules(model, strategy)
+    assert "CumProd" not in op_types(by_rules)
+    # the same lowering: the same ops (Constant nodes aside: the rewriter folds some away)
+    by_pass, (used,) = _pass_and_lowerings(model, strategy)
+    assert sorted(t for t in op_types(by_rules) if t != "Constant") == sorted(
+        t for t in op_types(by_pass) if t != "Constant"
+    )
+
+    x = random_data(elem_type, SHAPE, np.random.default_rng(zlib.crc32(_case_id(case).encode())))
+    feeds = {"x": feed(elem_type, x)}
+    if form == "input":
+        feeds["axis"] = np.array(axis, np.int64)
+    got = run_ort(by_rules, feeds)
+    _same(got, run_ort(by_pass, feeds))
+    expected, bound = expected_and_bound(elem_type, used, x, axis, exclusive=ex, reverse=rev)
+    result = compare(got[0], expected, ir.DataType(elem_type), bound)
+    assert result.ok, result.detail
+
+
+NESTED = {"if": IF_MODEL, "loop": LOOP_MODEL, "function": FUNCTION_MODEL, "nested": NESTED_MODEL}
+NESTED_FEEDS = {
+    "if": lambda rng, cond: {
+        "x": rng.uniform(0.5, 2, (2, 5)).astype(np.float32),
+        "cond": np.array(cond),
+    },
+    "loop": lambda rng, cond: {
+        "x": rng.integers(-50, 50, (3, 4)).astype(np.int64),
+        "trips": np.array(3, np.int64),
+    },
+    "function": lambda rng, cond: {
+        "a": rng.uniform(-2, 2, (2, 3)).astype(np.float32),
+        "b": rng.uniform(-2, 2, (4, 2)).astype(np.float32),
+        "n": rng.integers(-9, 9, 5).astype(np.int64),
+    },
+    "nested": lambda rng, cond: {
+        "x": rng.uniform(0.5, 1.5, (3, 6)),
+        "cond": np.array(cond),
+        "ax": np.array(-1, np.int64),
+    },
+}
+
+
+NESTED_CASES = [
+    (name, strategy)
+    for name in NESTED
+    for strategy in rewriter.STRATEGIES
+    if not (strategy == "logsum" and name in {"loop", "function"})  # integer CumProds
+]
+
+
+@pytest.mark.parametrize(("name", "strategy"), NESTED_CASES)
+def test_subgraphs_and_functions(name: str, strategy: str) -> None:
+    """If branches, a Loop body using an outer value, functions called with two types, and a
+    function > If > Loop with a run-time axis: rewritten everywhere, as by the pass."""
+    model = onnx.parser.parse_model(NESTED[name])
+    by_rules = _with_rules(model, strategy)
+    assert "CumProd" not in op_types(by_rules)
+    by_pass = _with_pass(model, strategy)
+    rng = np.random.default_rng(5)
+    for cond in (True, False):
+        feeds = NESTED_FEEDS[name](rng, cond)
+        got = run_ort(by_rules, feeds)
+        _same(got, run_ort(by_pass, feeds))
+        # against the spec's CumProd (onnx.reference) on the original model; <= 6 factors
+        for y, want in zip(got, ReferenceEvaluator(model).run(None, feeds)):
+            if np.issubdtype(want.dtype, np.integer):
+                np.testing.assert_array_equal(y, want)
+            else:
+                np.testing.assert_allclose(y, want, rtol=8 * np.finfo(want.dtype).eps)
+
+
+UNTYPED = """
+<ir_version: 11, opset_import: ["" : 26]>
+main (int64[N, 4] x) => (int64[N, 4] y) {
+    sq = Mul (x, x)
+    ax = Constant <value = int64 {1}> ()
+    y = CumProd <exclusive = 1> (sq, ax)
+}
+"""
+
+
+def test_types_from_inference_when_the_model_has_none() -> None:
+    """``sq`` has no value_info: its type and rank come from shape inference, as in the pass
+    (an int64 CumProd needs the rank for loop)."""
+    model = onnx.parser.parse_model(UNTYPED)
+    assert not model.graph.value_info
+    by_rules = _with_rules(model)
+    assert "CumProd" not in op_types(by_rules)
+    x = np.random.default_rng(3).integers(-(2**40), 2**40, (5, 4)).astype(np.int64)
+    (y,) = run_ort(by_rules, {"x": x})
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(y, want)
+    _same([y], run_ort(_with_pass(model), {"x": x}))
+
+
+def test_composes_with_other_rules() -> None:
+    text = """
+    <ir_version: 11, opset_import: ["" : 26]>
+    main (float[3, 4] x) => (float[3, 4] y) {
+        a = Relu (x)
+        b = Relu (a)
+        ax = Constant <value = int64 {0}> ()
+        y = CumProd <reverse = 1> (b, ax)
+    }
+    """
+    model = onnx.parser.parse_model(text)
+    rules = RewriteRuleSet([cumprod_rule(), successive_relu_rule])
+    rewritten = onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules)
+    onnx.checker.check_model(rewritten, full_check=True)
+    types = op_types(rewritten)
+    assert "CumProd" not in types and types.count("Relu") == 1
+    x = np.random.default_rng(4).uniform(-2, 2, (3, 4)).astype(np.float32)
+    (y,) = run_ort(rewritten, {"x": x})
+    # auto lowers float32 with logsum: within 1 ulp of the float64 product
+    want = np.flip(np.cumprod(np.flip(np.maximum(x, 0).astype(np.float64), 0), 0), 0)
+    result = compare(y, want, ir.DataType.FLOAT, 1.0)
+    assert result.ok, result.detail
+
+
+def test_ai_onnx_domain_spelled_out() -> None:
+    model = cumprod_model(TensorProto.FLOAT, (2, 3), 1)
+    model.graph.node[0].domain = "ai.onnx"
+    rewritten = _with_rules(model)
+    assert "CumProd" not in op_types(rewritten)
+    x = np.random.default_rng(6).uniform(0.5, 2, (2, 3)).astype(np.float32)
+    result = compare(
+        run_ort(rewritten, {"x": x})[0], np.cumprod(x.astype(np.float64), 1), ir.DataType.FLOAT, 1.0
+    )
+    assert result.ok, result.detail
+
+
+def test_graph_output_name_is_kept() -> None:
+    model = cumprod_model(TensorProto.INT32, (2, 3), 1)
+    rewritten = _with_rules(model)
+    assert [o.name for o in rewritten.graph.output] == ["y"]
+
+
+# -- refused nodes: each failed check says why -------------------------------------------------
+
+
+def _single(
+    node: onnx.NodeProto,
+    *,
+    x_type: int = TensorProto.FLOAT,
+    x_shape: list | None = None,
+    initializers: list | None = None,
+    opset: int = 26,
+    extra_nodes: list | None = None,
+) -> onnx.ModelProto:
+    shape = [2, 3] if x_shape is None else x_shape
+    graph = helper.make_graph(
+        [*(extra_nodes or []), node],
+        "main",
+        [helper.make_tensor_value_info("x", x_type, shape)],
+        [helper.make_tensor_value_info("y", x_type, shape)],
+        initializers or [],
+    )
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("custom", 1)],
+    )
+
+
+def _axis(
+    value: object, dims: list[int] | None = None, elem: int = TensorProto.INT64
+) -> onnx.TensorProto:
+    values = value if isinstance(value, list) else [value]
+    return helper.make_tensor("axis", elem, [] if dims is None else dims, values)
+
+
+_SCAN = helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan")
+REFUSED = {
+    "opset 25": (
+        _single(_SCAN, initializers=[_axis(0)], opset=25),
+        "auto",
+        "CumProd needs ai.onnx opset >= 26, found 25",
+    ),
+    "axis of shape [1]": (
+        _single(_SCAN, initializers=[_axis(1, [1])]),
+        "auto",
+        "axis must be a 0-D tensor",
+    ),
+    "axis out of range": (
+        _single(_SCAN, initializers=[_axis(2)]),
+        "auto",
+        "axis 2 is out of range [-2, 1]",
+    ),
+    "float axis": (
+        _single(_SCAN, initializers=[_axis(1.0, elem=TensorProto.FLOAT)]),
+        "auto",
+        "axis has element type float;",
+    ),
+    "rank-0 x": (
+        _single(_SCAN, x_shape=[], initializers=[_axis(0)]),
+        "auto",
+        "x is a scalar (rank 0)",
+    ),
+    "int8 x": (
+        _single(_SCAN, x_type=TensorProto.INT8, initializers=[_axis(0)]),
+        "auto",
+        "x has element type int8",
+    ),
+    "logsum on int64": (
+        _single(_SCAN, x_type=TensorProto.INT64, initializers=[_axis(0)]),
+        "logsum",
+        "strategy 'logsum' is inexact for int64",
+    ),
+    "type unknown": (
+        _single(
+            helper.make_node("CumProd", ["t", "axis"], ["y"], name="scan"),
+            initializers=[_axis(0)],
+            extra_nodes=[helper.make_node("Opaque", ["x"], ["t"], domain="custom")],
+        ),
+        "auto",
+        "the element type of x ('t') cannot be determined",
+    ),
+    "rank unknown for loop": (
+        _single(
+            helper.make_node("CumProd", ["t", "axis"], ["y"], name="scan"),
+            initializers=[_axis(0)],
+            extra_nodes=[helper.make_node("Opaque", ["x"], ["t"], domain="custom")],
+        ),
+        "loop",
+        "",  # filled below: the type is known from value_info, the shape is not
+    ),
+}
+_unknown_rank = REFUSED["rank unknown for loop"][0]
+_unknown_rank.graph.value_info.append(helper.make_tensor_value_info("t", TensorProto.FLOAT, None))
+REFUSED["rank unknown for loop"] = (_unknown_rank, "loop", "strategy 'loop' needs the rank of x")
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=list(REFUSED))
+def test_each_refusal_says_why_and_changes_nothing(case: str) -> None:
+    model, strategy, problem = REFUSED[case]
+    rule = cumprod_rule(strategy)
+    ir_model = ir.serde.deserialize_model(model)
+    tracer = MatchingTracer()
+    RewriteRuleSet([rule]).apply_to_model(ir_model, tracer=tracer)
+    (info,) = tracer.best_matches_map[rule]
+    assert info.status == MatchStatus.CONDITION_FAILED
+    assert info.root_node.name == "scan"
+    reason = info.match_result.reason
+    assert problem in reason, reason
+    assert reason.startswith("CumProd node 'scan' in graph 'main': "), reason
+
+    rewritten = onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=RewriteRuleSet([rule]))
+    assert "CumProd" in op_types(rewritten)
