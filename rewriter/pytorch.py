@@ -1,0 +1,252 @@
+"""``torch.onnx.export(..., dynamo=True)`` for models that call ``torch.cumprod``.
+
+torch's exporter has no translation for ``aten::cumprod`` (onnxscript's torchlib raises
+NotImplementedError, PyTorch issue 102948). :func:`translation_table` returns one for
+``custom_translation_table=``::
+
+    torch.onnx.export(model, args, dynamo=True,
+                      custom_translation_table=rewriter.pytorch.translation_table())
+
+It emits the same lowerings as the pass (``rewriter.lowerings.lower`` with the lowering
+``choose(site, "auto")`` picks), through the exporter's op recorder, at the exporter's opset,
+so the model needs no CumProd: it runs on onnxruntime 1.20.1 and later. Integers are bit-exact
+(wraparound included); floats hold each lowering's stated bound.
+
+torch's semantics are kept: the input is cast to ``dtype=`` first when given; without it, bool
+and integer inputs give int64 (as ``torch.cumprod`` does). A ``dtype`` narrower than the
+input's integer type (int32 from int64; int8, uint8, int16) is computed in int64 and wrapped to
+its width with ``Mod``, never by an out-of-range Cast. A 0-D input comes back cast.
+
+torch is imported only by :func:`translation_table` (``pip install cumprod-rewriter[torch]``).
+
+Exporter detail (torch 2.13): its op recorder gives an op one output per declared output
+parameter and passes every argument to the first variadic input, so a ``Loop`` with a
+carried value and a scan output cannot be recorded from the ONNX schema as it is. Ops with
+variadic parameters are therefore recorded with a schema of the same op whose parameters are
+fixed to the arity used (:func:`fixed_arity_schema`); the node is the standard ONNX op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import onnx
+import onnx_ir as ir
+import onnxscript
+from onnxscript.onnx_types import TensorType
+
+from rewriter import lowerings
+from rewriter.site import CUMPROD_TYPES, FLOAT_TYPES, CumProdSite
+from rewriter.targets import DEFAULT_TARGET, TARGETS
+
+__all__ = ["ExporterBuilder", "cumprod_function", "fixed_arity_schema", "translation_table"]
+
+# The ai.onnx version torchlib emits at; used when the exporter's recorder does not say.
+_FALLBACK_OPSET = 18
+_LOCATION = "aten::cumprod (torch.onnx.export)"
+# Integer types torch.cumprod can return that CumProd does not take: computed in int64 and
+# wrapped to their width.
+_NARROW_INTS = {
+    ir.DataType.UINT8: (8, False),
+    ir.DataType.INT8: (8, True),
+    ir.DataType.INT16: (16, True),
+    ir.DataType.UINT16: (16, False),
+    ir.DataType.INT32: (32, True),
+}
+# Integer types whose every value an int32 holds (a Cast to int32 is then in range).
+_FITS_INT32 = {
+    ir.DataType.BOOL,
+    ir.DataType.UINT8,
+    ir.DataType.INT8,
+    ir.DataType.INT16,
+    ir.DataType.UINT16,
+    ir.DataType.INT32,
+}
+_VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic
+_SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
+
+
+def fixed_arity_schema(
+    schema: onnx.defs.OpSchema, num_inputs: int, num_outputs: int
+) -> onnx.defs.OpSchema:
+    """``schema`` with its variadic input / output parameter expanded into as many single
+    parameters as a node uses (same op, domain, version, types and attributes)."""
+
+    def expand(
+        params: Sequence[onnx.defs.OpSchema.FormalParameter], count: int
+    ) -> list[onnx.defs.OpSchema.FormalParameter]:
+        fixed = [p for p in params if p.option != _VARIADIC]
+        result = []
+        for param in params:
+            if param.option != _VARIADIC:
+                result.append(
+                    onnx.defs.OpSchema.FormalParameter(
+                        param.name, param.type_str, param_option=param.option
+                    )
+                )
+                continue
+            for k in range(count - len(fixed)):
+                result.append(
+                    onnx.defs.OpSchema.FormalParameter(
+                        f"{param.name}_{k}", param.type_str, param_option=_SINGLE
+                    )
+                )
+        return result
+
+    return onnx.defs.OpSchema(
+        schema.name,
+        schema.domain,
+        schema.since_version,
+        inputs=expand(schema.inputs, num_inputs),
+        outputs=expand(schema.outputs, num_outputs),
+        type_constraints=[
+            (c.type_param_str, list(c.allowed_type_strs), c.description)
+            for c in schema.type_constraints
+        ],
+        attributes=[
+            onnx.defs.OpSchema.Attribute(a.name, a.type, a.description, required=a.required)
+            for a in schema.attributes.values()
+        ],
+    )
+
+
+class ExporterBuilder(lowerings.Builder):
+    """Emits each node through onnxscript's current evaluator: inside a translation function
+    that is torch's op recorder, which adds the nodes to the exported graph. Subgraph bodies
+    (:meth:`child`) are plain ``ir.Graph``s whose nodes refer to the recorder's values."""
+
+    def __init__(self, opset: int, names: lowerings.NameSource, prefix: str) -> None:
+        super().__init__(opset, names, prefix)
+        self._opset = onnxscript.values.Opset("", opset)
+
+    def op_multi(
+        self, op_type: str, *inputs: ir.Value | None, num_outputs: int, **attributes: object
+    ) -> Sequence[ir.Value]:
+        schema = onnx.defs.get_schema(op_type, self.opset, "")
+        if any(p.option == _VARIADIC for p in [*schema.inputs, *schema.outputs]):
+            schema = fixed_arity_schema(schema, len(inputs), num_outputs)
+        op = onnxscript.values.Op(self._opset, op_type, schema)
+        result = op(*inputs, **attributes)
+        outputs = [result] if isinstance(result, ir.Value) else list(result)
+        if len(outputs) != num_outputs:  # a recorder that counts outputs differently
+            raise RuntimeError(
+                f"the op recorder gave {op_type} {len(outputs)} output(s), expected {num_outputs}"
+            )
+        return outputs
+
+
+@dataclasses.dataclass(frozen=True)
+class _ValueSite(CumProdSite):
+    """A CumProd that exists only as its input value (no node in a graph)."""
+
+    input_value: ir.Value
+
+    @property
+    def x(self) -> ir.Value:
+        return self.input_value
+
+    @property
+    def axis_value(self) -> ir.Value:
+        raise AssertionError("the axis of aten::cumprod is always a Python int")
+
+
+def _recorder_opset() -> int:
+    """The ai.onnx version of the exporter's op recorder (the current onnxscript evaluator)."""
+    from onnxscript import evaluator
+
+    version = getattr(getattr(evaluator.default(), "opset", None), "version", None)
+    return version if isinstance(version, int) else _FALLBACK_OPSET
+
+
+def _result_dtype(x_dtype: ir.DataType, dtype: int | None) -> ir.DataType:
+    """torch.cumprod's output type: ``dtype`` when given, else int64 for bool and integer
+    inputs and the input's own type for floats."""
+    if dtype is not None and dtype >= 0:
+        return ir.DataType(dtype)
+    return x_dtype if x_dtype in FLOAT_TYPES else ir.DataType.INT64
+
+
+def _wrap(b: lowerings.Builder, y: ir.Value, dtype: ir.DataType) -> ir.Value:
+    """int64 ``y`` reduced to the width of ``dtype`` (two's complement), then cast (in range)."""
+    bits, signed = _NARROW_INTS[dtype]
+    low = b.op("Mod", y, b.const(1 << bits))  # in [0, 2^bits): Mod takes the divisor's sign
+    if signed:
+        half = b.const(1 << (bits - 1))
+        low = b.op("Where", b.op("Less", low, half), low, b.op("Sub", low, b.const(1 << bits)))
+    return b.cast(low, dtype)
+
+
+def cumprod_function(
+    strategy: str = "auto", *, target: str = DEFAULT_TARGET
+) -> Callable[..., TensorType]:
+    """The translation function for ``aten::cumprod(Tensor self, int dim, *, ScalarType?
+    dtype=None)``; the exporter calls it with ``self`` an ``ir.Value``, ``dim`` an int and
+    ``dtype`` an ONNX data type (or -1 / None)."""
+    if strategy not in lowerings.STRATEGIES:
+        raise ValueError(
+            f"unknown strategy {strategy!r}; choose one of {', '.join(lowerings.STRATEGIES)}"
+        )
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    runtime = TARGETS[target]
+    names = lowerings.NameSource(())
+
+    # The annotations are what the exporter builds the op's signature from: TensorType is
+    # onnxscript's "any tensor"; it passes an ir.Value.
+    def aten_cumprod(self: TensorType, dim: int, dtype: int = -1) -> TensorType:
+        x = cast(ir.Value, self)
+        if x.dtype is None or x.shape is None:
+            raise ValueError(f"{_LOCATION}: the type and shape of the input must be known")
+        out = _result_dtype(x.dtype, dtype)
+        if out not in CUMPROD_TYPES and out not in _NARROW_INTS:
+            raise ValueError(f"{_LOCATION}: no lowering for output type {out.name.lower()}")
+        # torch casts to ``dtype`` first. An integer result narrower than the input's integer
+        # type is computed in int64 from the whole input: the low bits of a product depend
+        # only on the low bits of its factors, so wrapping at the end is the same.
+        if out in _NARROW_INTS and not (out == ir.DataType.INT32 and x.dtype in _FITS_INT32):
+            compute = ir.DataType.INT64
+        else:
+            compute = out
+        b = ExporterBuilder(_recorder_opset(), names, "cumprod")
+        xc = x if x.dtype == compute else b.cast(x, compute)
+        rank = x.shape.rank()
+        if rank == 0:
+            y = xc if xc is not x else b.op("Identity", x)
+        else:
+            if not -rank <= dim < rank:
+                raise ValueError(f"{_LOCATION}: dim {dim} is out of range for rank {rank}")
+            site = _ValueSite(
+                node=ir.Node("", "CumProd", inputs=(), name="aten::cumprod"),
+                location=_LOCATION,
+                opset=b.opset,
+                dtype=compute,
+                shape=x.shape,
+                axis=dim % rank,
+                exclusive=False,
+                reverse=False,
+                input_value=xc,
+            )
+            y = lowerings.lower(b, site, lowerings.choose(site, strategy), runtime)
+        if compute != out:  # an integer type narrower than the input's
+            y = _wrap(b, y, out)
+        return cast(TensorType, y)
+
+    return aten_cumprod
+
+
+def translation_table(
+    strategy: str = "auto", *, target: str = DEFAULT_TARGET
+) -> dict[Any, Callable[..., TensorType]]:
+    """``{torch.ops.aten.cumprod.default: fn}`` for ``torch.onnx.export(...,
+    custom_translation_table=...)``. In-place (``cumprod_``) and ``out=`` calls reach the
+    exporter as ``aten::cumprod.default`` after functionalization.
+
+    Args:
+        strategy: ``"auto"`` or a lowering name, as for the pass.
+        target: The runtime whose kernel gaps to work around, as for the pass.
+    """
+    import torch
+
+    return {torch.ops.aten.cumprod.default: cumprod_function(strategy, target=target)}
