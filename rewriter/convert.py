@@ -82,7 +82,7 @@ def _describe(plans: Iterable[Planned]) -> list[NodeReport]:
         reports.append(
             NodeReport(
                 location=site.location,
-                name=site.node.name or "",
+                name=site.name,
                 dtype=site.dtype.name.lower(),
                 axis=axis,
                 exclusive=site.exclusive,

@@ -81,6 +81,7 @@ def _replace(plan: Planned, names: lowerings.NameSource, build_opset: int, targe
     """Swap one CumProd for its lowering, built with the signatures of ai.onnx ``build_opset``."""
     site = plan.site
     node = site.node
+    assert node is not None and site.axis_value is not None
     graph = node.graph
     assert graph is not None
     builder = lowerings.Builder(build_opset, names, node.name or "CumProd")
@@ -151,7 +152,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         needs_converter: list[ir.Node] = []
         if lower_opset:
             assert self.target_opset is not None
-            cumprods = [plan.site.node for plan in self.plans]
+            cumprods = [plan.site.node for plan in self.plans if plan.site.node is not None]
             needs_converter = opset.check_target_opset(
                 model, self.target_opset, types, exclude=cumprods
             )

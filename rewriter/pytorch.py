@@ -28,7 +28,6 @@ fixed to the arity used (:func:`fixed_arity_schema`); the node is the standard O
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -137,21 +136,6 @@ class ExporterBuilder(lowerings.Builder):
         return outputs
 
 
-@dataclasses.dataclass(frozen=True)
-class _ValueSite(CumProdSite):
-    """A CumProd that exists only as its input value (no node in a graph)."""
-
-    input_value: ir.Value
-
-    @property
-    def x(self) -> ir.Value:
-        return self.input_value
-
-    @property
-    def axis_value(self) -> ir.Value:
-        raise AssertionError("the axis of aten::cumprod is always a Python int")
-
-
 def _recorder_opset() -> int:
     """The ai.onnx version of the exporter's op recorder (the current onnxscript evaluator)."""
     from onnxscript import evaluator
@@ -217,8 +201,10 @@ def cumprod_function(
         else:
             if not -rank <= dim < rank:
                 raise ValueError(f"{_LOCATION}: dim {dim} is out of range for rank {rank}")
-            site = _ValueSite(
-                node=ir.Node("", "CumProd", inputs=(), name="aten::cumprod"),
+            site = CumProdSite(
+                x=xc,
+                axis_value=None,
+                name="aten::cumprod",
                 location=_LOCATION,
                 opset=b.opset,
                 dtype=compute,
@@ -226,7 +212,6 @@ def cumprod_function(
                 axis=dim % rank,
                 exclusive=False,
                 reverse=False,
-                input_value=xc,
             )
             y = lowerings.lower(b, site, lowerings.choose(site, strategy), runtime)
         if compute != out:  # an integer type narrower than the input's

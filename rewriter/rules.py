@@ -56,7 +56,7 @@ class RuleBuilder(lowerings.Builder):
     def op_multi(
         self, op_type: str, *inputs: ir.Value | None, num_outputs: int, **attributes: object
     ) -> Sequence[ir.Value]:
-        names = [self._names.fresh(f"{self._prefix}_{op_type}") for _ in range(num_outputs)]
+        names = [self.fresh_name(op_type) for _ in range(num_outputs)]
         result = getattr(self._op, op_type)(*inputs, _outputs=names, **attributes)
         return [result] if isinstance(result, ir.Value) else list(result)
 

@@ -27,7 +27,10 @@ class CumProdSite:
     """One validated CumProd node and the facts a lowering is chosen and built from.
 
     Attributes:
-        node: The CumProd node.
+        x: The input to scan.
+        axis_value: The axis input (a 0-D int32 / int64 value), or None when the axis exists
+            only as a Python int (``axis`` then holds it).
+        name: The node's name, for messages ("" when it has none).
         location: Human-readable place of the node (for messages and reports).
         opset: The ai.onnx version imported where the node lives (graph or function).
         dtype: Element type of ``x`` (one of :data:`CUMPROD_TYPES`).
@@ -36,9 +39,13 @@ class CumProdSite:
             rank is known; ``None`` when it is only known at run time.
         exclusive: The ``exclusive`` attribute.
         reverse: The ``reverse`` attribute.
+        node: The CumProd node the site was read from; None for one built from values
+            (e.g. the PyTorch translation, where only the input exists).
     """
 
-    node: ir.Node
+    x: ir.Value
+    axis_value: ir.Value | None
+    name: str
     location: str
     opset: int
     dtype: ir.DataType
@@ -46,18 +53,7 @@ class CumProdSite:
     axis: int | None
     exclusive: bool
     reverse: bool
-
-    @property
-    def x(self) -> ir.Value:
-        value = self.node.inputs[0]
-        assert value is not None
-        return value
-
-    @property
-    def axis_value(self) -> ir.Value:
-        value = self.node.inputs[1]
-        assert value is not None
-        return value
+    node: ir.Node | None = None
 
     @property
     def rank(self) -> int | None:
@@ -146,6 +142,9 @@ def inspect_cumprod(
             axis = raw % rank
 
     return CumProdSite(
+        x=x,
+        axis_value=axis_value,
+        name=node.name or "",
         node=node,
         location=location,
         opset=opset,

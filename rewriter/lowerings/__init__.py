@@ -87,7 +87,7 @@ def choose(site: CumProdSite, strategy: str = "auto") -> Lowering:
     lowering = LOWERINGS[wanted]
     reason = lowering.unsupported(site)
     if reason is not None:
-        raise StrategyError(site.node.name or "", site.location, reason)
+        raise StrategyError(site.name, site.location, reason)
     return lowering
 
 
@@ -133,6 +133,8 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
     x = site.x if compute == site.dtype else b.cast(site.x, compute)
     if site.axis is not None:
         y = lowering.build(b, x, site.axis, site, dtype=compute)
+    elif site.axis_value is None:
+        raise ValueError(f"{site.location}: a site needs a static axis or an axis value")
     elif not lowering.static_axis:
         y = lowering.build(b, x, site.axis_value, site, dtype=compute)
     else:

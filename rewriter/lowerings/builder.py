@@ -72,12 +72,16 @@ class Builder:
         """A builder for a subgraph body (same opset and names, its own node list)."""
         return Builder(self.opset, self._names, self._prefix)
 
+    def fresh_name(self, kind: str) -> str:
+        """A name unused anywhere in the model, for a value or node of ``kind``."""
+        return self._names.fresh(f"{self._prefix}_{kind}")
+
     def value(
         self, suffix: str, dtype: ir.DataType | None = None, shape: ir.Shape | None = None
     ) -> ir.Value:
         """A new named value (for subgraph inputs)."""
         type_ = None if dtype is None else ir.TensorType(dtype)
-        return ir.Value(name=self._names.fresh(f"{self._prefix}_{suffix}"), type=type_, shape=shape)
+        return ir.Value(name=self.fresh_name(suffix), type=type_, shape=shape)
 
     def op(
         self,
@@ -92,16 +96,13 @@ class Builder:
     def op_multi(
         self, op_type: str, *inputs: ir.Value | None, num_outputs: int, **attributes: object
     ) -> Sequence[ir.Value]:
-        outputs = [
-            ir.Value(name=self._names.fresh(f"{self._prefix}_{op_type}"))
-            for _ in range(num_outputs)
-        ]
+        outputs = [ir.Value(name=self.fresh_name(op_type)) for _ in range(num_outputs)]
         node = ir.node(
             op_type,
             inputs,
             attributes=attributes,  # type: ignore[arg-type]
             outputs=outputs,
-            name=self._names.fresh(f"{self._prefix}_{op_type}"),
+            name=self.fresh_name(op_type),
         )
         self.nodes.append(node)
         return node.outputs
