@@ -165,3 +165,13 @@ def random_data(elem_type: int, shape: tuple[int, ...], rng: np.random.Generator
 def feed(elem_type: int, x: np.ndarray) -> np.ndarray:
     """What the test model takes for x (bfloat16 models take float32)."""
     return x.astype(np.float32) if elem_type == TensorProto.BFLOAT16 else x
+
+
+def strategies_for(elem_type: int) -> list[str]:
+    """Every strategy that applies to the type (logsum refuses integers)."""
+    import rewriter
+
+    return [s for s in rewriter.STRATEGIES if not (s == "logsum" and elem_type in INTS)]
+
+
+EXACT_STRATEGIES = strategies_for(TensorProto.INT64)  # the ones that take integers

@@ -170,9 +170,38 @@ def test_grid_on_current_onnxruntime(case: tuple) -> None:
 REFERENCE_GRID = [c for c in GRID if c[5] in (21, 11) and c[3] != "constant"]
 
 
+def _reversed_scan(model: onnx.ModelProto) -> bool:
+    """Whether the model has a Scan running backwards (anywhere)."""
+    found = []
+
+    def walk(nodes: list[onnx.NodeProto]) -> None:
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.name == "scan_input_directions" and 1 in attr.ints:
+                    found.append(node)
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    walk(list(attr.g.node))
+
+    walk(list(model.graph.node))
+    for function in model.functions:
+        walk(list(function.node))
+    return bool(found)
+
+
 @pytest.mark.parametrize("case", REFERENCE_GRID, ids=_case_id)
 def test_grid_in_onnx_reference(case: tuple) -> None:
     model, feeds, check = _grid_case(case)
+    _check_in_reference(model, feeds, check)
+
+
+def _check_in_reference(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], check: object
+) -> None:
+    if _reversed_scan(model):
+        # onnx.reference's Scan only runs forwards: a known gap of the reference, not ours.
+        with pytest.raises(RuntimeError, match="not implemented for other output input_direction"):
+            ReferenceEvaluator(model).run(None, feeds)
+        return
     check(ReferenceEvaluator(model).run(None, feeds))  # type: ignore[operator]
 
 
@@ -293,4 +322,4 @@ REFERENCE_EXTRA = [c for c in EXTRA if not c[0].startswith("empty-")]
 @pytest.mark.parametrize("case", REFERENCE_EXTRA, ids=[c[0] for c in REFERENCE_EXTRA])
 def test_nested_and_conformance_in_onnx_reference(case: tuple) -> None:
     _, model, feeds, check = case
-    check(ReferenceEvaluator(model).run(None, feeds))  # type: ignore[operator]
+    _check_in_reference(model, feeds, check)

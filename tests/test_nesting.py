@@ -8,9 +8,9 @@ import onnx
 import pytest
 
 import rewriter
-from tests.helpers import op_types, reference, run_ort
+from tests.helpers import EXACT_STRATEGIES, op_types, reference, run_ort
 
-STRATEGIES = ["auto", "logsum", "loop"]
+STRATEGIES = list(rewriter.STRATEGIES)
 
 
 def _rewrite(text: str, strategy: str) -> tuple[onnx.ModelProto, onnx.ModelProto]:
@@ -65,7 +65,7 @@ main (int64[3, 4] x, int64 trips) => (int64[3, 4] y) {
 """
 
 
-@pytest.mark.parametrize("strategy", ["auto", "loop"])
+@pytest.mark.parametrize("strategy", EXACT_STRATEGIES)
 def test_loop_body_using_an_outer_scope_value(strategy: str) -> None:
     _, rewritten = _rewrite(LOOP_MODEL, strategy)
     x = np.random.default_rng(1).integers(-50, 50, (3, 4)).astype(np.int64)
@@ -95,7 +95,7 @@ ScaledProduct (v) => (w) {
 """
 
 
-@pytest.mark.parametrize("strategy", ["auto", "loop"])
+@pytest.mark.parametrize("strategy", EXACT_STRATEGIES)
 def test_model_local_functions_called_twice(strategy: str) -> None:
     _, rewritten = _rewrite(FUNCTION_MODEL, strategy)
     assert {f.name for f in rewritten.functions} == {"RunningProduct", "ScaledProduct"}

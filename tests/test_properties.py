@@ -15,6 +15,7 @@ import rewriter
 from rewriter.verify import compare
 from tests.helpers import (
     ALL_TYPES,
+    EXACT_STRATEGIES,
     FLOATS,
     INTS,
     TYPE_NAMES,
@@ -26,6 +27,7 @@ from tests.helpers import (
     run_ort,
 )
 
+SEQUENTIAL = ["loop", "scan"]  # same multiplications, same order as the native kernel
 SETTINGS = settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
@@ -82,7 +84,7 @@ def _run_case(elem_type: int, strategy: str, case: dict) -> None:
 
 
 @pytest.mark.parametrize("elem_type", INTS, ids=TYPE_NAMES.get)
-@pytest.mark.parametrize("strategy", ["auto", "loop"])
+@pytest.mark.parametrize("strategy", EXACT_STRATEGIES)
 @SETTINGS
 @given(case=cases())
 def test_integers_bit_exact(elem_type: int, strategy: str, case: dict) -> None:
@@ -90,7 +92,7 @@ def test_integers_bit_exact(elem_type: int, strategy: str, case: dict) -> None:
 
 
 @pytest.mark.parametrize("elem_type", FLOATS, ids=TYPE_NAMES.get)
-@pytest.mark.parametrize("strategy", ["auto", "logsum", "loop"])
+@pytest.mark.parametrize("strategy", rewriter.STRATEGIES)
 @SETTINGS
 @given(case=cases())
 def test_floats_within_stated_bound(elem_type: int, strategy: str, case: dict) -> None:
@@ -100,13 +102,16 @@ def test_floats_within_stated_bound(elem_type: int, strategy: str, case: dict) -
 @pytest.mark.parametrize(
     "elem_type", [t for t in ALL_TYPES if t != TensorProto.BFLOAT16], ids=TYPE_NAMES.get
 )
+@pytest.mark.parametrize("strategy", SEQUENTIAL)
 @settings(max_examples=10, deadline=None, derandomize=True)
 @given(case=cases())
-def test_loop_is_bitwise_ort_native(elem_type: int, case: dict) -> None:
-    """The loop lowering multiplies in the native kernel's order: the same bits."""
+def test_sequential_lowerings_are_bitwise_ort_native(
+    elem_type: int, strategy: str, case: dict
+) -> None:
+    """These lowerings multiply in the native kernel's order: the same bits."""
     shape, axis, ex, rev = case["shape"], case["axis"], case["exclusive"], case["reverse"]
     model = cumprod_model(elem_type, shape, axis, exclusive=ex, reverse=rev)
     x = random_data(elem_type, shape, np.random.default_rng(case["seed"]))
     (native,) = run_ort(model, {"x": x})
-    (lowered,) = run_ort(rewriter.decompose_cumprod(model, strategy="loop"), {"x": x})
+    (lowered,) = run_ort(rewriter.decompose_cumprod(model, strategy=strategy), {"x": x})
     assert native.tobytes() == lowered.tobytes()

@@ -19,7 +19,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.errors import StrategyError
-from rewriter.lowerings import logsum, loop
+from rewriter.lowerings import logsum, loop, scan
 from rewriter.lowerings.builder import Builder, NameSource
 from rewriter.site import CumProdSite
 from rewriter.targets import Target
@@ -61,7 +61,7 @@ LOWERINGS: dict[str, Lowering] = {
         static_axis=static_axis,
         max_ulps=module.max_ulps,
     )
-    for module, static_axis in ((logsum, False), (loop, True))
+    for module, static_axis in ((logsum, False), (loop, True), (scan, True))
 }
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
 
@@ -91,14 +91,6 @@ def choose(site: CumProdSite, strategy: str = "auto") -> Lowering:
     return lowering
 
 
-def _subgraph(b: Builder, emit: Callable[[Builder], ir.Value], dtype: ir.DataType) -> ir.Graph:
-    """A no-input subgraph (an If branch) whose one output is what ``emit`` builds."""
-    body = b.child()
-    out = body.op("Identity", emit(body))
-    out.type = ir.TensorType(dtype)
-    return body.graph([], [out], "cumprod_branch")
-
-
 def _axis_switch(
     b: Builder,
     lowering: Lowering,
@@ -114,9 +106,13 @@ def _axis_switch(
     assert rank is not None
     if first == rank - 1:
         return lowering.build(b, x, first, site, dtype=dtype)
-    then_graph = _subgraph(b, lambda sb: lowering.build(sb, x, first, site, dtype=dtype), dtype)
-    else_graph = _subgraph(
-        b, lambda sb: _axis_switch(sb, lowering, x, axis, site, dtype=dtype, first=first + 1), dtype
+    then_graph = b.subgraph(
+        lambda sb: lowering.build(sb, x, first, site, dtype=dtype), dtype, "cumprod_branch"
+    )
+    else_graph = b.subgraph(
+        lambda sb: _axis_switch(sb, lowering, x, axis, site, dtype=dtype, first=first + 1),
+        dtype,
+        "cumprod_branch",
     )
     is_first = b.op("Equal", axis, b.const(first))
     return b.op("If", is_first, then_branch=then_graph, else_branch=else_graph)

@@ -4,7 +4,7 @@ whose signature depends on the opset (Pad, Reshape) behind one helper each."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -119,6 +119,15 @@ class Builder:
 
     def cast(self, x: ir.Value, to: ir.DataType) -> ir.Value:
         return self.op("Cast", x, to=int(to))
+
+    def subgraph(
+        self, emit: Callable[[Builder], ir.Value], dtype: ir.DataType, name: str
+    ) -> ir.Graph:
+        """A no-input subgraph (an If branch) whose one output is what ``emit`` builds."""
+        body = self.child()
+        out = body.op("Identity", emit(body))
+        out.type = ir.TensorType(dtype)
+        return body.graph([], [out], name)
 
     def graph(self, inputs: Sequence[ir.Value], outputs: Sequence[ir.Value], name: str) -> ir.Graph:
         """Wrap this builder's nodes into a subgraph (If branch, Loop body)."""

@@ -99,17 +99,17 @@ def _running_product(
     if b.opset >= 14 or (length_hint or 0) > 0:
         stacked = b.reshape(stacked, full)
     else:  # without allowzero a 0 in ``full`` would copy a dim the [0]-shaped output lacks
-        empty = b.child()
-        empty_out = empty.op("ConstantOfShape", full, value=ir.tensor([1], dtype=dtype))
-        empty_out.type = ir.TensorType(dtype)
-        some = b.child()
-        some_out = some.op("Reshape", stacked, full)
-        some_out.type = ir.TensorType(dtype)
         stacked = b.op(
             "If",
             b.op("Equal", length, b.const(0)),
-            then_branch=empty.graph([], [empty_out], "cumprod_empty"),
-            else_branch=some.graph([], [some_out], "cumprod_stacked"),
+            then_branch=b.subgraph(
+                lambda sb: sb.op("ConstantOfShape", full, value=ir.tensor([1], dtype=dtype)),
+                dtype,
+                "cumprod_empty",
+            ),
+            else_branch=b.subgraph(
+                lambda sb: sb.op("Reshape", stacked, full), dtype, "cumprod_stacked"
+            ),
         )
     if axis == 0:
         return stacked
