@@ -175,3 +175,20 @@ def strategies_for(elem_type: int) -> list[str]:
 
 
 EXACT_STRATEGIES = strategies_for(TensorProto.INT64)  # the ones that take integers
+
+
+REFUSALS = ("is inexact for", "needs the length of the scanned axis", "unrolls at most")
+
+
+def lower_or_refused(
+    model: onnx.ModelProto, strategy: str, **options: object
+) -> onnx.ModelProto | None:
+    """The model lowered with ``strategy``, or None when the strategy refuses it for one of
+    the reasons it documents (logsum: integers; chain: a length that is not static)."""
+    import rewriter
+
+    try:
+        return rewriter.decompose_cumprod(model, strategy=strategy, **options)  # type: ignore[arg-type,return-value]
+    except rewriter.StrategyError as error:
+        assert any(reason in str(error) for reason in REFUSALS), str(error)
+        return None

@@ -8,15 +8,19 @@ import onnx
 import pytest
 
 import rewriter
-from tests.helpers import EXACT_STRATEGIES, op_types, reference, run_ort
+from tests.helpers import EXACT_STRATEGIES, lower_or_refused, op_types, reference, run_ort
 
 STRATEGIES = list(rewriter.STRATEGIES)
 
 
-def _rewrite(text: str, strategy: str) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+def _rewrite(text: str, strategy: str) -> tuple[onnx.ModelProto, onnx.ModelProto | None]:
+    """(the model, its lowering), or (the model, None) when the strategy refuses it for a
+    reason it documents (chain: a length that is not static; asserted by lower_or_refused)."""
     model = onnx.parser.parse_model(text)
     onnx.checker.check_model(model)
-    rewritten = rewriter.decompose_cumprod(model, strategy=strategy)
+    rewritten = lower_or_refused(model, strategy)
+    if rewritten is None:
+        return model, None
     onnx.checker.check_model(rewritten, full_check=True)
     assert "CumProd" not in op_types(rewritten)
     return model, rewritten
@@ -42,6 +46,8 @@ main (float[2, 5] x, bool cond) => (float[2, 5] y) {
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_if_branches(strategy: str) -> None:
     _, rewritten = _rewrite(IF_MODEL, strategy)
+    if rewritten is None:
+        return
     x = np.random.default_rng(0).uniform(0.5, 2, (2, 5)).astype(np.float32)
     for cond, expected in ((True, reference(x, 1, 1, 0)), (False, reference(x, 0, 0, 1))):
         (y,) = run_ort(rewritten, {"x": x, "cond": np.array(cond)})
@@ -68,6 +74,8 @@ main (int64[3, 4] x, int64 trips) => (int64[3, 4] y) {
 @pytest.mark.parametrize("strategy", EXACT_STRATEGIES)
 def test_loop_body_using_an_outer_scope_value(strategy: str) -> None:
     _, rewritten = _rewrite(LOOP_MODEL, strategy)
+    if rewritten is None:
+        return
     x = np.random.default_rng(1).integers(-50, 50, (3, 4)).astype(np.int64)
     (y,) = run_ort(rewritten, {"x": x, "trips": np.array(3, np.int64)})
     np.testing.assert_array_equal(y, x + 3 * reference(x, -1, 0, 0))
@@ -98,6 +106,8 @@ ScaledProduct (v) => (w) {
 @pytest.mark.parametrize("strategy", EXACT_STRATEGIES)
 def test_model_local_functions_called_twice(strategy: str) -> None:
     _, rewritten = _rewrite(FUNCTION_MODEL, strategy)
+    if rewritten is None:
+        return
     assert {f.name for f in rewritten.functions} == {"RunningProduct", "ScaledProduct"}
     rng = np.random.default_rng(2)
     a = rng.uniform(-2, 2, (2, 3)).astype(np.float32)
@@ -138,6 +148,8 @@ Maybe (v, c, a) => (w) {
 def test_function_if_loop_runtime_axis_symbolic_dims(strategy: str, axis: int) -> None:
     """CumProd three levels deep (function > If > Loop), axis a run-time input, dim N symbolic."""
     _, rewritten = _rewrite(NESTED_MODEL, strategy)
+    if rewritten is None:
+        return
     x = np.random.default_rng(3).uniform(0.5, 1.5, (3, 6))
     (y,) = run_ort(rewritten, {"x": x, "cond": np.array(True), "ax": np.array(axis)})
     expected = reference(reference(x, axis, 0, 0), axis, 0, 0)

@@ -1,0 +1,107 @@
+"""``chain``: the running product unrolled, for short static axes.
+
+Formula, for the scanned axis ``a`` of static length n::
+
+    x_0, ..., x_{n-1} = Split(x, axis=a, split=[1] * n)
+    c_0 = x_0,  c_k = c_{k-1} * x_k                     (k in reverse order when ``reverse``)
+    y = Concat(c_0, ..., c_{n-1})                       inclusive
+    y = Concat(1, c_0, ..., c_{n-2})                    exclusive (the ones slice: ConstantOfShape)
+
+Accuracy: the multiplications of the sequential kernel in its order: integers bit-exact with
+wraparound, float32 / float64 bitwise equal to onnxruntime's native kernel; float16 /
+bfloat16 multiplied in float32, rounded once.
+
+Cost: n - 1 Muls over one slice each, one Split and one Concat (two passes over memory), no
+loop at all: n + 2 nodes, so only for short axes (``auto`` uses it up to a few dozen). Needs
+a static axis, a known rank and a static length.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from rewriter.lowerings import loop
+from rewriter.lowerings.builder import Builder
+from rewriter.site import CumProdSite
+
+__all__ = ["MAX_LENGTH", "build", "chain", "compute_dtype", "max_ulps", "unsupported"]
+
+MAX_LENGTH = 256  # more nodes than this is never worth it
+compute_dtype = loop.compute_dtype
+max_ulps = loop.max_ulps
+
+
+def _lengths(site: CumProdSite) -> list[int | None]:
+    """The static lengths of the axes the site may scan (all of them for a run-time axis)."""
+    if site.shape is None:
+        return [None]
+    axes = range(site.shape.rank()) if site.axis is None else [site.axis]
+    return [d if isinstance(d := site.shape[k], int) else None for k in axes]
+
+
+def unsupported(site: CumProdSite) -> str | None:
+    if site.rank is None:
+        return "strategy 'chain' needs the rank of x to be known"
+    lengths = _lengths(site)
+    if None in lengths:
+        return "strategy 'chain' needs the length of the scanned axis to be static"
+    longest = max(n for n in lengths if n is not None)
+    if longest > MAX_LENGTH:
+        return f"strategy 'chain' unrolls at most {MAX_LENGTH} steps, the axis has {longest}"
+    return None
+
+
+def split(b: Builder, x: ir.Value, axis: int, n: int) -> list[ir.Value]:
+    """``x`` cut into its n slices along ``axis`` (Split's form for the opset)."""
+    if n == 1:
+        return [x]
+    if b.opset >= 13:
+        return list(b.op_multi("Split", x, b.const([1] * n), num_outputs=n, axis=axis))
+    return list(b.op_multi("Split", x, num_outputs=n, axis=axis, split=[1] * n))
+
+
+def chain(
+    b: Builder,
+    slices: list[ir.Value],
+    axis: int,
+    *,
+    dtype: ir.DataType,
+    exclusive: bool,
+    reverse: bool,
+    seed: ir.Value | None = None,
+    want_total: bool = False,
+) -> tuple[list[ir.Value], ir.Value | None]:
+    """The running products of ``slices`` (in order, or from the end when ``reverse``), each
+    started from ``seed`` when given: (the n outputs in the slices' order, and with
+    ``want_total`` the product of the seed and all slices)."""
+    n = len(slices)
+    order = list(range(n - 1, -1, -1) if reverse else range(n))
+    outputs: list[ir.Value | None] = [None] * n
+    running = seed
+    for step, idx in enumerate(order):
+        if exclusive:
+            if running is None:
+                shape = b.op("Shape", slices[idx])
+                running = b.op("ConstantOfShape", shape, value=ir.tensor([1], dtype=dtype))
+            outputs[idx] = running
+            if step < n - 1 or want_total:
+                running = b.op("Mul", running, slices[idx])
+        else:
+            running = slices[idx] if running is None else b.op("Mul", running, slices[idx])
+            outputs[idx] = running
+    return [o for o in outputs if o is not None], running if want_total else None
+
+
+def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:
+    """``x`` is in the compute type ``dtype``; ``axis`` is static, the length n too."""
+    assert site.shape is not None
+    n = site.shape[axis]
+    assert isinstance(n, int)
+    if n == 0:
+        return b.op("Identity", x)
+    outputs, _ = chain(
+        b, split(b, x, axis, n), axis, dtype=dtype, exclusive=site.exclusive, reverse=site.reverse
+    )
+    if n == 1:
+        return outputs[0] if outputs[0] is not x else b.op("Identity", x)
+    return b.op("Concat", *outputs, axis=axis)
