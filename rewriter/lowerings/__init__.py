@@ -19,7 +19,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.errors import StrategyError
-from rewriter.lowerings import chain, logsum, loop, scan
+from rewriter.lowerings import blocked, chain, logsum, loop, scan
 from rewriter.lowerings.builder import Builder, NameSource
 from rewriter.site import CumProdSite
 from rewriter.targets import Target
@@ -61,7 +61,13 @@ LOWERINGS: dict[str, Lowering] = {
         static_axis=static_axis,
         max_ulps=module.max_ulps,
     )
-    for module, static_axis in ((logsum, False), (loop, True), (scan, True), (chain, True))
+    for module, static_axis in (
+        (logsum, False),
+        (loop, True),
+        (scan, True),
+        (chain, True),
+        (blocked, True),
+    )
 }
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
 
