@@ -48,7 +48,10 @@ def _check_strategy(strategy: str) -> None:
 
 
 def plan_cumprods(
-    model: ir.Model, strategy: str = "auto", types: TypeTable | None = None
+    model: ir.Model,
+    strategy: str = "auto",
+    types: TypeTable | None = None,
+    target: Target | None = None,
 ) -> list[Planned]:
     """Validate every CumProd in ``model`` and choose its lowering; changes nothing.
 
@@ -73,7 +76,7 @@ def plan_cumprods(
         site = inspect_cumprod(
             where.node, location=where.location, opset=where.opset, scope=where.scope, types=types
         )
-        plans.append(Planned(site, lowerings.choose(site, strategy)))
+        plans.append(Planned(site, lowerings.choose(site, strategy, target)))
     return plans
 
 
@@ -147,7 +150,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
             self.plans = []
             return ir.passes.PassResult(model, modified=False)
         types = infer_types(model)
-        self.plans = plan_cumprods(model, self.strategy, types)
+        self.plans = plan_cumprods(model, self.strategy, types, TARGETS[self.target])
         build_opset = self.target_opset or current
         needs_converter: list[ir.Node] = []
         if lower_opset:

@@ -121,17 +121,17 @@ class ExporterBuilder(lowerings.Builder):
         self._opset = onnxscript.values.Opset("", opset)
 
     def op_multi(
-        self, op_type: str, *inputs: ir.Value | None, num_outputs: int, **attributes: object
+        self, op_type: str, *inputs: ir.Value | None, n_out: int, **attributes: object
     ) -> Sequence[ir.Value]:
         schema = onnx.defs.get_schema(op_type, self.opset, "")
         if any(p.option == _VARIADIC for p in [*schema.inputs, *schema.outputs]):
-            schema = fixed_arity_schema(schema, len(inputs), num_outputs)
+            schema = fixed_arity_schema(schema, len(inputs), n_out)
         op = onnxscript.values.Op(self._opset, op_type, schema)
         result = op(*inputs, **attributes)
         outputs = [result] if isinstance(result, ir.Value) else list(result)
-        if len(outputs) != num_outputs:  # a recorder that counts outputs differently
+        if len(outputs) != n_out:  # a recorder that counts outputs differently
             raise RuntimeError(
-                f"the op recorder gave {op_type} {len(outputs)} output(s), expected {num_outputs}"
+                f"the op recorder gave {op_type} {len(outputs)} output(s), expected {n_out}"
             )
         return outputs
 
@@ -213,7 +213,7 @@ def cumprod_function(
                 exclusive=False,
                 reverse=False,
             )
-            y = lowerings.lower(b, site, lowerings.choose(site, strategy), runtime)
+            y = lowerings.lower(b, site, lowerings.choose(site, strategy, runtime), runtime)
         if compute != out:  # an integer type narrower than the input's
             y = _wrap(b, y, out)
         return cast(TensorType, y)

@@ -54,9 +54,9 @@ class RuleBuilder(lowerings.Builder):
         self._op = op
 
     def op_multi(
-        self, op_type: str, *inputs: ir.Value | None, num_outputs: int, **attributes: object
+        self, op_type: str, *inputs: ir.Value | None, n_out: int, **attributes: object
     ) -> Sequence[ir.Value]:
-        names = [self.fresh_name(op_type) for _ in range(num_outputs)]
+        names = [self.fresh_name(op_type) for _ in range(n_out)]
         result = getattr(self._op, op_type)(*inputs, _outputs=names, **attributes)
         return [result] if isinstance(result, ir.Value) else list(result)
 
@@ -134,7 +134,7 @@ class CumProdRule(RewriteRuleClassBase):
             site = inspect_cumprod(
                 node, location=where.location, opset=where.opset, scope=where.scope, types=types
             )
-            lowering = lowerings.choose(site, self.strategy)
+            lowering = lowerings.choose(site, self.strategy, self.target)
         except CumProdError as error:
             return result.fail(str(error), node)
         self._planned[node] = (site, lowering, facts)

@@ -67,6 +67,14 @@ class CumProdSite:
         dim = self.shape[self.axis]
         return dim if isinstance(dim, int) else None
 
+    def axis_lengths(self) -> list[int | None]:
+        """The static lengths of the axes this CumProd may scan: its axis, or every axis
+        when the axis is only known at run time (None for a symbolic or unknown length)."""
+        if self.shape is None:
+            return [None]
+        axes = range(self.shape.rank()) if self.axis is None else [self.axis]
+        return [d if isinstance(d := self.shape[k], int) else None for k in axes]
+
     @property
     def is_float(self) -> bool:
         return self.dtype in FLOAT_TYPES

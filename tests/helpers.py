@@ -177,7 +177,11 @@ def strategies_for(elem_type: int) -> list[str]:
 EXACT_STRATEGIES = strategies_for(TensorProto.INT64)  # the ones that take integers
 
 
-REFUSALS = ("is inexact for", "needs the length of the scanned axis", "unrolls at most")
+REFUSALS = (
+    "is inexact for",
+    "needs the length of the scanned axis",
+    "unrolls at most",
+)
 
 
 def lower_or_refused(

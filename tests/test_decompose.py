@@ -126,18 +126,28 @@ def test_structure_of_each_lowering() -> None:
     assert loop.count("Slice") == 3  # flip in, drop-last for exclusive, flip out
 
 
-def test_auto_choice_follows_the_card() -> None:
-    for elem_type, expected in [
-        (TensorProto.FLOAT, "logsum"),
-        (TensorProto.FLOAT16, "logsum"),
-        (TensorProto.BFLOAT16, "logsum"),
-        (TensorProto.DOUBLE, "loop"),
-        (TensorProto.INT32, "loop"),
-        (TensorProto.UINT64, "loop"),
-    ]:
+def test_auto_choice_follows_the_benchmark_table() -> None:
+    """rewriter/lowerings/auto.py's table, one row each; 8-byte compute types avoid Transposes."""
+    expected = [
+        (TensorProto.FLOAT, [4096, 256], 0, "blocked"),  # first, long
+        (TensorProto.FLOAT, [64, 256], 0, "scan"),  # first, short
+        (TensorProto.FLOAT, [256, 8], 1, "chain"),  # last, very short
+        (TensorProto.FLOAT, [256, 200], 1, "scan"),  # last, medium
+        (TensorProto.FLOAT16, [64, 4096], 1, "blocked"),  # last, long (computed in float32)
+        (TensorProto.BFLOAT16, [4, 40, 4], 1, "chain"),  # middle, short
+        (TensorProto.INT32, [4, 400, 4], 1, "blocked"),  # middle, long
+        (TensorProto.INT64, [1000, 4], 0, "scan"),  # first, <= 1024
+        (TensorProto.INT64, [4096, 4], 0, "radix"),  # first, long
+        (TensorProto.UINT32, [4, 32], 1, "radix"),  # computed as int64: 8-byte
+        (TensorProto.DOUBLE, [4, 16, 4], 1, "chain"),
+        (TensorProto.FLOAT, ["N", 64], 0, "logsum"),  # a length that is not static
+        (TensorProto.INT64, ["N", 64], 0, "scan"),
+        (TensorProto.DOUBLE, ["N", 64], 0, "scan"),  # logsum is less accurate for float64
+    ]
+    for elem_type, shape, axis, lowering in expected:
         rewrite = rewriter.DecomposeCumProdPass()
-        rewrite(ir.serde.deserialize_model(cumprod_model(elem_type, [2, 3], 0)))
-        assert [p.lowering.name for p in rewrite.plans] == [expected]
+        rewrite(ir.serde.deserialize_model(cumprod_model(elem_type, shape, axis)))
+        assert [p.lowering.name for p in rewrite.plans] == [lowering], (elem_type, shape, axis)
 
 
 def test_composes_in_a_pass_manager() -> None:
@@ -165,8 +175,8 @@ def test_checker_passes_for_every_type_and_strategy() -> None:
                 model = cumprod_model(elem_type, ["B", 5], 1, axis_form=axis_form, exclusive=1)
                 rewritten = lower_or_refused(model, strategy)
                 refused = (strategy == "logsum" and elem_type in INTS) or (
-                    strategy == "chain" and axis_form == "input"  # B could be the axis
-                )
+                    strategy in ("chain", "blocked", "radix") and axis_form == "input"
+                )  # with a run-time axis, B (symbolic) could be the one scanned
                 assert (rewritten is None) == refused, (elem_type, strategy, axis_form)
                 if rewritten is not None:
                     onnx.checker.check_model(rewritten, full_check=True)

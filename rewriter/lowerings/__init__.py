@@ -19,10 +19,10 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.errors import StrategyError
-from rewriter.lowerings import blocked, chain, logsum, loop, scan
+from rewriter.lowerings import auto, blocked, chain, logsum, loop, radix, scan
 from rewriter.lowerings.builder import Builder, NameSource
 from rewriter.site import CumProdSite
-from rewriter.targets import Target
+from rewriter.targets import DEFAULT_TARGET, TARGETS, Target
 
 __all__ = ["LOWERINGS", "STRATEGIES", "Builder", "Lowering", "NameSource", "choose", "lower"]
 
@@ -67,25 +67,23 @@ LOWERINGS: dict[str, Lowering] = {
         (scan, True),
         (chain, True),
         (blocked, True),
+        (radix, True),
     )
 }
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
 
 
-def choose(site: CumProdSite, strategy: str = "auto") -> Lowering:
-    """The lowering for ``site``: the one named, or auto's choice.
-
-    auto, as the design card says: floats -> logsum, integers -> loop; except float64, where
-    logsum is less accurate than the sequential kernel (see logsum's docstring), -> loop; and
-    any site whose rank is unknown -> logsum when it is a float.
+def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = None) -> Lowering:
+    """The lowering for ``site``: the one named, or ``auto``'s choice (:mod:`.auto`, from the
+    benchmark, for the compute type ``target`` implies).
 
     Raises:
         StrategyError: when the named lowering cannot compute the site exactly.
     """
     if strategy == "auto":
-        wanted = "logsum" if site.is_float and site.dtype != ir.DataType.DOUBLE else "loop"
-        if site.rank is None and site.is_float:
-            wanted = "logsum"
+        runtime = target or TARGETS[DEFAULT_TARGET]
+        compute = runtime.compute_type(loop.compute_dtype(site.dtype))
+        wanted = auto.pick(site, int(compute.itemsize))
     elif strategy in LOWERINGS:
         wanted = strategy
     else:

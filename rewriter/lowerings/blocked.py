@@ -18,7 +18,7 @@ not bitwise equal to it); float16 / bfloat16 multiplied in float32, rounded once
 Cost: B + m Scan iterations instead of n (about 2 sqrt(n) with one level), each over a
 slab of o * m * i (or o * i) elements; passes over memory: Pad (when n is not a multiple of B),
 two Transposes, the Scan, one Mul, a Slice (with padding). Needs a static axis, a known rank
-and a static length.
+and the length of the scanned axis to be static (the other dims may be symbolic).
 """
 
 from __future__ import annotations
@@ -40,12 +40,27 @@ max_ulps = loop.max_ulps
 _CHAIN_BELOW = 16  # a level this short is unrolled (chain) instead of scanned
 
 
+Dim = int | ir.Value  # a static size, or a 1-D int64 tensor of one element
+
+
 def unsupported(site: CumProdSite) -> str | None:
     if site.rank is None:
         return "strategy 'blocked' needs the rank of x to be known"
-    if site.shape is None or any(not isinstance(d, int) for d in site.shape.dims):
-        return "strategy 'blocked' needs a static shape"
+    if None in site.axis_lengths():
+        return "strategy 'blocked' needs the length of the scanned axis to be static"
     return None
+
+
+def _shape(b: Builder, *parts: Dim) -> ir.Value:
+    """A 1-D int64 shape from static sizes and 1-element tensors."""
+    if all(isinstance(p, int) for p in parts):
+        return b.const(list(parts))
+    pieces = [b.const([p]) if isinstance(p, int) else p for p in parts]
+    return b.op("Concat", *pieces, axis=0)
+
+
+def _times(b: Builder, size: Dim, factor: int) -> Dim:
+    return size * factor if isinstance(size, int) else b.op("Mul", size, b.const([factor]))
 
 
 def block_sizes(n: int) -> list[int]:
@@ -56,20 +71,49 @@ def block_sizes(n: int) -> list[int]:
     return [size] * levels
 
 
-def _scan3(
+def _in_block(
+    b: Builder,
+    blocks: ir.Value,
+    size: int,
+    *,
+    dtype: ir.DataType,
+    exclusive: bool,
+    reverse: bool,
+    method: str,
+) -> tuple[ir.Value, ir.Value]:
+    """Scan ``blocks`` (o*m, B, i) along B: (the running products, the block totals (o*m, i)).
+
+    ``scan``: Transpose B to the front and Scan over it (B steps, each over all blocks);
+    ``chain``: Split into the B slices and unroll (no Transpose; best for 8-byte types).
+    """
+    if method == "chain":
+        slices = chain.split(b, blocks, 1, size)
+        outs, total = chain.chain(
+            b, slices, 1, dtype=dtype, exclusive=exclusive, reverse=reverse, want_total=True
+        )
+        assert total is not None
+        inner = outs[0] if size == 1 else b.op("Concat", *outs, axis=1)
+        return inner, total  # (o*m, 1, i): the caller reshapes it
+    front = b.op("Transpose", blocks, perm=[1, 0, 2])  # (B, o*m, i)
+    inner, totals = scan_front(b, front, dtype=dtype, exclusive=exclusive, reverse=reverse)
+    return b.op("Transpose", inner, perm=[1, 0, 2]), totals
+
+
+def scan3(
     b: Builder,
     t: ir.Value,
-    dims: tuple[int, int, int],
+    dims: tuple[Dim, int, Dim],
     *,
     dtype: ir.DataType,
     exclusive: bool,
     reverse: bool,
     levels: list[int],
+    method: str = "scan",
 ) -> ir.Value:
-    """Scan ``t`` of static shape (o, n, i) along its middle axis."""
+    """Scan ``t`` of shape (o, n, i) along its middle axis (n static), blocked by ``levels``."""
     o, n, i = dims
     if not levels or n <= levels[0]:
-        if n <= _CHAIN_BELOW:
+        if n <= _CHAIN_BELOW or method == "chain":
             slices = chain.split(b, t, 1, n)
             outs, _ = chain.chain(b, slices, 1, dtype=dtype, exclusive=exclusive, reverse=reverse)
             return outs[0] if n == 1 else b.op("Concat", *outs, axis=1)
@@ -81,36 +125,81 @@ def _scan3(
     if m * size != n:
         one = b.const(np.array(1), dtype=dtype)
         t = b.op("Pad", t, b.const([0, 0, 0, 0, m * size - n, 0]), one)
-    blocks = b.op("Reshape", t, b.const([o * m, size, i]))
-    front = b.op("Transpose", blocks, perm=[1, 0, 2])  # (B, o*m, i)
-    inner, totals = scan_front(b, front, dtype=dtype, exclusive=exclusive, reverse=reverse)
-    totals = b.op("Reshape", totals, b.const([o, m, i]))
-    prefix = _scan3(b, totals, (o, m, i), dtype=dtype, exclusive=True, reverse=reverse, levels=rest)
-    prefix = b.op("Reshape", prefix, b.const([o * m, i]))
-    y = b.op("Transpose", b.op("Mul", inner, prefix), perm=[1, 0, 2])  # (o*m, B, i)
-    y = b.op("Reshape", y, b.const([o, m * size, i]))
+    om = _times(b, o, m)
+    blocks = b.op("Reshape", t, _shape(b, om, size, i))
+    inner, totals = _in_block(
+        b, blocks, size, dtype=dtype, exclusive=exclusive, reverse=reverse, method=method
+    )
+    totals = b.op("Reshape", totals, _shape(b, o, m, i))
+    prefix = scan3(
+        b,
+        totals,
+        (o, m, i),
+        dtype=dtype,
+        exclusive=True,
+        reverse=reverse,
+        levels=rest,
+        method=method,
+    )
+    prefix = b.op("Reshape", prefix, _shape(b, om, 1, i))
+    y = b.op("Reshape", b.op("Mul", inner, prefix), _shape(b, o, m * size, i))
     if m * size != n:
         y = b.slice_axis(y, 1, 0, n)
     return y
 
 
-def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:
-    """``x`` is in the compute type ``dtype``; the axis and the whole shape are static."""
+def view3(b: Builder, x: ir.Value, site: CumProdSite, axis: int) -> tuple[Dim, int, Dim]:
+    """The (o, n, i) view of x around ``axis``: o and i static when their dims are, else
+    computed from Shape(x) (ReduceProd of a slice; of an empty slice it is 1)."""
     assert site.shape is not None
-    dims = [d for d in site.shape.dims if isinstance(d, int)]
+    dims = site.shape.dims
     n = dims[axis]
-    if n == 0:
-        return b.op("Identity", x)
-    o = int(np.prod(dims[:axis], dtype=np.int64))
-    i = int(np.prod(dims[axis + 1 :], dtype=np.int64))
-    t = b.op("Reshape", x, b.const([o, n, i]))
-    y = _scan3(
+    assert isinstance(n, int)
+
+    def product(lo: int, hi: int) -> Dim:
+        part = dims[lo:hi]
+        if all(isinstance(d, int) for d in part):
+            return int(np.prod([int(d) for d in part], dtype=np.int64))  # type: ignore[arg-type]
+        sizes = b.op("Slice", b.op("Shape", x), b.const([lo]), b.const([hi]))
+        return b.op("ReduceProd", sizes, keepdims=1)
+
+    return product(0, axis), n, product(axis + 1, len(dims))
+
+
+def lower_3d(
+    b: Builder,
+    x: ir.Value,
+    axis: int,
+    site: CumProdSite,
+    *,
+    dtype: ir.DataType,
+    levels: list[int],
+    method: str,
+) -> ir.Value:
+    """View x as (o, n, i), run :func:`scan3`, view the result as x's shape again."""
+    assert site.shape is not None
+    o, n, i = view3(b, x, site, axis)
+    if n == 0 or 0 in (o, i):
+        return b.op("Identity", x)  # empty: the result is x itself
+    t = b.op("Reshape", x, _shape(b, o, n, i))
+    y = scan3(
         b,
         t,
         (o, n, i),
         dtype=dtype,
         exclusive=site.exclusive,
         reverse=site.reverse,
-        levels=block_sizes(n),
+        levels=levels,
+        method=method,
     )
-    return b.op("Reshape", y, b.const(dims))
+    static = [d for d in site.shape.dims if isinstance(d, int)]
+    full = b.const(static) if len(static) == site.shape.rank() else b.op("Shape", x)
+    return b.op("Reshape", y, full)
+
+
+def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:
+    """``x`` is in the compute type ``dtype``; the axis and its length are static."""
+    assert site.shape is not None
+    n = site.shape[axis]
+    assert isinstance(n, int)
+    return lower_3d(b, x, axis, site, dtype=dtype, levels=block_sizes(max(n, 1)), method="scan")

@@ -87,16 +87,17 @@ class Builder:
         self,
         op_type: str,
         *inputs: ir.Value | None,
-        num_outputs: int = 1,
         **attributes: object,
     ) -> ir.Value:
         """Append a node with one output and return that output."""
-        return self.op_multi(op_type, *inputs, num_outputs=num_outputs, **attributes)[0]
+        return self.op_multi(op_type, *inputs, n_out=1, **attributes)[0]
 
     def op_multi(
-        self, op_type: str, *inputs: ir.Value | None, num_outputs: int, **attributes: object
+        self, op_type: str, *inputs: ir.Value | None, n_out: int, **attributes: object
     ) -> Sequence[ir.Value]:
-        outputs = [ir.Value(name=self.fresh_name(op_type)) for _ in range(num_outputs)]
+        """Append a node with ``n_out`` outputs (``n_out``, not ``num_outputs``, so that
+        Split's ``num_outputs`` attribute can be passed) and return them."""
+        outputs = [ir.Value(name=self.fresh_name(op_type)) for _ in range(n_out)]
         node = ir.node(
             op_type,
             inputs,

@@ -31,18 +31,10 @@ compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 
 
-def _lengths(site: CumProdSite) -> list[int | None]:
-    """The static lengths of the axes the site may scan (all of them for a run-time axis)."""
-    if site.shape is None:
-        return [None]
-    axes = range(site.shape.rank()) if site.axis is None else [site.axis]
-    return [d if isinstance(d := site.shape[k], int) else None for k in axes]
-
-
 def unsupported(site: CumProdSite) -> str | None:
     if site.rank is None:
         return "strategy 'chain' needs the rank of x to be known"
-    lengths = _lengths(site)
+    lengths = site.axis_lengths()
     if None in lengths:
         return "strategy 'chain' needs the length of the scanned axis to be static"
     longest = max(n for n in lengths if n is not None)
@@ -55,9 +47,11 @@ def split(b: Builder, x: ir.Value, axis: int, n: int) -> list[ir.Value]:
     """``x`` cut into its n slices along ``axis`` (Split's form for the opset)."""
     if n == 1:
         return [x]
+    if b.opset >= 18:
+        return list(b.op_multi("Split", x, n_out=n, axis=axis, num_outputs=n))
     if b.opset >= 13:
-        return list(b.op_multi("Split", x, b.const([1] * n), num_outputs=n, axis=axis))
-    return list(b.op_multi("Split", x, num_outputs=n, axis=axis, split=[1] * n))
+        return list(b.op_multi("Split", x, b.const([1] * n), n_out=n, axis=axis))
+    return list(b.op_multi("Split", x, n_out=n, axis=axis, split=[1] * n))
 
 
 def chain(

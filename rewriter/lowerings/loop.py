@@ -89,7 +89,7 @@ def _running_product(
     graph = body.graph([i, cond_in, acc_in], [cond_out, acc_out, scan_out], "cumprod_loop_body")
     # An explicit true condition (an empty one is allowed, but onnx.reference then never loops).
     true = b.const(True)
-    _, stacked = b.op_multi("Loop", length, true, ones, num_outputs=2, body=graph)
+    _, stacked = b.op_multi("Loop", length, true, ones, n_out=2, body=graph)
 
     # Give the stacked output its shape [n, rest...] (a Reshape copies nothing in onnxruntime):
     # with zero iterations onnxruntime returns it with shape [0], and onnx.reference

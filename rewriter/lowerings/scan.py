@@ -60,9 +60,7 @@ def scan_front(
     out.type = ir.TensorType(dtype)
     graph = body.graph([state, item], [product, out], "cumprod_scan_body")
     directions = {"scan_input_directions": [1], "scan_output_directions": [1]} if reverse else {}
-    total, y = b.op_multi(
-        "Scan", init, x, num_outputs=2, body=graph, num_scan_inputs=1, **directions
-    )
+    total, y = b.op_multi("Scan", init, x, n_out=2, body=graph, num_scan_inputs=1, **directions)
     return y, total
 
 

@@ -1,0 +1,63 @@
+"""``auto``: the one place that picks a lowering for a CumProd, from what is known statically.
+
+Thresholds from the benchmark in ``scripts/bench.py`` (and the study it grew from: onnxruntime
+1.32, CPU, 2 threads, 1M and 4M elements; ratios to the native kernel in the README). The
+scanned tensor is viewed as (o, n, i): o the product of the dims before the axis, n the axis
+length, i the product after. "Wide" means the compute type has 8-byte elements (int64, uint64,
+double, and uint32 computed as int64): onnxruntime moves those 2-4x slower in Transposes and
+strided Split / Concat, so their blocked scans avoid Transposes (``radix``).
+
+=========  =========================================  ==========================================
+position   4-byte compute types (float32, int32, ...)  8-byte compute types (int64, double, ...)
+=========  =========================================  ==========================================
+first o=1  n <= 64: scan; else blocked                 n <= 1024: scan; else radix
+last i=1   n <= 16: chain; n <= 256: scan; else        n <= 16: chain; else radix
+           blocked
+middle     n <= 64: chain; else blocked                n <= 16: chain; else radix
+=========  =========================================  ==========================================
+
+Every one of these is exact for integers and within the sequential kernel's k - 1 ulps for
+floats. All need the length n static (other dims may be symbolic); otherwise ``scan``, whose cost
+grows with n (about 1 us per step): for a float32 / float16 / bfloat16 whose length is not
+static, ``logsum`` instead (10-50x the native kernel whatever n, correctly rounded; float64
+keeps ``scan``, logsum being less accurate there). A float whose rank is unknown gets
+``logsum`` (it needs neither rank nor a static axis).
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from rewriter.lowerings import chain
+from rewriter.site import CumProdSite
+
+__all__ = ["pick"]
+
+_WIDE = 8
+
+
+def pick(site: CumProdSite, compute_itemsize: int) -> str:
+    """The lowering ``auto`` uses for ``site`` whose exact lowerings compute in a type of
+    ``compute_itemsize`` bytes."""
+    if site.rank is None:
+        return "logsum" if site.is_float else "loop"  # loop / scan then refuse: a clear error
+    n = site.scan_length
+    if n is None:
+        return "logsum" if site.is_float and site.dtype != ir.DataType.DOUBLE else "scan"
+    if n <= 1:
+        return "chain"
+    assert site.shape is not None and site.axis is not None
+    dims = site.shape.dims
+    first = all(d == 1 for d in dims[: site.axis])
+    last = all(d == 1 for d in dims[site.axis + 1 :])
+    wide = compute_itemsize >= _WIDE
+    if first:
+        if n <= (1024 if wide else 64):
+            return "scan"
+        return "radix" if wide else "blocked"
+    short = 16 if wide or last else 64
+    if n <= min(short, chain.MAX_LENGTH):
+        return "chain"
+    if last and not wide and n <= 256:
+        return "scan"
+    return "radix" if wide else "blocked"
