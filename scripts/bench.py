@@ -250,13 +250,29 @@ def pass_time(count: int = 1000) -> float:
     return (time.perf_counter() - start) / count
 
 
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small grid, for a smoke run")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--out", default="bench")
+    parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
     args = parser.parse_args()
+    if args.from_json:
+        result = json.loads(Path(args.from_json).read_text())
+        Path(f"{args.out}.md").write_text(markdown(result))
+        print(markdown(result))
+        return
     rng = np.random.default_rng(0)
     totals = [1 << 20] if args.quick else [1 << 20, 1 << 22]
     lengths = [8, 512, 65536] if args.quick else [8, 64, 512, 4096, 65536]
@@ -294,7 +310,7 @@ def main() -> None:
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {
-            "cpu": platform.processor() or platform.machine(),
+            "cpu": _cpu_name(),
             "cores": __import__("os").cpu_count(),
             "python": platform.python_version(),
         },
@@ -350,7 +366,19 @@ def markdown(result: dict) -> str:
         "",
         f"Pass time: {result['pass_seconds_per_node'] * 1e3:.2f} ms per CumProd node "
         "(model with 1,000 nodes).",
+        "",
     ]
+    longest = [c for c in cells if c["n"] == max(x["n"] for x in cells) and c["total"] == 1 << 20]
+    lines.append("| n=65536, 1M: nodes / session creation ms | " + " | ".join(names) + " |")
+    lines.append("|---|" + "---|" * len(names))
+    for c in longest:
+        info = c["info"]
+        row = " | ".join(
+            f"{info[k]['nodes']} / {info[k]['create_ms']:.1f}" if k in info else "-" for k in names
+        )
+        lines.append(
+            f"| {c['dtype']} {c['position']} ex,rev={c['exclusive']},{c['reverse']} | {row} |"
+        )
     return "\n".join(lines) + "\n"
 
 
