@@ -2,7 +2,7 @@
 
 Formula, for the scanned axis ``a`` of static length n::
 
-    x_0, ..., x_{n-1} = Split(x, axis=a, split=[1] * n)
+    x_0, ..., x_{n-1} = Split(x, axis=a)      (num_outputs=n from opset 18, split sizes before)
     c_0 = x_0,  c_k = c_{k-1} * x_k                     (k in reverse order when ``reverse``)
     y = Concat(c_0, ..., c_{n-1})                       inclusive
     y = Concat(1, c_0, ..., c_{n-2})                    exclusive (the ones slice: ConstantOfShape)
