@@ -129,17 +129,18 @@ def test_structure_of_each_lowering() -> None:
 def test_auto_choice_follows_the_benchmark_table() -> None:
     """rewriter/lowerings/auto.py's table, one row each; 8-byte compute types avoid Transposes."""
     expected = [
-        (TensorProto.FLOAT, [4096, 256], 0, "blocked"),  # first, long
-        (TensorProto.FLOAT, [64, 256], 0, "scan"),  # first, short
+        (TensorProto.FLOAT, [4096, 256], 0, "radix"),  # first, long
+        (TensorProto.FLOAT, [512, 256], 0, "scan"),  # first, <= 512
         (TensorProto.FLOAT, [256, 8], 1, "chain"),  # last, very short
-        (TensorProto.FLOAT, [256, 200], 1, "scan"),  # last, medium
+        (TensorProto.FLOAT, [256, 500], 1, "scan"),  # last, <= 512
         (TensorProto.FLOAT16, [64, 4096], 1, "blocked"),  # last, long (computed in float32)
         (TensorProto.BFLOAT16, [4, 40, 4], 1, "chain"),  # middle, short
-        (TensorProto.INT32, [4, 400, 4], 1, "blocked"),  # middle, long
-        (TensorProto.INT64, [1000, 4], 0, "scan"),  # first, <= 1024
-        (TensorProto.INT64, [4096, 4], 0, "radix"),  # first, long
+        (TensorProto.INT32, [4, 400, 4], 1, "radix"),  # middle, long
+        (TensorProto.INT64, [4096, 4], 0, "scan"),  # first, <= 4096
+        (TensorProto.INT64, [8192, 4], 0, "radix"),  # first, long
         (TensorProto.UINT32, [4, 32], 1, "radix"),  # computed as int64: 8-byte
         (TensorProto.DOUBLE, [4, 16, 4], 1, "chain"),
+        (TensorProto.DOUBLE, [4, 17, 4], 1, "radix"),
         (TensorProto.FLOAT, ["N", 64], 0, "logsum"),  # a length that is not static
         (TensorProto.INT64, ["N", 64], 0, "scan"),
         (TensorProto.DOUBLE, ["N", 64], 0, "scan"),  # logsum is less accurate for float64

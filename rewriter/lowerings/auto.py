@@ -1,20 +1,21 @@
 """``auto``: the one place that picks a lowering for a CumProd, from what is known statically.
 
-Thresholds from the benchmark in ``scripts/bench.py`` (and the study it grew from: onnxruntime
-1.32, CPU, 2 threads, 1M and 4M elements; ratios to the native kernel in the README). The
-scanned tensor is viewed as (o, n, i): o the product of the dims before the axis, n the axis
-length, i the product after. "Wide" means the compute type has 8-byte elements (int64, uint64,
-double, and uint32 computed as int64): onnxruntime moves those 2-4x slower in Transposes and
-strided Split / Concat, so their blocked scans avoid Transposes (``radix``).
+Thresholds from ``scripts/bench.py`` (onnxruntime 1.32, CPU, 2 threads, 1M and 4M elements;
+the run of 2026-11-30 whose table the README shows) and the study it grew from. The scanned
+tensor is viewed as (o, n, i): o the product of the dims before the axis, n the axis length,
+i the product after. "8-byte" means the compute type has 8-byte elements (int64, uint64,
+double, and uint32 computed as int64): onnxruntime moves those 2-4x slower through Transposes
+and strided Split / Concat, which decides where Transpose-based lowerings pay.
 
-=========  =========================================  ==========================================
-position   4-byte compute types (float32, int32, ...)  8-byte compute types (int64, double, ...)
-=========  =========================================  ==========================================
-first o=1  n <= 64: scan; else blocked                 n <= 1024: scan; else radix
-last i=1   n <= 16: chain; n <= 256: scan; else        n <= 16: chain; else radix
-           blocked
-middle     n <= 64: chain; else blocked                n <= 16: chain; else radix
-=========  =========================================  ==========================================
+=========  ========================================  =========================================
+position   4-byte compute types (float32, float16,   8-byte compute types (int64, double, ...)
+           bfloat16, int32)
+=========  ========================================  =========================================
+first o=1  n <= 512: scan; else radix                n <= 4096: scan; else radix
+last i=1   n <= 16: chain; n <= 512: scan;           n <= 16: chain; else radix
+           else blocked
+middle     n <= 64: chain; else radix                n <= 16: chain; else radix
+=========  ========================================  =========================================
 
 Every one of these is exact for integers and within the sequential kernel's k - 1 ulps for
 floats. All need the length n static (other dims may be symbolic); otherwise ``scan``, whose cost
@@ -48,16 +49,12 @@ def pick(site: CumProdSite, compute_itemsize: int) -> str:
         return "chain"
     assert site.shape is not None and site.axis is not None
     dims = site.shape.dims
-    first = all(d == 1 for d in dims[: site.axis])
-    last = all(d == 1 for d in dims[site.axis + 1 :])
     wide = compute_itemsize >= _WIDE
-    if first:
-        if n <= (1024 if wide else 64):
-            return "scan"
-        return "radix" if wide else "blocked"
-    short = 16 if wide or last else 64
-    if n <= min(short, chain.MAX_LENGTH):
+    if all(d == 1 for d in dims[: site.axis]):  # the scanned axis is the outermost
+        return "scan" if n <= (4096 if wide else 512) else "radix"
+    last = all(d == 1 for d in dims[site.axis + 1 :])
+    if n <= min(64 if not (wide or last) else 16, chain.MAX_LENGTH):
         return "chain"
-    if last and not wide and n <= 256:
-        return "scan"
-    return "radix" if wide else "blocked"
+    if last and not wide:
+        return "scan" if n <= 512 else "blocked"
+    return "radix"
