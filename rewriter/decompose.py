@@ -20,7 +20,7 @@ from rewriter import lowerings, opset
 from rewriter.errors import InvalidCumProdError
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
-from rewriter.targets import DEFAULT_TARGET, TARGETS, Target
+from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
 from rewriter.types import TypeTable, infer_types
 
 __all__ = ["DecomposeCumProdPass", "Planned", "decompose_cumprod", "plan_cumprods"]
@@ -40,13 +40,6 @@ def _is_cumprod(node: ir.Node) -> bool:
     return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
 
 
-def _check_strategy(strategy: str) -> None:
-    if strategy not in lowerings.STRATEGIES:
-        raise ValueError(
-            f"unknown strategy {strategy!r}; choose one of {', '.join(lowerings.STRATEGIES)}"
-        )
-
-
 def plan_cumprods(
     model: ir.Model,
     strategy: str = "auto",
@@ -60,7 +53,7 @@ def plan_cumprods(
         StrategyError: ``strategy`` cannot compute one of the nodes exactly.
         ValueError: an unknown strategy name.
     """
-    _check_strategy(strategy)
+    lowerings.check_strategy(strategy)
     found = [where for where in walk_model(model) if _is_cumprod(where.node)]
     if not found:
         return []
@@ -134,9 +127,8 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         target: str = DEFAULT_TARGET,
     ) -> None:
         super().__init__()
-        _check_strategy(strategy)
-        if target not in TARGETS:
-            raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+        lowerings.check_strategy(strategy)
+        target_named(target)
         self.strategy = strategy
         self.target_opset = target_opset
         self.target = target

@@ -38,7 +38,7 @@ from onnxscript.onnx_types import TensorType
 
 from rewriter import lowerings
 from rewriter.site import CUMPROD_TYPES, FLOAT_TYPES, CumProdSite
-from rewriter.targets import DEFAULT_TARGET, TARGETS
+from rewriter.targets import DEFAULT_TARGET, target_named
 
 __all__ = ["ExporterBuilder", "cumprod_function", "fixed_arity_schema", "translation_table"]
 
@@ -168,13 +168,8 @@ def cumprod_function(
     """The translation function for ``aten::cumprod(Tensor self, int dim, *, ScalarType?
     dtype=None)``; the exporter calls it with ``self`` an ``ir.Value``, ``dim`` an int and
     ``dtype`` an ONNX data type (or -1 / None)."""
-    if strategy not in lowerings.STRATEGIES:
-        raise ValueError(
-            f"unknown strategy {strategy!r}; choose one of {', '.join(lowerings.STRATEGIES)}"
-        )
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    runtime = TARGETS[target]
+    lowerings.check_strategy(strategy)
+    runtime = target_named(target)
     names = lowerings.NameSource(())
 
     # The annotations are what the exporter builds the op's signature from: TensorType is

@@ -38,7 +38,7 @@ from rewriter import lowerings
 from rewriter.errors import CumProdError, InvalidCumProdError
 from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
-from rewriter.targets import DEFAULT_TARGET, TARGETS
+from rewriter.targets import DEFAULT_TARGET, target_named
 from rewriter.types import TypeTable, infer_types
 
 __all__ = ["RuleBuilder", "cumprod_rule", "cumprod_rules"]
@@ -79,15 +79,10 @@ class CumProdRule(RewriteRuleClassBase):
     """``CumProd(x, axis) -> <the lowering's subgraph>``; see the module docstring."""
 
     def __init__(self, strategy: str = "auto", *, target: str = DEFAULT_TARGET) -> None:
-        if strategy not in lowerings.STRATEGIES:
-            raise ValueError(
-                f"unknown strategy {strategy!r}; choose one of {', '.join(lowerings.STRATEGIES)}"
-            )
-        if target not in TARGETS:
-            raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+        lowerings.check_strategy(strategy)
+        self.target = target_named(target)
         super().__init__(name=f"CumProdTo{strategy.capitalize()}")
         self.strategy = strategy
-        self.target = TARGETS[target]
         self._facts: _ModelFacts | None = None
         self._planned: dict[ir.Node, tuple[CumProdSite, lowerings.Lowering, _ModelFacts]] = {}
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-__all__ = ["DEFAULT_TARGET", "TARGETS", "Target"]
+__all__ = ["DEFAULT_TARGET", "TARGETS", "Target", "target_named"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,3 +56,14 @@ TARGETS: dict[str, Target] = {
     )
 }
 DEFAULT_TARGET = "onnxruntime"
+
+
+def target_named(name: str) -> Target:
+    """The target called ``name``.
+
+    Raises:
+        ValueError: naming the targets there are.
+    """
+    if name not in TARGETS:
+        raise ValueError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)}")
+    return TARGETS[name]

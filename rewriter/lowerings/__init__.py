@@ -24,7 +24,16 @@ from rewriter.lowerings.builder import Builder, NameSource
 from rewriter.site import CumProdSite
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target
 
-__all__ = ["LOWERINGS", "STRATEGIES", "Builder", "Lowering", "NameSource", "choose", "lower"]
+__all__ = [
+    "LOWERINGS",
+    "STRATEGIES",
+    "Builder",
+    "Lowering",
+    "NameSource",
+    "check_strategy",
+    "choose",
+    "lower",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +82,12 @@ LOWERINGS: dict[str, Lowering] = {
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
 
 
+def check_strategy(strategy: str) -> None:
+    """Raises ValueError (naming the strategies there are) for an unknown strategy name."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+
+
 def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = None) -> Lowering:
     """The lowering for ``site``: the one named, or ``auto``'s choice (:mod:`.auto`, from the
     benchmark, for the compute type ``target`` implies).
@@ -84,10 +99,9 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
         runtime = target or TARGETS[DEFAULT_TARGET]
         compute = runtime.compute_type(loop.compute_dtype(site.dtype))
         wanted = auto.pick(site, int(compute.itemsize))
-    elif strategy in LOWERINGS:
-        wanted = strategy
     else:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        check_strategy(strategy)
+        wanted = strategy
     lowering = LOWERINGS[wanted]
     reason = lowering.unsupported(site)
     if reason is not None:
