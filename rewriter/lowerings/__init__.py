@@ -19,7 +19,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.errors import StrategyError
-from rewriter.lowerings import auto, blocked, chain, logsum, loop, radix, scan
+from rewriter.lowerings import auto, blocked, chain, dynamic, logsum, loop, radix, scan
 from rewriter.lowerings.builder import Builder, NameSource
 from rewriter.site import CumProdSite
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target
@@ -77,6 +77,7 @@ LOWERINGS: dict[str, Lowering] = {
         (chain, True),
         (blocked, True),
         (radix, True),
+        (dynamic, True),
     )
 }
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)

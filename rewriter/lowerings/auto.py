@@ -18,16 +18,13 @@ middle     n <= 64: chain; else radix                n <= 16: chain; else radix
 =========  ========================================  =========================================
 
 Every one of these is exact for integers and within the sequential kernel's k - 1 ulps for
-floats. All need the length n static (other dims may be symbolic); otherwise ``scan``, whose cost
-grows with n (about 1 us per step): for a float32 / float16 / bfloat16 whose length is not
-static, ``logsum`` instead (10-50x the native kernel whatever n, correctly rounded; float64
-keeps ``scan``, logsum being less accurate there). A float whose rank is unknown gets
-``logsum`` (it needs neither rank nor a static axis).
+floats. They need the length n static (other dims may be symbolic). A length known only at
+run time gets ``dynamic``: an If on the length at run time between ``scan`` (up to 512) and a
+blocked scan with run-time padding, so no length is catastrophic. A float whose rank is
+unknown gets ``logsum`` (it needs neither rank nor a static axis).
 """
 
 from __future__ import annotations
-
-import onnx_ir as ir
 
 from rewriter.lowerings import chain
 from rewriter.site import CumProdSite
@@ -44,7 +41,7 @@ def pick(site: CumProdSite, compute_itemsize: int) -> str:
         return "logsum" if site.is_float else "loop"  # loop / scan then refuse: a clear error
     n = site.scan_length
     if n is None:
-        return "logsum" if site.is_float and site.dtype != ir.DataType.DOUBLE else "scan"
+        return "dynamic"
     if n <= 1:
         return "chain"
     assert site.shape is not None and site.axis is not None

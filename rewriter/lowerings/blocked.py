@@ -51,7 +51,7 @@ def unsupported(site: CumProdSite) -> str | None:
     return None
 
 
-def _shape(b: Builder, *parts: Dim) -> ir.Value:
+def shape_of(b: Builder, *parts: Dim) -> ir.Value:
     """A 1-D int64 shape from static sizes and 1-element tensors."""
     if all(isinstance(p, int) for p in parts):
         return b.const(list(parts))
@@ -59,8 +59,12 @@ def _shape(b: Builder, *parts: Dim) -> ir.Value:
     return b.op("Concat", *pieces, axis=0)
 
 
-def _times(b: Builder, size: Dim, factor: int) -> Dim:
-    return size * factor if isinstance(size, int) else b.op("Mul", size, b.const([factor]))
+def _times(b: Builder, size: Dim, factor: Dim) -> Dim:
+    if isinstance(size, int) and isinstance(factor, int):
+        return size * factor
+    left = b.const([size]) if isinstance(size, int) else size
+    right = b.const([factor]) if isinstance(factor, int) else factor
+    return b.op("Mul", left, right)
 
 
 def block_sizes(n: int) -> list[int]:
@@ -95,14 +99,16 @@ def _in_block(
         inner = outs[0] if size == 1 else b.op("Concat", *outs, axis=1)
         return inner, total  # (o*m, 1, i): the caller reshapes it
     front = b.op("Transpose", blocks, perm=[1, 0, 2])  # (B, o*m, i)
-    inner, totals = scan_front(b, front, dtype=dtype, exclusive=exclusive, reverse=reverse)
+    inner, totals = scan_front(
+        b, front, dtype=dtype, exclusive=exclusive, reverse=reverse, slice_rank=2
+    )
     return b.op("Transpose", inner, perm=[1, 0, 2]), totals
 
 
 def scan3(
     b: Builder,
     t: ir.Value,
-    dims: tuple[Dim, int, Dim],
+    dims: tuple[Dim, Dim, Dim],
     *,
     dtype: ir.DataType,
     exclusive: bool,
@@ -110,27 +116,37 @@ def scan3(
     levels: list[int],
     method: str = "scan",
 ) -> ir.Value:
-    """Scan ``t`` of shape (o, n, i) along its middle axis (n static), blocked by ``levels``."""
+    """Scan ``t`` of shape (o, n, i) along its middle axis, blocked by ``levels``. A length n
+    known only at run time is padded at run time (and its last level is a Scan)."""
     o, n, i = dims
-    if not levels or n <= levels[0]:
-        if n <= _CHAIN_BELOW or method == "chain":
+    if not levels or (isinstance(n, int) and n <= levels[0]):
+        if isinstance(n, int) and (n <= _CHAIN_BELOW or method == "chain"):
             slices = chain.split(b, t, 1, n)
             outs, _ = chain.chain(b, slices, 1, dtype=dtype, exclusive=exclusive, reverse=reverse)
             return outs[0] if n == 1 else b.op("Concat", *outs, axis=1)
         front = b.op("Transpose", t, perm=[1, 0, 2])
-        y, _ = scan_front(b, front, dtype=dtype, exclusive=exclusive, reverse=reverse)
+        y, _ = scan_front(b, front, dtype=dtype, exclusive=exclusive, reverse=reverse, slice_rank=2)
         return b.op("Transpose", y, perm=[1, 0, 2])
     size, rest = levels[0], levels[1:]
-    m = -(-n // size)
-    if m * size != n:
-        one = b.const(np.array(1), dtype=dtype)
-        t = b.op("Pad", t, b.const([0, 0, 0, 0, m * size - n, 0]), one)
+    one = b.const(np.array(1), dtype=dtype)
+    m: Dim
+    padded: Dim
+    if isinstance(n, int):
+        m = -(-n // size)
+        padded = m * size
+        if padded != n:
+            t = b.op("Pad", t, b.const([0, 0, 0, 0, padded - n, 0]), one)
+    else:
+        m = b.op("Div", b.op("Add", n, b.const([size - 1])), b.const([size]))
+        padded = b.op("Mul", m, b.const([size]))
+        pads = b.op("Concat", b.const([0, 0, 0, 0]), b.op("Sub", padded, n), b.const([0]), axis=0)
+        t = b.op("Pad", t, pads, one)
     om = _times(b, o, m)
-    blocks = b.op("Reshape", t, _shape(b, om, size, i))
+    blocks = b.reshape(t, shape_of(b, om, size, i))
     inner, totals = _in_block(
         b, blocks, size, dtype=dtype, exclusive=exclusive, reverse=reverse, method=method
     )
-    totals = b.op("Reshape", totals, _shape(b, o, m, i))
+    totals = b.reshape(totals, shape_of(b, o, m, i))
     prefix = scan3(
         b,
         totals,
@@ -141,20 +157,18 @@ def scan3(
         levels=rest,
         method=method,
     )
-    prefix = b.op("Reshape", prefix, _shape(b, om, 1, i))
-    y = b.op("Reshape", b.op("Mul", inner, prefix), _shape(b, o, m * size, i))
-    if m * size != n:
-        y = b.slice_axis(y, 1, 0, n)
-    return y
+    prefix = b.reshape(prefix, shape_of(b, om, 1, i))
+    y = b.reshape(b.op("Mul", inner, prefix), shape_of(b, o, padded, i))
+    if isinstance(n, int):
+        return y if padded == n else b.slice_axis(y, 1, 0, n)
+    return b.op("Slice", y, b.const([0]), n, b.const([1]))
 
 
-def view3(b: Builder, x: ir.Value, site: CumProdSite, axis: int) -> tuple[Dim, int, Dim]:
-    """The (o, n, i) view of x around ``axis``: o and i static when their dims are, else
-    computed from Shape(x) (ReduceProd of a slice; of an empty slice it is 1)."""
+def view3(b: Builder, x: ir.Value, site: CumProdSite, axis: int) -> tuple[Dim, Dim, Dim]:
+    """The (o, n, i) view of x around ``axis``: each static when its dims are, else computed
+    from Shape(x) (ReduceProd of a slice; of an empty slice it is 1)."""
     assert site.shape is not None
     dims = site.shape.dims
-    n = dims[axis]
-    assert isinstance(n, int)
 
     def product(lo: int, hi: int) -> Dim:
         part = dims[lo:hi]
@@ -163,7 +177,7 @@ def view3(b: Builder, x: ir.Value, site: CumProdSite, axis: int) -> tuple[Dim, i
         sizes = b.op("Slice", b.op("Shape", x), b.const([lo]), b.const([hi]))
         return b.op("ReduceProd", sizes, keepdims=1)
 
-    return product(0, axis), n, product(axis + 1, len(dims))
+    return product(0, axis), product(axis, axis + 1), product(axis + 1, len(dims))
 
 
 def lower_3d(
@@ -179,9 +193,9 @@ def lower_3d(
     """View x as (o, n, i), run :func:`scan3`, view the result as x's shape again."""
     assert site.shape is not None
     o, n, i = view3(b, x, site, axis)
-    if n == 0 or 0 in (o, i):
+    if any(isinstance(d, int) and d == 0 for d in (o, n, i)):
         return b.op("Identity", x)  # empty: the result is x itself
-    t = b.op("Reshape", x, _shape(b, o, n, i))
+    t = b.reshape(x, shape_of(b, o, n, i))
     y = scan3(
         b,
         t,
@@ -194,7 +208,7 @@ def lower_3d(
     )
     static = [d for d in site.shape.dims if isinstance(d, int)]
     full = b.const(static) if len(static) == site.shape.rank() else b.op("Shape", x)
-    return b.op("Reshape", y, full)
+    return b.reshape(y, full)
 
 
 def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:

@@ -41,23 +41,28 @@ def scan_front(
     dtype: ir.DataType,
     exclusive: bool,
     reverse: bool,
+    slice_rank: int,
     init: ir.Value | None = None,
 ) -> tuple[ir.Value, ir.Value]:
     """Scan along axis 0 of ``x``: (the running products, the product of all slices).
 
-    ``init`` (broadcastable to a slice) seeds the running product; ones by default.
+    ``init`` (broadcastable to a slice) seeds the running product; ones by default. The body's
+    values get the slice's rank (``slice_rank``) as their shape: onnxruntime's Scan-9/11
+    refuses a body output without a shape when the input's dims are symbolic.
     """
     if init is None:
         shape = b.op("Shape", x)
         rest = b.op("Slice", shape, b.const([1]), b.const([np.iinfo(np.int64).max]))
         init = b.op("ConstantOfShape", rest, value=ir.tensor([1], dtype=dtype))
     body = b.child()
-    state = body.value("state", dtype)
-    item = body.value("item", dtype)
+    sliced = ir.Shape([None] * slice_rank)
+    state = body.value("state", dtype, sliced)
+    item = body.value("item", dtype, sliced)
     product = body.op("Mul", state, item)
     out = body.op("Identity", state if exclusive else product)
-    product.type = ir.TensorType(dtype)
-    out.type = ir.TensorType(dtype)
+    for value in (product, out):
+        value.type = ir.TensorType(dtype)
+        value.shape = ir.Shape([None] * slice_rank)
     graph = body.graph([state, item], [product, out], "cumprod_scan_body")
     directions = {"scan_input_directions": [1], "scan_output_directions": [1]} if reverse else {}
     total, y = b.op_multi("Scan", init, x, n_out=2, body=graph, num_scan_inputs=1, **directions)
@@ -74,7 +79,14 @@ def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.Da
     front = x if axis == 0 else b.op("Transpose", x, perm=perm)
 
     def scanned(sb: Builder) -> ir.Value:
-        y, _ = scan_front(sb, front, dtype=dtype, exclusive=site.exclusive, reverse=site.reverse)
+        y, _ = scan_front(
+            sb,
+            front,
+            dtype=dtype,
+            exclusive=site.exclusive,
+            reverse=site.reverse,
+            slice_rank=rank - 1,
+        )
         return y
 
     if site.scan_length is None:
