@@ -46,16 +46,24 @@ DTYPES = {
 
 
 def model_for(
-    elem_type: int, shape: tuple[int, ...], axis: int, exclusive: int, reverse: int
+    elem_type: int,
+    shape: tuple[int, ...],
+    axis: int,
+    exclusive: int,
+    reverse: int,
+    *,
+    symbolic: bool = False,
 ) -> onnx.ModelProto:
+    """One CumProd at opset 26; ``symbolic``: every dim declared symbolic (d0, d1, ...)."""
     node = helper.make_node(
         "CumProd", ["x", "axis"], ["y"], name="cumprod", exclusive=exclusive, reverse=reverse
     )
+    dims: list[int | str] = [f"d{k}" for k in range(len(shape))] if symbolic else list(shape)
     graph = helper.make_graph(
         [node],
         "bench",
-        [helper.make_tensor_value_info("x", elem_type, list(shape))],
-        [helper.make_tensor_value_info("y", elem_type, list(shape))],
+        [helper.make_tensor_value_info("x", elem_type, dims)],
+        [helper.make_tensor_value_info("y", elem_type, dims)],
         [helper.make_tensor("axis", TensorProto.INT64, [], [axis])],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
@@ -168,13 +176,14 @@ def bench_cell(
     threads: int,
     rounds: int,
     rng: np.random.Generator,
+    symbolic: bool = False,
 ) -> dict[str, object]:
     """One grid cell: (dtype name, total elements, scan length, axis position, exclusive,
     reverse)."""
     dtype_name, total, n, position, exclusive, reverse = cell
     elem_type = DTYPES[dtype_name]
     shape, axis = shape_for(total, n, position)
-    model = model_for(elem_type, shape, axis, exclusive, reverse)
+    model = model_for(elem_type, shape, axis, exclusive, reverse, symbolic=symbolic)
     x = data_for(elem_type, shape, rng)
     native, native_create = session(model, threads)
     contenders: dict[str, Callable[[], object]] = {"native": lambda: native.run(None, {"x": x})}
@@ -204,6 +213,7 @@ def bench_cell(
         "shape": list(shape),
         "exclusive": exclusive,
         "reverse": reverse,
+        "symbolic": symbolic,
         "native_ms": base * 1e3,
         "ratio": {k: v / base for k, v in medians.items() if k != "native"},
         "info": info,
@@ -267,6 +277,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--out", default="bench")
     parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
+    parser.add_argument(
+        "--symbolic",
+        action="store_true",
+        help="a small grid whose dims are all declared symbolic (auto then picks 'dynamic')",
+    )
     args = parser.parse_args()
     if args.from_json:
         result = json.loads(Path(args.from_json).read_text())
@@ -277,6 +292,20 @@ def main() -> None:
     totals = [1 << 20] if args.quick else [1 << 20, 1 << 22]
     lengths = [8, 512, 65536] if args.quick else [8, 64, 512, 4096, 65536]
     cells = []
+    if args.symbolic:
+        rows = [
+            (dt, 1 << 20, n, pos, 0, 0)
+            for dt in ("float32", "int64")
+            for n in (8, 512, 65536)
+            for pos in ("last", "first")
+        ]
+        for spec in rows:
+            cell = bench_cell(
+                spec, threads=args.threads, rounds=args.rounds, rng=rng, symbolic=True
+            )
+            ratios = {k: round(v, 2) for k, v in cell["ratio"].items()}  # type: ignore[union-attr]
+            print(f"{spec}: native {cell['native_ms']:.2f} ms; {ratios}", flush=True)
+        return
     grid = [
         (dt, total, n, pos, 0, 0)
         for dt in ("float32", "int64")
