@@ -27,7 +27,6 @@ import rewriter
 from rewriter.verify import compare
 from tests.helpers import (
     ALL_TYPES,
-    INTS,
     TYPE_NAMES,
     cumprod_model,
     expected_and_bound,
@@ -35,6 +34,7 @@ from tests.helpers import (
     lower_or_refused,
     random_data,
     run_ort,
+    strategies_for,
 )
 from tests.test_nesting import FUNCTION_MODEL, IF_MODEL, LOOP_MODEL, NESTED_MODEL
 
@@ -47,16 +47,12 @@ SHAPE = (3, 4, 5)
 AXIS_FORMS = {"initializer": 1, "constant": -1, "input": -2}  # form -> axis used with it
 
 
-def _strategies(elem_type: int) -> list[str]:
-    return [s for s in rewriter.STRATEGIES if not (s == "logsum" and elem_type in INTS)]
-
-
 GRID = [
     (elem_type, exclusive, reverse, form, strategy, opset)
     for elem_type in ALL_TYPES
     for exclusive, reverse in itertools.product([0, 1], [0, 1])
     for form in AXIS_FORMS
-    for strategy in _strategies(elem_type)
+    for strategy in strategies_for(elem_type)
     for opset in OPSETS
     if not (elem_type == TensorProto.BFLOAT16 and opset < 13)  # no bfloat16 before opset 13
 ]
@@ -282,7 +278,7 @@ def _extra_cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray], ob
                     label = f"{case.name}-{k}-{strategy}-opset{opset}"
                     cases.append((label, lowered, feeds, _close(list(outputs), label)))
         for elem_type in (TensorProto.FLOAT, TensorProto.INT64, TensorProto.UINT32):
-            for strategy in _strategies(elem_type):
+            for strategy in strategies_for(elem_type):
                 model = cumprod_model(elem_type, ["N", "M"], 0, exclusive=1, reverse=1)
                 if lower_or_refused(model, strategy) is None:
                     continue  # chain: the length is not static (asserted)
