@@ -16,6 +16,7 @@ from tests.helpers import (
     cumprod_model,
     lower_or_refused,
     op_types,
+    random_data,
     reference,
     run_ort,
 )
@@ -181,3 +182,19 @@ def test_checker_passes_for_every_type_and_strategy() -> None:
                 assert (rewritten is None) == refused, (elem_type, strategy, axis_form)
                 if rewritten is not None:
                     onnx.checker.check_model(rewritten, full_check=True)
+
+
+@pytest.mark.parametrize("elem_type", [TensorProto.UINT32, TensorProto.UINT64])
+def test_targets_decide_the_integer_compute_type(elem_type: int) -> None:
+    """``onnxruntime`` (default) multiplies uint32 / uint64 as int64 (onnxruntime 1.20.1 has no
+    Mul for them); ``spec`` keeps their own type. Both bit-exact (onnxruntime 1.32 has Mul)."""
+    model = cumprod_model(elem_type, [3, 40], 1, exclusive=1)
+    x = random_data(elem_type, (3, 40), np.random.default_rng(11))
+    expected = reference(x, 1, 1, 0)
+    for target, casts in (("onnxruntime", True), ("spec", False)):
+        rewritten = rewriter.decompose_cumprod(model, strategy="scan", target=target)
+        assert ("Cast" in op_types(rewritten)) == casts, target
+        (y,) = run_ort(rewritten, {"x": x})
+        np.testing.assert_array_equal(y, expected)
+    with pytest.raises(ValueError, match="unknown target 'gpu'"):
+        rewriter.decompose_cumprod(model, target="gpu")
