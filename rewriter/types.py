@@ -106,10 +106,7 @@ def _calls(nodes: Iterable[onnx.NodeProto]) -> Iterable[onnx.NodeProto]:
 
 
 def _propagate_function(
-    table: TypeTable,
-    function: onnx.FunctionProto,
-    input_types: list[onnx.TypeProto | None],
-    opsets: list[onnx.OperatorSetIdProto],
+    function: onnx.FunctionProto, input_types: list[onnx.TypeProto | None]
 ) -> dict[str, onnx.TypeProto]:
     """Types of a function body's values given its input types (ai.onnx ops only)."""
     known: dict[str, onnx.TypeProto] = {
@@ -177,9 +174,7 @@ def infer_types(model: ir.Model) -> TypeTable:
             done.add(key)
             function = functions[key]
             fscope = function_scope(function)
-            for name, tp in _propagate_function(
-                table, function, list(types), list(proto.opset_import)
-            ).items():
+            for name, tp in _propagate_function(function, list(types)).items():
                 table.set(fscope, name, tp)
             pending.append((fscope, list(_calls(function.node))))
     return table

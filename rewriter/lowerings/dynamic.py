@@ -53,18 +53,7 @@ def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.Da
     condition = b.op("Reshape", b.op("Or", short, empty), b.const([]))  # If takes a 0-D bool
 
     def long(sb: Builder) -> ir.Value:
-        o, n, i = blocked.view3(sb, x, site, axis)
-        t = sb.reshape(x, blocked.shape_of(sb, o, n, i))
-        y = blocked.scan3(
-            sb,
-            t,
-            (o, n, i),
-            dtype=dtype,
-            exclusive=site.exclusive,
-            reverse=site.reverse,
-            levels=_LEVELS,
-        )
-        return sb.reshape(y, sb.op("Shape", x))
+        return blocked.lower_3d(sb, x, axis, site, dtype=dtype, levels=_LEVELS, method="scan")
 
     return b.op(
         "If",
