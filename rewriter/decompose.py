@@ -144,13 +144,11 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         types = infer_types(model)
         self.plans = plan_cumprods(model, self.strategy, types, TARGETS[self.target])
         build_opset = self.target_opset or current
-        needs_converter: list[ir.Node] = []
+        opset_plan = opset.OpsetPlan()
         if lower_opset:
             assert self.target_opset is not None
             cumprods = [plan.site.node for plan in self.plans if plan.site.node is not None]
-            needs_converter = opset.check_target_opset(
-                model, self.target_opset, types, exclude=cumprods
-            )
+            opset_plan = opset.check_target_opset(model, self.target_opset, types, exclude=cumprods)
         names = lowerings.NameSource.for_model(model)
         for plan in self.plans:
             _replace(plan, names, build_opset, TARGETS[self.target])
@@ -163,7 +161,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
             )
         if lower_opset:
             assert self.target_opset is not None
-            opset.apply_target_opset(model, self.target_opset, needs_converter)
+            opset.apply_target_opset(model, self.target_opset, opset_plan)
         return ir.passes.PassResult(model, modified=True)
 
 

@@ -29,12 +29,13 @@ import onnx
 import onnx_ir as ir
 
 from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
-from rewriter.types import TypeTable
+from rewriter.types import TypeTable, proto_nodes
 
 __all__ = [
     "MIN_TARGET_OPSET",
     "Blocker",
     "OpsetError",
+    "OpsetPlan",
     "apply_target_opset",
     "check_target_opset",
     "ir_version_for",
@@ -131,12 +132,9 @@ def _types_not_allowed(where: Located, schema: onnx.defs.OpSchema, types: TypeTa
     return bad
 
 
-# Ops whose meaning changed between versions without their signature saying so (Softmax-13
-# stopped flattening to 2-D, GridSample-20 renamed its modes, ...): always left to onnx's
-# converter.
-_MEANING_CHANGED = frozenset(
-    {"Softmax", "LogSoftmax", "Hardmax", "GridSample", "Resize", "Upsample"}
-)
+# Ops whose meaning changed between versions without their signature saying so
+# (GridSample-20 renamed its modes, ...): always left to onnx's converter.
+_MEANING_CHANGED = frozenset({"GridSample", "Resize", "Upsample"})
 
 
 def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema) -> bool:
@@ -170,13 +168,45 @@ def _blocker(where: Located, schema: onnx.defs.OpSchema, reason: str) -> Blocker
     return Blocker(node.op_type, schema.since_version, where.location, node.name or "", reason)
 
 
+@dataclasses.dataclass
+class OpsetPlan:
+    """What lowering the opset takes, decided before anything is changed.
+
+    Attributes:
+        convert: The nodes onnx's version converter has to adapt.
+        last_axis: Softmax / LogSoftmax / Hardmax nodes going below 13 that scan their last
+            axis: they mean the same there once ``axis=-1`` is written out (their default
+            axis was 1 before 13).
+    """
+
+    convert: list[ir.Node] = dataclasses.field(default_factory=list)
+    last_axis: list[ir.Node] = dataclasses.field(default_factory=list)
+
+
+# Before opset 13 these flatten the input to 2-D from ``axis`` on; onnx's version converter
+# relabels them without adapting (seen with onnx 1.23: Softmax-13 axis=1 on a 3-D input kept
+# as Softmax-11 axis=1, a different result). Only the last axis means the same in both.
+_FLATTENED_BEFORE_13 = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
+
+
+def _flattened_reason(where: Located, types: TypeTable) -> str | None:
+    """None when a Softmax-like node scans its last axis (so it keeps its meaning below 13)."""
+    node = where.node
+    x = node.inputs[0] if node.inputs else None
+    _, shape = types.lookup(where.scope, x) if x is not None else (None, None)
+    axis = node.attributes.get_int("axis", -1)
+    if shape is not None and axis % shape.rank() == shape.rank() - 1:
+        return None
+    return (
+        f"{node.op_type} below opset 13 flattens the input from its axis on; only the last "
+        "axis means the same (and the rank must be known)"
+    )
+
+
 def check_target_opset(
     model: ir.Model, target: int, types: TypeTable, *, exclude: Iterable[ir.Node] = ()
-) -> list[ir.Node]:
+) -> OpsetPlan:
     """Classify every ai.onnx node (but ``exclude``d ones) for lowering to ``target``.
-
-    Returns:
-        The nodes onnx's version converter has to adapt.
 
     Raises:
         OpsetError: listing every node that cannot be lowered.
@@ -189,7 +219,7 @@ def check_target_opset(
         )
     skip = set(map(id, exclude))
     blockers: list[Blocker] = []
-    needs_converter: list[ir.Node] = []
+    plan = OpsetPlan()
     for where in walk_model(model):
         node = where.node
         if node.domain not in ONNX_DOMAINS or id(node) in skip:
@@ -200,19 +230,22 @@ def check_target_opset(
         then = _schema(node.op_type, target)
         if then is None:
             blockers.append(
-                Blocker(
-                    node.op_type,
-                    now.since_version,
-                    where.location,
-                    node.name or "",
-                    f"{node.op_type} does not exist at opset {target}",
-                )
+                _blocker(where, now, f"{node.op_type} does not exist at opset {target}")
             )
             continue
         if then.since_version == now.since_version:
             continue
-        if _signature(then) != _signature(now) and not _node_fits(node, then, now):
-            needs_converter.append(node)
+        if node.op_type in _FLATTENED_BEFORE_13 and then.since_version < 13:
+            reason = _flattened_reason(where, types)
+            if reason is not None:
+                blockers.append(_blocker(where, now, reason))
+                continue
+            plan.last_axis.append(node)
+        elif _signature(then) != _signature(now) and not _node_fits(node, then, now):
+            if where.scope:  # checked here, before anything is changed
+                reason = "it would need onnx's version converter, which drops functions"
+                blockers.append(_blocker(where, now, reason))
+            plan.convert.append(node)
             continue
         bad = _types_not_allowed(where, then, types)
         if bad:
@@ -220,7 +253,7 @@ def check_target_opset(
             blockers.append(_blocker(where, now, reason))
     if blockers:
         raise OpsetError(target, blockers)
-    return needs_converter
+    return plan
 
 
 def ir_version_for(model: ir.Model, target: int) -> int:
@@ -269,7 +302,7 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
             f"onnx's version converter failed on {', '.join(ops)}: {' '.join(str(exc).split())}",
         ) from exc
     converted.functions.extend(functions)
-    for node in _all_proto_nodes(converted.graph):
+    for node in proto_nodes(converted.graph.node):
         if node.domain == _HIDDEN:
             node.domain = ""
     kept = [o for o in converted.opset_import if o.domain != _HIDDEN]
@@ -278,33 +311,13 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
     return ir.serde.deserialize_model(converted)
 
 
-def _all_proto_nodes(graph: onnx.GraphProto) -> Iterable[onnx.NodeProto]:
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_proto_nodes(attr.g)
-            for sub in attr.graphs:
-                yield from _all_proto_nodes(sub)
-
-
-def apply_target_opset(model: ir.Model, target: int, needs_converter: list[ir.Node]) -> None:
-    """Set the model (and its functions) to ai.onnx ``target``, converting the nodes that
-    :func:`check_target_opset` said need onnx's converter. In place."""
-    if needs_converter:
-        in_functions = [
-            where.node
-            for where in walk_model(model)
-            if where.scope and id(where.node) in set(map(id, needs_converter))
-        ]
-        if in_functions:
-            names = ", ".join(sorted({f"{n.op_type}" for n in in_functions}))
-            raise OpsetError(
-                target,
-                f"{names} in model-local functions would need onnx's version converter, "
-                "which drops functions",
-            )
-        converted = _run_converter(model, target, set(map(id, needs_converter)))
+def apply_target_opset(model: ir.Model, target: int, plan: OpsetPlan) -> None:
+    """Set the model (and its functions) to ai.onnx ``target``, carrying out what
+    :func:`check_target_opset` planned. In place."""
+    for node in plan.last_axis:
+        node.attributes["axis"] = ir.AttrInt64("axis", -1)
+    if plan.convert:
+        converted = _run_converter(model, target, set(map(id, plan.convert)))
         model.graph = converted.graph  # type: ignore[misc]
     _set_opset(model, target)
     logger.info("lowered ai.onnx opset to %d (IR version %d)", target, model.ir_version)

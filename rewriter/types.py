@@ -19,7 +19,7 @@ from collections.abc import Iterable
 import onnx
 import onnx_ir as ir
 
-__all__ = ["TypeTable", "infer_types"]
+__all__ = ["TypeTable", "infer_types", "proto_nodes"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +97,13 @@ def _merge(a: onnx.TypeProto | None, b: onnx.TypeProto | None) -> onnx.TypeProto
     return merged
 
 
-def _calls(nodes: Iterable[onnx.NodeProto]) -> Iterable[onnx.NodeProto]:
+def proto_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterable[onnx.NodeProto]:
+    """``nodes`` and the nodes of their subgraphs at any depth (protobuf form)."""
     for node in nodes:
         yield node
         for attr in node.attribute:
             for sub in [attr.g, *attr.graphs] if attr.type in (5, 10) else []:
-                yield from _calls(sub.node)
+                yield from proto_nodes(sub.node)
 
 
 def _propagate_function(
@@ -155,7 +156,7 @@ def infer_types(model: ir.Model) -> TypeTable:
     functions = {(f.domain, f.name, f.overload): f for f in proto.functions}
     # Input types seen at call sites, per function and input position (None: disagreement).
     seen: dict[tuple[str, str, str], list[onnx.TypeProto | None]] = {}
-    pending = [(_MAIN, list(_calls(proto.graph.node)))]
+    pending = [(_MAIN, list(proto_nodes(proto.graph.node)))]
     done: set[tuple[str, str, str]] = set()
     while pending:
         scope, nodes = pending.pop()
@@ -176,5 +177,5 @@ def infer_types(model: ir.Model) -> TypeTable:
             fscope = function_scope(function)
             for name, tp in _propagate_function(function, list(types)).items():
                 table.set(fscope, name, tp)
-            pending.append((fscope, list(_calls(function.node))))
+            pending.append((fscope, list(proto_nodes(function.node))))
     return table

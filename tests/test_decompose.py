@@ -198,3 +198,54 @@ def test_targets_decide_the_integer_compute_type(elem_type: int) -> None:
         np.testing.assert_array_equal(y, expected)
     with pytest.raises(ValueError, match="unknown target 'gpu'"):
         rewriter.decompose_cumprod(model, target="gpu")
+
+
+def _at_opset_26(body: str, out_shape: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        f" main (float[2, 3, 4] x) => (float{out_shape} y) {{ {body} }}"
+    )
+
+
+def test_target_opset_sends_changed_signatures_through_onnx_converter() -> None:
+    """ReduceSum-13 takes its axes as an input, ReduceSum-11 as an attribute: onnx's version
+    converter adapts it; the CumProd lowering is built at 11; the numbers are numpy's."""
+    model = _at_opset_26(
+        "ra = Constant <value = int64[1] {1}> () s = ReduceSum <keepdims = 1> (x, ra)"
+        " ax = Constant <value = int64 {2}> () y = CumProd (s, ax)",
+        "[2, 1, 4]",
+    )
+    rewritten = rewriter.decompose_cumprod(model, target_opset=11)
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert [(o.domain, o.version) for o in rewritten.opset_import] == [("", 11)]
+    (reduce,) = [n for n in rewritten.graph.node if n.op_type == "ReduceSum"]
+    assert [list(a.ints) for a in reduce.attribute if a.name == "axes"] == [[1]]
+    x = np.random.default_rng(5).uniform(-1, 1, (2, 3, 4)).astype(np.float32)
+    (y,) = run_ort(rewritten, {"x": x})
+    np.testing.assert_array_equal(y, reference(x.sum(axis=1, keepdims=True), 2, 0, 0))
+
+
+def test_target_opset_keeps_a_softmax_on_its_last_axis_and_refuses_the_others() -> None:
+    """Below 13 Softmax flattens from its axis on (and defaults to axis 1); onnx's converter
+    does not adapt that. On the last axis it means the same once axis=-1 is written out;
+    on another axis it is a blocker, and the model is not touched."""
+    last = _at_opset_26(
+        "s = Softmax (x) ax = Constant <value = int64 {1}> () y = CumProd (s, ax)", "[2, 3, 4]"
+    )
+    rewritten = rewriter.decompose_cumprod(last, target_opset=11)
+    (softmax,) = [n for n in rewritten.graph.node if n.op_type == "Softmax"]
+    assert [a.i for a in softmax.attribute if a.name == "axis"] == [-1]
+    x = np.random.default_rng(6).uniform(-1, 1, (2, 3, 4)).astype(np.float32)
+    e = np.exp(x.astype(np.float64))
+    expected = np.cumprod(e / e.sum(axis=-1, keepdims=True), axis=1)
+    (y,) = run_ort(rewritten, {"x": x})
+    np.testing.assert_allclose(y, expected, rtol=4 * 2.0**-24 * 3)
+
+    middle = _at_opset_26(
+        "s = Softmax <axis = 1> (x) ax = Constant <value = int64 {1}> () y = CumProd (s, ax)",
+        "[2, 3, 4]",
+    )
+    before = middle.SerializeToString()
+    with pytest.raises(rewriter.OpsetError, match="Softmax-13 in graph 'main': Softmax below"):
+        rewriter.decompose_cumprod(middle, target_opset=11)
+    assert middle.SerializeToString() == before
