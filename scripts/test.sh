@@ -14,6 +14,7 @@ pip_install .venv/bin/python -e ".[test]"
 pip_install .venv/bin/python "torch==2.13.0"   # tests/test_pytorch.py (the [torch] extra)
 [ -x .venv-ort120/bin/python ] || "$python" -m venv .venv-ort120
 pip_install .venv-ort120/bin/python "onnxruntime==1.20.1" "onnx==1.17.0" "numpy>=1.26,<3"
+bash scripts/install_runtimes.sh   # .venv-openvino, -tract, -tinygrad, -iree: tests/test_runtimes*.py
 
 echo "== ruff check";          .venv/bin/ruff check .
 echo "== ruff format --check"; .venv/bin/ruff format --check .
