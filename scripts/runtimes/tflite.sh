@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Creates or updates .venv-tflite at the repo root: onnx2tf converts an ONNX model to a .tflite
+# file, which tests/runtimes/run_tflite.py runs with the LiteRT interpreter
+# (tests/test_runtimes_iree_tflite.py). The heavy, opt-in tier (CUMPROD_TFLITE=1): onnx2tf pins
+# every dependency exactly (tensorflow 2.19.0, onnx 1.19.1, ai-edge-litert 2.1.0, numpy 1.26.4,
+# onnxruntime 1.23.0, ...), about 1.5 GB installed, so it gets its own environment.
+# Idempotent: a second run only checks the pins (a few seconds).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+python=${PYTHON:-python3}
+venv=.venv-tflite
+pins=("onnx2tf==1.29.24" "tensorflow==2.19.0" "ai-edge-litert==2.1.0" "onnx==1.19.1" "numpy==1.26.4")
+
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+if ! "$venv/bin/python" - "${pins[@]}" <<'PY' 2>/dev/null; then
+import sys
+from importlib.metadata import version
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    assert version(name) == want, pin
+PY
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"
+fi
+"$venv/bin/python" -c "import onnx2tf, ai_edge_litert.interpreter, onnx, numpy"
