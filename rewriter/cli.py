@@ -6,13 +6,16 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
+import signal
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 
-from rewriter import convert
+from rewriter import convert, io
 from rewriter.lowerings import STRATEGIES
 from rewriter.targets import DEFAULT_TARGET, TARGETS
 
@@ -63,11 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--verify",
         nargs="?",
-        type=int,
+        type=_positive,
         const=3,
         default=0,
         metavar="N",
-        help="run original and rewritten model on N random input sets (default 3) and compare",
+        help="compare the rewritten model with the original: outputs' names, types and shapes, "
+        "N random input sets (default 3) plus special and extreme values, and each CumProd "
+        "alone on adversarial values against numpy",
     )
     parser.add_argument(
         "--dim",
@@ -93,6 +98,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
 def _dims(parser: argparse.ArgumentParser, items: Sequence[str]) -> dict[str, int]:
     dims = {}
     for item in items:
@@ -107,6 +122,10 @@ def _plan_outputs(
     parser: argparse.ArgumentParser, args: argparse.Namespace
 ) -> list[tuple[Path, Path | None]]:
     """(input file, output path or None for the default) per input."""
+    if any(not item for item in args.inputs):
+        parser.error("INPUT is an empty string (an unset variable?); give '.' for this folder")
+    if args.output is not None and not args.output:
+        parser.error("-o is an empty string (an unset variable?)")
     files = convert.find_model_files(args.inputs)
     if args.in_place:
         if args.output:
@@ -115,15 +134,11 @@ def _plan_outputs(
     if not args.output:
         return [(path, None) for path, _ in files]
     output = Path(args.output)
+    as_folder = args.output.endswith(("/", os.sep)) or output.is_dir()
     single = len(args.inputs) == 1 and not Path(args.inputs[0]).is_dir()
-    if single and not output.is_dir():
+    if single and not as_folder:
         return [(files[0][0], output)]
-    targets: list[tuple[Path, Path | None]] = [(path, output / rel) for path, rel in files]
-    seen = Counter(t for _, t in targets)
-    clash = [str(t) for t, n in seen.items() if n > 1]
-    if clash:
-        parser.error(f"several inputs would be written to {clash[0]}")
-    return targets
+    return [(path, output / rel) for path, rel in files]
 
 
 def _progress(
@@ -138,6 +153,9 @@ def _progress(
 
 
 def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> None:
+    if report.verify is not None and quiet:
+        for o in report.verify.mismatches():
+            print(f"  verify {o.name} ({o.dtype}): [MISMATCH] {o.detail}", file=sys.stderr)
     if report.error:
         print(f"error: {report.error}", file=sys.stderr)
     if listing:
@@ -153,7 +171,7 @@ def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> Non
     if quiet:
         return
     if report.verify is not None:
-        for o in report.verify.outputs:
+        for o in (*report.verify.outputs, *report.verify.sites):
             unit = (
                 "ulp"
                 if o.bound or o.dtype.startswith(("float", "double", "bfloat"))
@@ -176,8 +194,11 @@ def _summary(reports: list[convert.FileReport], seconds: float, listing: bool) -
     status = Counter(r.status for r in reports)
     lowered: Counter[str] = Counter()
     for r in reports:
-        lowered.update(r.lowerings_used())
-    nodes = sum(len(r.nodes) for r in reports)
+        if r.status in ("listed", "rewritten"):
+            lowered.update(r.lowerings_used())
+    # only nodes actually rewritten (or, with --list, found): not a failed file's
+    done = ("listed",) if listing else ("rewritten",)
+    nodes = sum(len(r.nodes) for r in reports if r.status in done)
     parts = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
     per = ", ".join(f"{k} {v}" for k, v in sorted(lowered.items())) or "none"
     verb = "found" if listing else "rewritten"
@@ -186,7 +207,57 @@ def _summary(reports: list[convert.FileReport], seconds: float, listing: bool) -
     )
 
 
+class _Interrupted(BaseException):
+    """SIGTERM or SIGINT: unwind (staging folders are removed on the way) and exit."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise _Interrupted(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    previous = {
+        sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        return _main(argv)
+    except (_Interrupted, KeyboardInterrupt) as exc:
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
+        io.cleanup_staging()
+        signum = exc.signum if isinstance(exc, _Interrupted) else signal.SIGINT
+        name = signal.Signals(signum).name
+        print(
+            f"interrupted ({name}): stopped; files not yet committed were not written",
+            file=sys.stderr,
+        )
+        return 128 + int(signum)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _leftovers(args: argparse.Namespace, jobs: list[tuple[Path, Path | None]]) -> None:
+    folders = {Path(item) for item in args.inputs if Path(item).is_dir()}
+    shallow = {source.parent for source, _ in jobs} | {
+        target.parent for _, target in jobs if target is not None
+    }
+    found = io.find_staging_leftovers(folders) + io.find_staging_leftovers(
+        shallow - folders, recursive=False
+    )
+    for path in sorted(set(found)):
+        print(
+            f"warning: {path}: staging folder left by an interrupted run; ignored (delete it "
+            "when no run is writing there)",
+            file=sys.stderr,
+        )
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -197,6 +268,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("onnx_ir").setLevel(logging.ERROR)
     dims = _dims(parser, args.dim)
     jobs = _plan_outputs(parser, args)
+    report_path = Path(args.report) if args.report else None
+    if args.list:  # nothing written but the report
+        planned = [(s, s) for s, _ in jobs]
+    else:
+        planned = [(s, t if t is not None else convert.default_output(s)) for s, t in jobs]
+    try:
+        io.check_write_plan(planned, in_place=args.in_place or args.list, report=report_path)
+    except io.ModelFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if not args.quiet:
+        _leftovers(args, jobs)
     start = time.perf_counter()
     reports = []
     for source, target in _progress(jobs, args.quiet):
@@ -222,12 +305,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(failed)} file(s) failed:", file=sys.stderr)
         for r in failed:
             print(f"  {r.error}", file=sys.stderr)
-    if args.report:
+    if report_path is not None:
         payload = {
             "seconds": seconds,
             "files": [dataclasses.asdict(r) for r in reports],
         }
-        Path(args.report).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        try:
+            io.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
+        except io.ModelFileError as exc:
+            print(f"error: --report {exc}", file=sys.stderr)
+            return EXIT_ERROR
     if failed:
         return EXIT_ERROR
     if any(r.status == "mismatch" for r in reports):

@@ -23,7 +23,7 @@ from rewriter.decompose import DecomposeCumProdPass, Planned, plan_cumprods
 from rewriter.errors import CumProdError
 from rewriter.opset import OpsetError
 from rewriter.targets import DEFAULT_TARGET
-from rewriter.verify import VerifyResult, verify_model
+from rewriter.verify import DEFAULT_DIM, VerifyResult, verify_model
 
 __all__ = [
     "OUTPUT_SUFFIX",
@@ -83,7 +83,7 @@ def _describe(plans: Iterable[Planned]) -> list[NodeReport]:
             NodeReport(
                 location=site.location,
                 name=site.name,
-                dtype=site.dtype.name.lower(),
+                dtype=site.dtype.name.lower() if site.dtype is not None else "unknown",
                 axis=axis,
                 exclusive=site.exclusive,
                 reverse=site.reverse,
@@ -96,13 +96,18 @@ def _describe(plans: Iterable[Planned]) -> list[NodeReport]:
 def find_model_files(inputs: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, Path]]:
     """(file, path relative to the input it was found under) for each input: a file as
     given, a folder searched recursively for ``*.onnx`` (our own ``*.nocumprod.onnx`` outputs
-    left out). A path that does not exist is kept, so that it is reported as failed."""
+    and anything inside a staging folder ``.cumprod-staging-*`` left out; see
+    :func:`rewriter.io.find_staging_leftovers`). A path that does not exist is kept, so that
+    it is reported as failed."""
     found: list[tuple[Path, Path]] = []
     for item in map(Path, inputs):
         if item.is_dir():
             for path in sorted(item.rglob("*.onnx")):
-                if path.is_file() and not path.name.endswith(OUTPUT_SUFFIX):
-                    found.append((path, path.relative_to(item)))
+                rel = path.relative_to(item)
+                if io.is_staging(rel) or path.name.endswith(OUTPUT_SUFFIX):
+                    continue
+                if path.is_file():
+                    found.append((path, rel))
         else:
             found.append((item, Path(item.name)))
     return found
@@ -128,9 +133,24 @@ def list_file(path: Path) -> FileReport:
         report.error = _message(path, exc)
     except Exception as exc:  # one bad file must not stop a batch
         logger.debug("unexpected error on %s", path, exc_info=True)
-        report.error = f"{path}: {type(exc).__name__}: {exc}"
+        report.error = _unexpected(path, exc)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _unexpected(path: Path, exc: Exception) -> str:
+    """One line for an error we did not foresee: the checker's complaint when the model fails
+    it (that is usually the real problem), else the exception's message."""
+    try:
+        io.check_model_file(path)
+    except io.ModelFileError as checked:
+        return str(checked)
+    except Exception:  # noqa: BLE001 - the original error is the one to report
+        pass
+    text = " ".join(str(exc).split())
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{path}: {type(exc).__name__}: {text}"
 
 
 def _message(path: Path, exc: Exception) -> str:
@@ -144,12 +164,17 @@ def _verify_bound(plans: list[Planned], dims: Mapping[str, int]) -> float:
     bound = 0.0
     for plan in plans:
         site = plan.site
-        k = site.scan_length
-        if k is None and site.shape is not None and site.axis is not None:
+        k: int | None = None
+        if site.shape is not None and site.axis is not None:
             dim = site.shape[site.axis]
-            k = dims.get(str(dim), 3) if not isinstance(dim, int) else dim
+            k = dim if isinstance(dim, int) else dims.get(str(dim), DEFAULT_DIM)
+        elif site.shape is not None:
+            sizes = [d if isinstance(d, int) else dims.get(str(d), DEFAULT_DIM) for d in site.shape]
+            k = max(sizes, default=DEFAULT_DIM)
         if k is None:
-            k = max([3, *dims.values()])
+            k = max([DEFAULT_DIM, *dims.values()])
+        if site.dtype is None:
+            continue
         ks = np.array([max(k, 1)])
         bound = max(bound, float(plan.lowering.max_ulps(site.dtype, ks)[0]) + max(k - 1, 0))
     return bound
@@ -168,14 +193,20 @@ def convert_file(
     """Lower every CumProd of the model at ``source`` and write it to ``output``.
 
     ``output`` None means: do not write a file when there is nothing to do, and
-    ``default_output(source)`` otherwise. ``output == source`` rewrites in place (atomically).
-    ``strategy``, ``target_opset`` and ``target`` are the pass's (DecomposeCumProdPass).
-    With ``verify_runs`` > 0 the staged output is run against the original on that many
-    random input sets before it is moved into place; a mismatch writes nothing.
+    ``default_output(source)`` otherwise. An ``output`` that is ``source`` (or an alias or
+    hard link of it) rewrites in place (atomically); one that is the input's external data
+    file is refused. Writes go through :func:`rewriter.io.save_model` (atomic, mode and
+    owner kept). ``strategy``, ``target_opset`` and ``target`` are the pass's
+    (DecomposeCumProdPass). With ``verify_runs`` > 0 the staged output is checked with
+    :func:`rewriter.verify.verify_model` before it is moved into place; a mismatch writes
+    nothing.
     """
     start = time.perf_counter()
     report = FileReport(input=str(source))
     try:
+        destination = output if output is not None else default_output(source)
+        # never over an input's external data (an output equal to the input is in place)
+        io.check_write_plan([(source, destination)], in_place=True)
         model = io.load_model(source, check=False)
         rewrite = DecomposeCumProdPass(strategy, target_opset=target_opset, target=target)
         modified = rewrite(model).modified  # validates every node first: errors name it
@@ -183,22 +214,29 @@ def convert_file(
         report.nodes = _describe(rewrite.plans)
         if not modified:
             report.status = "unchanged"
-            if output is not None and output.resolve() != source.resolve():
+            if output is not None and not io.same_file(output, source):
                 io.atomic_copy(source, output)
                 report.output, report.status = str(output), "copied"
             return report
-        destination = output if output is not None else default_output(source)
         bound = _verify_bound(rewrite.plans, dims or {})
 
         def check(staged: Path) -> bool:
             if verify_runs <= 0:
                 return True
             report.verify = verify_model(
-                source, staged, bound_ulps=bound, runs=verify_runs, dims=dims
+                source,
+                staged,
+                bound_ulps=bound,
+                runs=verify_runs,
+                dims=dims,
+                plans=rewrite.plans,
+                strategy=strategy,
+                target=target,
+                target_opset=target_opset,
             )
             return report.verify.ok
 
-        if io.save_model(model, destination, accept=check):
+        if io.save_model(model, destination, accept=check, mode_from=source):
             report.output, report.status = str(destination), "rewritten"
         else:
             report.status = "mismatch"
@@ -208,7 +246,7 @@ def convert_file(
         report.error = _message(source, exc)
     except Exception as exc:
         logger.debug("unexpected error on %s", source, exc_info=True)
-        report.error = f"{source}: {type(exc).__name__}: {exc}"
+        report.error = _unexpected(source, exc)
     finally:
         report.seconds = time.perf_counter() - start
     return report

@@ -1,9 +1,21 @@
-"""Reading and writing model files: external data kept lazy, writes atomic.
+"""Reading and writing model files: external data kept lazy, writes atomic, nothing lost.
 
-Loading is onnx_ir's (``ir.load``: weights in external data files are memory-mapped, not read
-into memory). Saving is onnx_ir's too (``ir.save`` with ``external_data=``). What this module
-adds: clear errors for files that are not models or whose weights are missing, and writes that
-either complete or leave nothing behind.
+Loading is onnx_ir's (weights in external data files are memory-mapped, not read into
+memory). Saving is onnx_ir's too (``ir.save`` with ``external_data=``). What this module adds,
+for the command line and the library alike:
+
+- clear one-line errors naming the file (and tensor or node) for files that are not models,
+  models onnx_ir cannot load, and external data that is missing, too short or points outside
+  the model's folder (locations are validated before the file system is touched);
+- :func:`check_write_plan`: refuse any output that is an input, an input's external data
+  file, or another output (by resolved path and by inode, so aliases and hard links count);
+- writes that readers see whole or not at all: files are staged in a folder
+  ``.cumprod-staging-*`` beside the target (folder scans skip such names), each write's
+  external data goes to a fresh file ``<model>.<random>.data``, the model's ``os.replace`` is
+  the commit point, and the data file the replaced model used is removed only after it, and
+  only when no other ``.onnx`` in the folder references it;
+- a replaced file keeps its permission bits and owner (or nothing is written); a new file
+  takes the permission bits of the model it comes from.
 """
 
 from __future__ import annotations
@@ -11,9 +23,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
+import secrets
 import shutil
+import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import google.protobuf.message
@@ -21,18 +36,32 @@ import onnx
 import onnx_ir as ir
 
 __all__ = [
+    "STAGING_PREFIX",
     "ModelFileError",
     "atomic_copy",
     "check_model_file",
+    "check_write_plan",
+    "cleanup_staging",
+    "data_files",
     "external_files",
+    "find_staging_leftovers",
+    "is_staging",
     "load_model",
+    "same_file",
     "save_model",
+    "write_text",
 ]
 
 logger = logging.getLogger(__name__)
 
 # Above this many bytes of initializers a model cannot be one protobuf (2 GiB limit).
 _INLINE_LIMIT = 1 << 30
+
+# Staging folders start with this; folder scans skip any path with a part starting with it.
+STAGING_PREFIX = ".cumprod-staging-"
+
+# Staging folders in use by this process (removed by cleanup_staging on a signal).
+_ACTIVE_STAGING: set[Path] = set()
 
 
 class ModelFileError(Exception):
@@ -41,8 +70,156 @@ class ModelFileError(Exception):
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
     """An exception's message folded onto one line, cut at ``limit`` characters."""
-    text = " ".join(str(exc).split())
+    text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def is_staging(path: Path) -> bool:
+    """Whether ``path`` is, or is inside, a staging folder."""
+    return any(part.startswith(STAGING_PREFIX) for part in path.parts)
+
+
+# -- the model proto: tensors, external data entries ----------------------------------------
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _graphs(sub)
+
+
+def _node_lists(proto: onnx.ModelProto) -> Iterator[tuple[str, Iterable[onnx.NodeProto]]]:
+    for graph in _graphs(proto.graph):
+        yield f"graph '{graph.name}'", graph.node
+    for function in proto.functions:
+        yield f"function '{function.domain}.{function.name}'", function.node
+
+
+def _tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto of the model that can hold external data."""
+    for graph in _graphs(proto.graph):
+        yield from graph.initializer
+        for sparse in graph.sparse_initializer:
+            yield sparse.values
+            yield sparse.indices
+    for _, nodes in _node_lists(proto):
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+                elif attr.type == onnx.AttributeProto.TENSORS:
+                    yield from attr.tensors
+
+
+def _external_entries(
+    proto: onnx.ModelProto, path: Path
+) -> list[tuple[onnx.TensorProto, str, int, int | None]]:
+    """(tensor, location, offset, length) of each external tensor, locations checked: relative,
+    inside the model's folder, offset and length whole numbers >= 0. Touches no file."""
+    entries: list[tuple[onnx.TensorProto, str, int, int | None]] = []
+    for tensor in _tensors(proto):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        name = f"tensor '{tensor.name}'"
+        location = info.get("location", "")
+        if not location:
+            raise ModelFileError(f"{path}: {name} is external but names no data file")
+        if os.path.isabs(location) or re.match(r"^([A-Za-z]:|[/\\])", location):
+            raise ModelFileError(
+                f"{path}: {name}: external data location '{location}' is an absolute path "
+                "(it must be relative to the model's folder)"
+            )
+        if os.path.normpath(location).split(os.sep)[0] == ".." or ".." in Path(location).parts:
+            raise ModelFileError(
+                f"{path}: {name}: external data location '{location}' leaves the model's "
+                "folder ('..')"
+            )
+        numbers: list[int | None] = []
+        for key in ("offset", "length"):
+            text = info.get(key)
+            if text is None:
+                numbers.append(None)
+                continue
+            try:
+                value = int(text)
+            except ValueError:
+                value = -1
+            if value < 0:
+                raise ModelFileError(
+                    f"{path}: {name}: external data {key} '{text}' is not a whole number >= 0"
+                )
+            numbers.append(value)
+        entries.append((tensor, location, numbers[0] or 0, numbers[1]))
+    return entries
+
+
+def _read_proto(path: Path) -> onnx.ModelProto:
+    """The model's protobuf, external data not loaded; one-line errors naming the file."""
+    if not path.exists():
+        raise ModelFileError(f"{path}: no such file")
+    if not path.is_file():
+        raise ModelFileError(f"{path}: not a file")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except (google.protobuf.message.DecodeError, ValueError, RuntimeError) as exc:
+        raise ModelFileError(
+            f"{path}: not a readable ONNX model (truncated or not ONNX): {_one_line(exc)}"
+        ) from exc
+    except OSError as exc:
+        raise ModelFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if not proto.HasField("graph") or (not proto.graph.output and not proto.graph.node):
+        raise ModelFileError(f"{path}: not an ONNX model (no graph found)")
+    return proto
+
+
+def _structure_problems(proto: onnx.ModelProto, path: Path) -> None:
+    """What onnx_ir cannot load, and the onnx checker does not say, named precisely."""
+    for graph in _graphs(proto.graph):
+        for kind, values in (("input", graph.input), ("output", graph.output)):
+            seen: set[str] = set()
+            for value in values:
+                if value.name in seen:
+                    raise ModelFileError(
+                        f"{path}: graph '{graph.name}' lists the {kind} '{value.name}' twice"
+                    )
+                seen.add(value.name)
+        for sparse in graph.sparse_initializer:
+            raise ModelFileError(
+                f"{path}: graph '{graph.name}' has a sparse initializer "
+                f"'{sparse.values.name}', which this tool cannot load"
+            )
+    for where, nodes in _node_lists(proto):
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.type in (
+                    onnx.AttributeProto.SPARSE_TENSOR,
+                    onnx.AttributeProto.SPARSE_TENSORS,
+                ):
+                    shown = f"node '{node.name}'" if node.name else "an unnamed node"
+                    raise ModelFileError(
+                        f"{path}: {shown} ({node.op_type}) in {where} has a sparse "
+                        f"tensor attribute '{attr.name}', which this tool cannot load"
+                    )
+
+
+def data_files(path: str | os.PathLike[str]) -> set[Path]:
+    """The external data files the model at ``path`` names (resolved), locations checked."""
+    path = Path(path)
+    proto = _read_proto(path)
+    folder = path.parent
+    return {(folder / location).resolve() for _, location, _, _ in _external_entries(proto, path)}
 
 
 def _initializer_tensors(model: ir.Model) -> Iterator[ir.TensorProtocol]:
@@ -61,21 +238,34 @@ def external_files(model: ir.Model) -> set[Path]:
     return files
 
 
-def _check_external_data(model: ir.Model, path: Path) -> None:
-    for tensor in _initializer_tensors(model):
-        if not isinstance(tensor, ir.ExternalTensor):
-            continue
-        data = Path(tensor.base_dir, tensor.location)
+def _check_external_data(
+    proto: onnx.ModelProto, entries: list[tuple[onnx.TensorProto, str, int, int | None]], path: Path
+) -> None:
+    """Each external tensor's file exists and holds its bytes (size from the shape when the
+    entry gives no length)."""
+    for tensor, location, offset, given in entries:
+        data = path.parent / location
         if not data.is_file():
             raise ModelFileError(
-                f"{path}: external data file '{tensor.location}' is missing "
-                f"(needed by initializer '{tensor.name}')"
+                f"{path}: external data file '{location}' is missing "
+                f"(needed by tensor '{tensor.name}')"
             )
-        end = (tensor.offset or 0) + (tensor.length or 0)
-        if data.stat().st_size < end:
+        length = given
+        if length is None:
+            count = 1
+            for d in tensor.dims:
+                count *= d
+            try:
+                bits = ir.DataType(tensor.data_type).bitwidth
+            except (ValueError, TypeError, AttributeError):
+                bits = 0
+            length = (count * bits + 7) // 8
+        end = offset + length
+        size = data.stat().st_size
+        if size < end:
             raise ModelFileError(
-                f"{path}: external data file '{tensor.location}' is too short for "
-                f"initializer '{tensor.name}' (needs {end} bytes, has {data.stat().st_size})"
+                f"{path}: external data file '{location}' is too short for "
+                f"tensor '{tensor.name}' (needs {end} bytes, has {size})"
             )
 
 
@@ -83,23 +273,27 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
     """Load a model with its external data left on disk.
 
     Raises:
-        ModelFileError: the file does not exist, is not an ONNX model (or is truncated), its
-            external data is missing, or (with ``check``) it fails the ONNX checker.
+        ModelFileError: the file does not exist, is not an ONNX model (or is truncated), has
+            external data outside its folder, missing or too short, holds something onnx_ir
+            cannot load (the message says what), or (with ``check``) fails the ONNX checker.
     """
     path = Path(path)
-    if not path.exists():
-        raise ModelFileError(f"{path}: no such file")
-    if not path.is_file():
-        raise ModelFileError(f"{path}: not a file")
+    proto = _read_proto(path)
+    entries = _external_entries(proto, path)
+    _structure_problems(proto, path)
+    _check_external_data(proto, entries, path)
     try:
-        model = ir.load(path)
-    except (google.protobuf.message.DecodeError, ValueError, RuntimeError, OSError) as exc:
+        model = ir.serde.deserialize_model(proto)
+    except Exception as exc:
+        try:
+            onnx.checker.check_model(proto)
+        except onnx.checker.ValidationError as checked:
+            raise ModelFileError(f"{path}: fails the ONNX checker: {_one_line(checked)}") from exc
         raise ModelFileError(
-            f"{path}: not a readable ONNX model (truncated or not ONNX): {exc}"
+            f"{path}: onnx_ir cannot load it: {_one_line(_root_cause(exc))}"
         ) from exc
-    if not model.graph.outputs and not len(model.graph):
-        raise ModelFileError(f"{path}: not an ONNX model (no graph found)")
-    _check_external_data(model, path)
+    del proto
+    ir.external_data.set_base_dir(model.graph, str(path.parent))
     if check:
         check_model_file(path)
     return model
@@ -117,19 +311,251 @@ def check_model_file(path: str | os.PathLike[str]) -> None:
         raise ModelFileError(f"{path}: fails the ONNX checker: {_one_line(exc)}") from exc
 
 
+# -- which files a run may write --------------------------------------------------------------
+
+
+def _identities(path: Path) -> set[tuple[object, ...]]:
+    """Keys two paths to the same file share: the resolved path, and device and inode."""
+    keys: set[tuple[object, ...]] = {("path", str(path.resolve()))}
+    with contextlib.suppress(OSError):
+        st = path.stat()
+        keys.add(("inode", st.st_dev, st.st_ino))
+    return keys
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether ``a`` and ``b`` are one file: same resolved path, or os.path.samefile."""
+    return bool(_identities(Path(a)) & _identities(Path(b)))
+
+
+def check_write_plan(
+    jobs: Iterable[tuple[Path, Path]],
+    *,
+    in_place: bool,
+    report: Path | None = None,
+) -> None:
+    """Refuse a run that would overwrite what it reads or write one file twice.
+
+    ``jobs`` are (input, output). An output may be its own input only with ``in_place``; it
+    may never be another input, an input's external data file, or another job's output.
+    ``report`` (a JSON report path) may be none of these, nor a folder, and must be writable.
+
+    Raises:
+        ModelFileError: one line naming the output and what it would destroy.
+    """
+    jobs = list(jobs)
+    inputs: dict[tuple[object, ...], Path] = {}
+    data: dict[tuple[object, ...], tuple[Path, Path]] = {}
+    for source, _ in jobs:
+        for key in _identities(source):
+            inputs[key] = source
+        try:
+            files = data_files(source)
+        except ModelFileError:
+            continue  # reported when the input is processed
+        for file in files:
+            for key in _identities(file):
+                data[key] = (file, source)
+    outputs: dict[tuple[object, ...], Path] = {}
+    for source, target in jobs:
+        keys = _identities(target)
+        own = _identities(source)
+        for key in keys:
+            if key in inputs and not (in_place and key in own):
+                other = inputs[key]
+                hint = "" if in_place else " (use --in-place to rewrite an input)"
+                raise ModelFileError(
+                    f"{target}: refusing to write over the input {other}{hint}; nothing written"
+                )
+            if key in data:
+                file, owner = data[key]
+                raise ModelFileError(
+                    f"{target}: refusing to write over {file}, the external data of the input "
+                    f"{owner}; nothing written"
+                )
+            if key in outputs and outputs[key] is not target:
+                raise ModelFileError(
+                    f"{target}: several inputs would be written there ({outputs[key]} and "
+                    f"{target}); nothing written"
+                )
+        for key in keys:
+            outputs[key] = target
+    if report is not None:
+        _check_report(report, inputs, data, outputs)
+
+
+def _check_report(
+    report: Path,
+    inputs: dict[tuple[object, ...], Path],
+    data: dict[tuple[object, ...], tuple[Path, Path]],
+    outputs: dict[tuple[object, ...], Path],
+) -> None:
+    where = f"--report {report}"
+    if report.is_dir():
+        raise ModelFileError(f"{where}: is a folder; give a file name")
+    keys = _identities(report)
+    if keys & inputs.keys():
+        raise ModelFileError(f"{where}: is an input model; nothing written")
+    if keys & data.keys():
+        raise ModelFileError(f"{where}: is an input's external data file; nothing written")
+    if keys & outputs.keys():
+        raise ModelFileError(f"{where}: is also a model output; nothing written")
+    folder = report.parent
+    if not folder.is_dir():
+        raise ModelFileError(f"{where}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (
+        report.exists() and not os.access(report, os.W_OK)
+    ):
+        raise ModelFileError(f"{where}: not writable")
+
+
+# -- staging, metadata, commit ----------------------------------------------------------------
+
+
 @contextlib.contextmanager
 def _staging(target: Path) -> Iterator[Path]:
-    """A temporary folder beside ``target``; removed whatever happens."""
+    """A private (0700) temporary folder beside ``target``; removed whatever happens."""
     folder = target.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder))
+        stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=folder))
     except OSError as exc:
         raise ModelFileError(f"{target}: cannot write there: {exc.strerror or exc}") from exc
+    _ACTIVE_STAGING.add(stage)
     try:
         yield stage
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        _ACTIVE_STAGING.discard(stage)
+
+
+def cleanup_staging() -> list[Path]:
+    """Remove every staging folder this process has open (for signal handlers)."""
+    removed = []
+    for stage in list(_ACTIVE_STAGING):
+        shutil.rmtree(stage, ignore_errors=True)
+        _ACTIVE_STAGING.discard(stage)
+        removed.append(stage)
+    return removed
+
+
+def find_staging_leftovers(folders: Iterable[Path], recursive: bool = True) -> list[Path]:
+    """Staging folders left by killed runs in ``folders`` (and below, when ``recursive``)."""
+    found: set[Path] = set()
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        pattern = f"**/{STAGING_PREFIX}*" if recursive else f"{STAGING_PREFIX}*"
+        for path in folder.glob(pattern):
+            if path not in _ACTIVE_STAGING and not is_staging(path.parent.relative_to(folder)):
+                found.add(path)
+    return sorted(found)
+
+
+def _fresh_name(folder: Path, stem: str, taken: set[str]) -> str:
+    while True:
+        name = f"{stem}.{secrets.token_hex(4)}.data"
+        if name not in taken and not (folder / name).exists():
+            taken.add(name)
+            return name
+
+
+def _keep_metadata(target: Path, staged: Path, like: Path | None, mode_from: Path | None) -> None:
+    """Give ``staged`` the mode and owner of ``like`` (the file it replaces) when there is
+    one, else the permission bits of ``mode_from``.
+
+    Raises:
+        ModelFileError: the owner cannot be kept (not allowed to chown).
+    """
+    try:
+        if like is not None and like.exists():
+            st = like.stat()
+            mine = staged.stat()
+            if (st.st_uid, st.st_gid) != (mine.st_uid, mine.st_gid):
+                try:
+                    os.chown(staged, st.st_uid, st.st_gid)
+                except PermissionError as exc:
+                    raise ModelFileError(
+                        f"{target}: cannot keep the owner of {like} (uid {st.st_uid}, gid "
+                        f"{st.st_gid}) as uid {os.geteuid()}: {exc.strerror}; nothing written"
+                    ) from exc
+            os.chmod(staged, stat.S_IMODE(st.st_mode))
+        elif mode_from is not None and mode_from.exists():
+            os.chmod(staged, stat.S_IMODE(mode_from.stat().st_mode) & 0o777)
+    except OSError as exc:
+        raise ModelFileError(f"{target}: cannot set its mode: {exc.strerror or exc}") from exc
+
+
+def _referenced_by_folder(folder: Path) -> set[Path] | None:
+    """Every data file the ``.onnx`` files of ``folder`` reference; None if one cannot be read."""
+    referenced: set[Path] = set()
+    for model in folder.glob("*.onnx"):
+        if is_staging(model) or not model.is_file():
+            continue
+        try:
+            referenced |= data_files(model)
+        except ModelFileError:
+            return None
+    return referenced
+
+
+def _remove_unreferenced(candidates: set[Path], folder: Path) -> None:
+    """After a commit: remove the replaced model's old data files that no model in ``folder``
+    references any more (only files directly in ``folder``)."""
+    candidates = {
+        c
+        for c in candidates
+        if c.parent == folder.resolve() and c.is_file() and not c.name.endswith(".onnx")
+    }
+    if not candidates:
+        return
+    referenced = _referenced_by_folder(folder)
+    if referenced is None:
+        return
+    for path in candidates - referenced:
+        with contextlib.suppress(OSError):
+            path.unlink()
+            logger.debug("removed %s, no longer referenced", path)
+
+
+def _commit(
+    target: Path,
+    staged_model: Path,
+    staged_data: list[tuple[Path, str]],
+    mode_from: Path | None,
+    *,
+    is_model: bool = True,
+) -> list[Path]:
+    """Move the staged data files in (fresh names: no reader sees them yet), then the model
+    (the commit point); then drop the replaced model's data files nobody references."""
+    folder = target.parent
+    old_data: set[Path] = set()
+    with contextlib.suppress(ModelFileError):
+        if is_model and target.is_file():
+            old_data = data_files(target)
+    like_data = next((p for p in sorted(old_data) if p.is_file()), None)
+    replaced = target if target.exists() else None
+    _keep_metadata(target, staged_model, replaced, mode_from)
+    for staged, _ in staged_data:
+        _keep_metadata(target, staged, like_data or replaced, mode_from)
+    moved: list[Path] = []
+    committed = False
+    try:
+        for staged, name in staged_data:
+            os.replace(staged, folder / name)
+            moved.append(folder / name)
+        os.replace(staged_model, target)
+        committed = True
+    except OSError as exc:
+        raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+    finally:
+        if not committed:
+            for path in moved:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+    new = {p.resolve() for p in moved}
+    _remove_unreferenced(old_data - new, folder)
+    return [*moved, target]
 
 
 def _needs_external(model: ir.Model) -> bool:
@@ -147,19 +573,24 @@ def save_model(
     *,
     check: bool = True,
     accept: Callable[[Path], bool] | None = None,
+    mode_from: str | os.PathLike[str] | None = None,
 ) -> list[Path]:
     """Write ``model`` to ``target`` atomically; return the files written.
 
     Weights that were external, or that are too large for one file, go to one data file
-    ``<target name>.data`` beside it, so the output folder is self-contained. The files are
-    staged in a temporary folder beside the target, checked (``onnx.checker``), then moved
-    into place; on any error nothing is left behind and an existing target is untouched.
-    ``accept`` sees the staged file before it is moved: when it returns False nothing is
-    written and the result is empty.
+    ``<target name>.<random>.data`` beside it (a fresh name per write), so the output folder
+    is self-contained. The files are staged in a private folder beside the target, checked
+    (``onnx.checker``), then moved into place, the model last; on any error nothing is left
+    behind and an existing target is untouched. A replaced target keeps its mode and owner;
+    a new one takes the permission bits of ``mode_from``. ``accept`` sees the staged file
+    before it is moved: when it returns False nothing is written and the result is empty.
     """
     target = Path(target)
-    data_name = f"{target.name}.data" if _needs_external(model) else None
+    source = Path(mode_from) if mode_from is not None else None
     with _staging(target) as stage:
+        data_name = (
+            _fresh_name(target.parent, target.name, set()) if _needs_external(model) else None
+        )
         staged = stage / target.name
         try:
             ir.save(model, staged, external_data=data_name)
@@ -174,39 +605,48 @@ def save_model(
             raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
         if accept is not None and not accept(staged):
             return []
-        written = []
-        try:
-            if data_name is not None:
-                os.replace(stage / data_name, target.parent / data_name)
-                written.append(target.parent / data_name)
-            os.replace(staged, target)
-            written.append(target)
-        except OSError as exc:
-            raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
-    return written
+        data = [(stage / data_name, data_name)] if data_name is not None else []
+        return _commit(target, staged, data, source)
 
 
 def atomic_copy(source: Path, target: Path) -> list[Path]:
-    """Copy a model file and the external data files it names, byte for byte, atomically."""
-    model = load_model(source, check=False)
-    pairs = [(source, target)]
-    for data in external_files(model):
-        pairs.append((data, target.parent / data.relative_to(source.parent.resolve())))
+    """Copy a model and the external data it names, atomically. Without external data the
+    copy is byte for byte; with it, each data file is copied byte for byte under a fresh
+    name ``<target name>.<random>.data`` and the model's locations are changed to match
+    (nothing else in it)."""
+    source, target = Path(source), Path(target)
+    proto = _read_proto(source)
+    entries = _external_entries(proto, source)
     with _staging(target) as stage:
-        staged = []
-        for i, (src, dst) in enumerate(pairs):
-            tmp = stage / f"{i}"
-            try:
-                shutil.copyfile(src, tmp)
-            except OSError as exc:
-                raise ModelFileError(f"{dst}: cannot write: {exc.strerror or exc}") from exc
-            staged.append((tmp, dst))
-        written = []
+        staged_model = stage / target.name
+        staged_data: list[tuple[Path, str]] = []
         try:
-            for tmp, dst in reversed(staged):  # data files first, the model last
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(tmp, dst)
-                written.append(dst)
+            if not entries:
+                shutil.copyfile(source, staged_model)
+            else:
+                names: dict[Path, str] = {}
+                taken: set[str] = set()
+                for tensor, location, _, _ in entries:
+                    file = (source.parent / location).resolve()
+                    if file not in names:
+                        names[file] = _fresh_name(target.parent, target.name, taken)
+                        shutil.copyfile(file, stage / names[file])
+                        staged_data.append((stage / names[file], names[file]))
+                    for entry in tensor.external_data:
+                        if entry.key == "location":
+                            entry.value = names[file]
+                onnx.save(proto, str(staged_model))
         except OSError as exc:
             raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
-    return written
+        return _commit(target, staged_model, staged_data, source)
+
+
+def write_text(target: Path, text: str) -> None:
+    """Write a text file atomically (staged beside it), keeping a replaced file's mode."""
+    with _staging(target) as stage:
+        staged = stage / target.name
+        try:
+            staged.write_text(text)
+        except OSError as exc:
+            raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+        _commit(target, staged, [], None, is_model=False)

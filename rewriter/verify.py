@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 __all__ = [
@@ -21,8 +22,11 @@ __all__ = [
     "Comparison",
     "OutputCheck",
     "VerifyResult",
+    "check_sites",
     "compare",
     "factor_counts",
+    "index_inputs",
+    "numpy_cumprod",
     "random_inputs",
     "ulp_error",
     "verify_model",
@@ -97,7 +101,8 @@ def compare(
 
     act = actual.astype(np.float64) if dtype != ir.DataType.DOUBLE else actual
     ref_wide = reference.astype(np.longdouble)
-    ref_t = reference.astype(np.float64).astype(dtype.numpy()).astype(act.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the rounding
+        ref_t = reference.astype(np.float64).astype(dtype.numpy()).astype(act.dtype)
     bad_nan = np.isnan(ref_wide) != np.isnan(act)
     special = np.isinf(ref_t) | (ref_t == 0)
     bad_special = (
@@ -139,10 +144,14 @@ def factor_counts(shape: tuple[int, ...], axis: int, exclusive: bool, reverse: b
 
 DEFAULT_DIM = 3
 
+# Largest standalone CumProd input (elements) the adversarial site check runs.
+_SITE_LIMIT = 1 << 22
+
 
 @dataclasses.dataclass(frozen=True)
 class OutputCheck:
-    """How one graph output compared over all runs (worst case)."""
+    """How one graph output (or one CumProd run standalone) compared over all runs (worst
+    case). ``detail`` is one line saying what differs, empty when ok."""
 
     name: str
     dtype: str
@@ -157,72 +166,438 @@ class VerifyResult:
     """The outcome of :func:`verify_model`.
 
     Attributes:
-        ok: Every output of every run met its rule.
-        runs: How many random input sets were run.
+        ok: Every check passed.
+        runs: How many random input sets were run (two adversarial sets come on top).
         reference: What ran the original: ``onnxruntime`` or ``onnx.reference``.
-        outputs: Per output, the worst error seen.
+        outputs: Per graph output, the worst error seen; structural differences (an output
+            missing, renamed, retyped or reshaped, a run that fails) are failed checks too.
+        sites: Per CumProd, its lowering run standalone on adversarial values against numpy.
     """
 
     ok: bool
     runs: int
     reference: str
     outputs: tuple[OutputCheck, ...]
+    sites: tuple[OutputCheck, ...] = ()
+
+    def mismatches(self) -> list[OutputCheck]:
+        return [c for c in (*self.outputs, *self.sites) if not c.ok]
 
 
-def _concrete_shape(shape: ir.Shape | None, dims: Mapping[str, int]) -> tuple[int, ...]:
+def _one_line(exc: BaseException, limit: int = 240) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- what graph inputs are used for ----------------------------------------------------------
+
+# ai.onnx inputs that index, count or shape something: position -> a value that is safe for
+# any shape (0 for an index or axis, 1 where 0 would divide, repeat nothing or count zero).
+INDEX_POSITIONS: dict[str, dict[int, int]] = {
+    "Gather": {1: 0},
+    "GatherElements": {1: 0},
+    "GatherND": {1: 0},
+    "Scatter": {1: 0},
+    "ScatterElements": {1: 0},
+    "ScatterND": {1: 0},
+    "CumSum": {1: 0},
+    "CumProd": {1: 0},
+    "Slice": {1: 0, 2: 0, 3: 0, 4: 1},
+    "Reshape": {1: 0},
+    "Expand": {1: 1},
+    "Tile": {1: 1},
+    "Range": {0: 0, 1: 1, 2: 1},
+    "OneHot": {0: 0, 1: 2},
+    "Pad": {1: 0, 3: 0},
+    "Squeeze": {1: 0},
+    "Unsqueeze": {1: 0},
+    "ReduceSum": {1: 0},
+    "ReduceMean": {1: 0},
+    "ReduceMax": {1: 0},
+    "ReduceMin": {1: 0},
+    "ReduceProd": {1: 0},
+    "ReduceL1": {1: 0},
+    "ReduceL2": {1: 0},
+    "ReduceLogSum": {1: 0},
+    "ReduceLogSumExp": {1: 0},
+    "ReduceSumSquare": {1: 0},
+    "TopK": {1: 1},
+    "Split": {1: 1},
+    "Resize": {1: 0, 2: 1, 3: 1},
+    "Upsample": {1: 1},
+    "ConstantOfShape": {0: 1},
+    "Loop": {0: 1},
+    "Trilu": {1: 0},
+    "Div": {1: 1},
+    "Mod": {1: 1},
+    "BitShift": {1: 0},
+    "Compress": {1: 1},
+    "NonMaxSuppression": {2: 1},
+    "SplitToSequence": {1: 1},
+    "SequenceAt": {1: 0},
+    "SequenceInsert": {2: 0},
+    "SequenceErase": {1: 0},
+    "Col2Im": {1: 1, 2: 1},
+    "CenterCropPad": {1: 1},
+    "DFT": {1: 1, 2: 0},
+}
+
+
+def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        for attr in node.attribute:
+            for sub in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                nodes.extend(_all_nodes(sub))
+    return nodes
+
+
+def _subgraph_inputs(node: onnx.NodeProto) -> list[str]:
+    names: list[str] = []
+    for attr in node.attribute:
+        for sub in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            names.extend(i.name for i in sub.input)
+    return names
+
+
+def _index_use(
+    nodes: list[onnx.NodeProto],
+    start: set[str],
+    functions: Mapping[tuple[str, str], onnx.FunctionProto],
+) -> int | None:
+    """The safe value for a value (and what is computed from it) used at an index, axis,
+    count or divisor position; None when it is only data."""
+    tainted = set(start)
+    safe: int | None = None
+    changed = True
+    while changed:
+        changed = False
+        for node in nodes:
+            used = [i for i, name in enumerate(node.input) if name and name in tainted]
+            if not used:
+                continue
+            if node.domain in ("", "ai.onnx"):
+                table = INDEX_POSITIONS.get(node.op_type, {})
+                for i in used:
+                    if i in table:
+                        safe = max(safe or 0, table[i])
+            function = functions.get((node.domain, node.op_type))
+            if function is not None:
+                inner = {function.input[i] for i in used if i < len(function.input)}
+                others = {k: v for k, v in functions.items() if v is not function}
+                body = [n for g in function.node for n in (g, *_nested(g))]
+                found = _index_use(body, inner, others)
+                if found is not None:
+                    safe = max(safe or 0, found)
+            for name in (*node.output, *_subgraph_inputs(node)):
+                if name and name not in tainted:
+                    tainted.add(name)
+                    changed = True
+    return safe
+
+
+def _nested(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    nodes = []
+    for attr in node.attribute:
+        for sub in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            nodes.extend(_all_nodes(sub))
+    return nodes
+
+
+def index_inputs(model: onnx.ModelProto) -> dict[str, int]:
+    """Graph inputs used (directly or through other ops, in subgraphs and functions too) as an
+    index, axis, count, shape or divisor, each with a value safe for any shape."""
+    functions = {(f.domain, f.name): f for f in model.functions}
+    nodes = _all_nodes(model.graph)
+    initializers = {t.name for t in model.graph.initializer}
+    found = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        safe = _index_use(nodes, {value.name}, functions)
+        if safe is not None:
+            found[value.name] = safe
+    return found
+
+
+# -- inputs -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    name: str
+    dtype: ir.DataType
+    shape: tuple[int | str | None, ...] | None
+    sequence: bool
+
+
+def _type_spec(name: str, type_proto: onnx.TypeProto) -> _Spec:
+    which = type_proto.WhichOneof("value")
+    sequence = False
+    if which == "sequence_type":
+        type_proto = type_proto.sequence_type.elem_type
+        which = type_proto.WhichOneof("value")
+        sequence = True
+    if which != "tensor_type":
+        raise ValueError(f"graph input '{name}' has a type --verify cannot feed ({which})")
+    tensor = type_proto.tensor_type
+    if not tensor.elem_type:
+        raise ValueError(f"graph input '{name}' has no element type")
+    shape = None
+    if tensor.HasField("shape"):
+        shape = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in tensor.shape.dim
+        )
+    return _Spec(name, ir.DataType(tensor.elem_type), shape, sequence)
+
+
+def _input_specs(model: onnx.ModelProto) -> list[_Spec]:
+    initializers = {t.name for t in model.graph.initializer}
+    return [_type_spec(v.name, v.type) for v in model.graph.input if v.name not in initializers]
+
+
+def _concrete(
+    shape: tuple[int | str | None, ...] | None, dims: Mapping[str, int]
+) -> tuple[int, ...]:
     if shape is None:
         return (DEFAULT_DIM,)
-    out = []
-    for d in shape.dims:
-        if isinstance(d, int):
-            out.append(d)
+    return tuple(
+        d if isinstance(d, int) else dims.get(d, DEFAULT_DIM) if d else DEFAULT_DIM for d in shape
+    )
+
+
+def _np_type(dtype: ir.DataType) -> np.dtype:
+    return np.dtype(dtype.numpy())
+
+
+def _special_floats(
+    dtype: ir.DataType, rng: np.random.Generator, shape: tuple[int, ...]
+) -> np.ndarray:
+    """±1 with about a third (at most a few per 8 elements) replaced by 0, -0.0, ±inf, NaN,
+    subnormals and ±2, 0.5: every product is exact in the type."""
+    _, emin = PRECISION[dtype]
+    sub = 2.0 ** (emin - 3)
+    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, sub, -sub, 2.0, 0.5, -2.0])
+    data = rng.choice([-1.0, 1.0], shape)
+    mask = rng.random(shape) < 0.3
+    data[mask] = rng.choice(pool, int(mask.sum()))
+    return data
+
+
+def _extreme_floats(
+    dtype: ir.DataType, rng: np.random.Generator, shape: tuple[int, ...]
+) -> np.ndarray:
+    """Magnitudes 2^4 to 2^12 (products pass 1000 at once and overflow for good)."""
+    return np.asarray(np.exp2(rng.uniform(4, 12, shape)) * rng.choice([-1.0, 1.0], shape))
+
+
+def _ints(
+    dtype: ir.DataType, rng: np.random.Generator, shape: tuple[int, ...], kind: str
+) -> np.ndarray:
+    np_type = _np_type(dtype)
+    info = np.iinfo(np_type)
+    if kind == "extreme":  # the whole range: products wrap around
+        return np.asarray(rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True))
+    if kind == "special":
+        pool = [0, 1, 2, info.max, info.min] + ([-1] if info.min < 0 else [])
+        return np.asarray(rng.choice(np.array(pool, dtype=np_type), shape), dtype=np_type)
+    return rng.integers(0, 4, shape).astype(np_type)
+
+
+def _tensor(
+    dtype: ir.DataType,
+    shape: tuple[int, ...],
+    rng: np.random.Generator,
+    kind: str,
+    safe: int | None,
+) -> np.ndarray:
+    np_type = _np_type(dtype)
+    if safe is not None:
+        return np.full(shape, safe).astype(np_type)
+    if dtype == ir.DataType.BOOL:
+        return rng.random(shape) < 0.5
+    if dtype in PRECISION:
+        if kind == "special":
+            data = _special_floats(dtype, rng, shape)
+        elif kind == "extreme":
+            data = _extreme_floats(dtype, rng, shape)
         else:
-            out.append(dims.get(str(d.value), DEFAULT_DIM) if d.value is not None else DEFAULT_DIM)
-    return tuple(out)
+            data = np.exp2(rng.uniform(-1, 1, shape)) * rng.choice([-1.0, 1.0], shape)
+        with np.errstate(over="ignore"):
+            return np.asarray(data).astype(np_type)
+    if np.issubdtype(np_type, np.integer):
+        return _ints(dtype, rng, shape, kind)
+    raise ValueError(f"--verify cannot make {dtype.name.lower()} inputs")
 
 
 def random_inputs(
-    model: ir.Model, rng: np.random.Generator, dims: Mapping[str, int] | None = None
-) -> dict[str, np.ndarray]:
-    """Random feeds for every graph input that is not an initializer.
+    model: onnx.ModelProto,
+    rng: np.random.Generator,
+    dims: Mapping[str, int] | None = None,
+    kind: str = "random",
+) -> dict[str, Any]:
+    """Feeds for every graph input that is not an initializer.
 
-    Floats: sign * 2^U(-1, 1) (products stay in range for long scans). Integers: 0..3, and
-    0 for scalars (valid as an index or a run-time axis of any rank). Booleans: random.
-    Symbolic dims take ``dims[name]``, else :data:`DEFAULT_DIM`.
+    ``kind``: ``random`` (floats sign * 2^U(-1, 1), integers 0..3), ``special`` (floats
+    ±1 mixed with 0, -0.0, ±inf, NaN, subnormals, ±2, 0.5; integers 0, ±1, 2, the type's
+    extremes) or ``extreme`` (floats of magnitude 2^4..2^12, integers over the whole
+    range). An input used as an index, axis, count, shape or divisor (see
+    :func:`index_inputs`) always gets its safe value. Booleans: random. A sequence input gets
+    two tensors. Symbolic dims take ``dims[name]``, else :data:`DEFAULT_DIM`.
     """
     dims = dims or {}
-    feeds: dict[str, np.ndarray] = {}
-    for value in model.graph.inputs:
-        if value.is_initializer() or value.name is None:
-            continue
-        dtype = value.dtype
-        if dtype is None:
-            raise ValueError(f"graph input '{value.name}' has no element type")
-        shape = _concrete_shape(value.shape, dims)
-        np_type = dtype.numpy()
-        if dtype in PRECISION:
-            data = np.exp2(rng.uniform(-1, 1, shape)) * rng.choice([-1.0, 1.0], shape)
-        elif dtype == ir.DataType.BOOL:
-            data = rng.random(shape) < 0.5
+    safe = index_inputs(model)
+    feeds: dict[str, Any] = {}
+    for spec in _input_specs(model):
+        shape = _concrete(spec.shape, dims)
+        value = safe.get(spec.name)
+        if spec.sequence:
+            feeds[spec.name] = [_tensor(spec.dtype, shape, rng, kind, value) for _ in range(2)]
         else:
-            data = rng.integers(0, 4, shape) if shape else np.zeros(shape, dtype=np.int64)
-        feeds[value.name] = np.asarray(data).astype(np_type)
+            feeds[spec.name] = _tensor(spec.dtype, shape, rng, kind, value)
     return feeds
 
 
-def _ort_session(path: str) -> Any:
+# -- running and comparing ------------------------------------------------------------------
+
+
+def _ort_session(model: str | bytes) -> Any:
     import onnxruntime as ort
 
     ort.set_default_logger_severity(3)
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def _run_reference(path: str, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def _run_reference(path: str, feeds: dict[str, Any]) -> list[Any]:
     from onnx.reference import ReferenceEvaluator
 
     return list(ReferenceEvaluator(path).run(None, feeds))
+
+
+def _type_text(type_proto: onnx.TypeProto) -> str:
+    which = type_proto.WhichOneof("value")
+    if which == "tensor_type":
+        tensor = type_proto.tensor_type
+        name = onnx.TensorProto.DataType.Name(tensor.elem_type).lower() if tensor.elem_type else "?"
+        if not tensor.HasField("shape"):
+            return name
+        dims = [
+            str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
+            for d in tensor.shape.dim
+        ]
+        return f"{name}[{', '.join(dims)}]"
+    if which == "sequence_type":
+        return f"seq({_type_text(type_proto.sequence_type.elem_type)})"
+    return which or "?"
+
+
+def _failed(name: str, dtype: str, detail: str) -> OutputCheck:
+    return OutputCheck(name, dtype, False, float("inf"), 0.0, detail)
+
+
+def _signature_checks(original: onnx.ModelProto, rewritten: onnx.ModelProto) -> list[OutputCheck]:
+    """Outputs (count, names, order, declared element types and shapes) and inputs must match."""
+    problems = []
+    old = {o.name: o for o in original.graph.output}
+    new = {o.name: o for o in rewritten.graph.output}
+    if len(original.graph.output) != len(rewritten.graph.output):
+        problems.append(
+            _failed(
+                "(outputs)",
+                "",
+                f"the rewritten model has {len(rewritten.graph.output)} output(s), the "
+                f"original {len(original.graph.output)}",
+            )
+        )
+    for name, value in old.items():
+        if name not in new:
+            problems.append(
+                _failed(name, _type_text(value.type), "output missing from the rewritten model")
+            )
+    for name, value in new.items():
+        if name not in old:
+            problems.append(
+                _failed(name, _type_text(value.type), "output not in the original model")
+            )
+    if [o.name for o in original.graph.output if o.name in new] != [
+        o.name for o in rewritten.graph.output if o.name in old
+    ]:
+        problems.append(_failed("(outputs)", "", "outputs are in a different order"))
+    for name, value in old.items():
+        if name in new and new[name].type != value.type:
+            problems.append(
+                _failed(
+                    name,
+                    _type_text(value.type),
+                    f"declared type {_type_text(new[name].type)}, the original "
+                    f"{_type_text(value.type)}",
+                )
+            )
+    init_old = {t.name for t in original.graph.initializer}
+    init_new = {t.name for t in rewritten.graph.initializer}
+    inputs_old = [(i.name, i.type) for i in original.graph.input if i.name not in init_old]
+    inputs_new = [(i.name, i.type) for i in rewritten.graph.input if i.name not in init_new]
+    if inputs_old != inputs_new:
+        problems.append(_failed("(inputs)", "", "graph inputs differ from the original's"))
+    return problems
+
+
+def _declared_dims(value: onnx.ValueInfoProto) -> list[int | None] | None:
+    tensor = value.type.tensor_type
+    if value.type.WhichOneof("value") != "tensor_type" or not tensor.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+
+
+def _compare_value(
+    actual: Any, expected: Any, bound: float, declared: list[int | None] | None
+) -> tuple[Comparison, str]:
+    """Compare one output value (a tensor or a sequence of tensors); also its element type
+    against the original's and its shape against the declared one."""
+    if isinstance(expected, list) or isinstance(actual, list):
+        if not (isinstance(expected, list) and isinstance(actual, list)):
+            return Comparison(False, float("inf"), "a sequence on one side only"), "?"
+        if len(actual) != len(expected):
+            return (
+                Comparison(False, float("inf"), f"{len(actual)} tensors, original {len(expected)}"),
+                "?",
+            )
+        worst, name = Comparison(True, 0.0), "seq"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            result, name = _compare_value(a, e, bound, None)
+            if not result.ok:
+                return Comparison(False, result.worst, f"tensor {i}: {result.detail}"), name
+            if result.worst > worst.worst:
+                worst = result
+        return worst, f"seq({name})"
+    act, exp = np.asarray(actual), np.asarray(expected)
+    dtype_name = exp.dtype.name
+    if act.dtype != exp.dtype:
+        return (
+            Comparison(False, float("inf"), f"element type {act.dtype}, the original {exp.dtype}"),
+            dtype_name,
+        )
+    if declared is not None and (
+        len(declared) != act.ndim
+        or any(d is not None and d != n for d, n in zip(declared, act.shape))
+    ):
+        shown = ["?" if d is None else d for d in declared]
+        return (
+            Comparison(False, float("inf"), f"shape {act.shape} does not match declared {shown}"),
+            dtype_name,
+        )
+    try:
+        dtype = ir.DataType(onnx.helper.np_dtype_to_tensor_dtype(exp.dtype))
+    except (KeyError, TypeError, ValueError):
+        equal = act.shape == exp.shape and bool(np.all(act == exp))
+        return Comparison(
+            equal, 0.0 if equal else float("inf"), "" if equal else "differs"
+        ), dtype_name
+    return compare(act, exp, dtype, bound if dtype in PRECISION else 0.0), dtype.name.lower()
 
 
 def verify_model(
@@ -233,18 +608,30 @@ def verify_model(
     runs: int = 3,
     dims: Mapping[str, int] | None = None,
     seed: int = 0,
+    plans: Sequence[Any] = (),
+    strategy: str = "auto",
+    target: str | None = None,
+    target_opset: int | None = None,
 ) -> VerifyResult:
-    """Run ``original`` and ``rewritten`` on ``runs`` random input sets and compare outputs.
+    """Check ``rewritten`` against ``original``.
 
-    The original runs in onnxruntime when it can load it, else in ``onnx.reference``; the
-    rewritten model runs in onnxruntime. Integer outputs must be equal; float outputs equal
-    in NaN / inf / signed-zero positions and within ``bound_ulps`` elsewhere (the rewrite's
-    own bound plus the reference kernel's).
+    1. Outputs: the same count, names, order, declared element types and shapes; the same
+       graph inputs.
+    2. Both run on ``runs`` random input sets plus a ``special`` and an ``extreme`` one (see
+       :func:`random_inputs`). The original runs in onnxruntime when it can load it, else in
+       ``onnx.reference``; the rewritten model in onnxruntime. Each output must have the
+       original's element type and its declared shape; integers must be equal; floats equal
+       in NaN / inf / signed-zero positions and within ``bound_ulps`` elsewhere. A run the
+       rewritten model fails and the original does not is a mismatch; an adversarial run
+       the original itself fails is skipped.
+    3. Each of ``plans`` (the pass's ``.plans``): the CumProd run standalone at its type,
+       shape and attributes, lowered with ``strategy`` / ``target`` / ``target_opset``, on
+       adversarial values against numpy (:func:`check_sites`).
     """
-    import onnx
-
     original, rewritten = str(original), str(rewritten)
-    model = ir.load(rewritten)
+    original_proto = onnx.load(original, load_external_data=False)
+    rewritten_proto = onnx.load(rewritten, load_external_data=False)
+    problems = _signature_checks(original_proto, rewritten_proto)
     rng = np.random.default_rng(seed)
     try:
         reference_session = _ort_session(original)
@@ -253,28 +640,225 @@ def verify_model(
         reference_session = None
         reference = "onnx.reference"
     session = _ort_session(rewritten)
-    names = [o.name or "" for o in model.graph.outputs]
-    dtypes = [o.dtype for o in model.graph.outputs]
+    old_names = [o.name for o in original_proto.graph.output]
+    new_names = [o.name for o in rewritten_proto.graph.output]
+    declared = {o.name: _declared_dims(o) for o in original_proto.graph.output}
     worst: dict[str, OutputCheck] = {}
-    for _ in range(runs):
-        feeds = random_inputs(model, rng, dims)
-        if reference_session is not None:
-            expected = reference_session.run(None, feeds)
-        else:
-            expected = _run_reference(original, feeds)
-        actual = session.run(None, feeds)
-        for name, declared, act, exp in zip(names, dtypes, actual, expected):
-            dtype = declared or ir.DataType(
-                onnx.helper.np_dtype_to_tensor_dtype(np.asarray(act).dtype)
+    kinds = ["random"] * runs + ["special", "extreme"]
+    for kind in kinds:
+        feeds = random_inputs(original_proto, rng, dims, kind)
+        try:
+            if reference_session is not None:
+                expected = reference_session.run(None, feeds)
+            else:
+                expected = _run_reference(original, feeds)
+        except Exception as exc:
+            if kind == "random":
+                raise RuntimeError(
+                    f"the original model fails on random inputs: {_one_line(exc)}"
+                ) from exc
+            continue
+        try:
+            actual = session.run(None, feeds)
+        except Exception as exc:  # noqa: BLE001 - reported as a mismatch
+            problems.append(
+                _failed(
+                    "(run)",
+                    "",
+                    f"the rewritten model fails on {kind} inputs where the original runs: "
+                    f"{_one_line(exc)}",
+                )
             )
-            bound = bound_ulps if dtype in PRECISION else 0.0
-            result = compare(np.asarray(act), np.asarray(exp), dtype, bound)
+            continue
+        got = dict(zip(new_names, actual))
+        for name, exp in zip(old_names, expected):
+            if name not in got:
+                continue
+            result, dtype_name = _compare_value(got[name], exp, bound_ulps, declared[name])
+            detail = f"{kind} inputs: {result.detail}" if result.detail else ""
             previous = worst.get(name)
             if previous is None or (
                 previous.ok and (not result.ok or result.worst > previous.worst)
             ):
-                worst[name] = OutputCheck(
-                    name, dtype.name.lower(), result.ok, result.worst, bound, result.detail
+                bound = bound_ulps if dtype_name.startswith(("float", "double", "bfloat")) else 0.0
+                worst[name] = OutputCheck(name, dtype_name, result.ok, result.worst, bound, detail)
+    outputs = tuple(problems) + tuple(worst[n] for n in old_names if n in worst)
+    sites = tuple(
+        check_sites(
+            plans, strategy=strategy, target=target, target_opset=target_opset, dims=dims, seed=seed
+        )
+    )
+    ok = all(o.ok for o in outputs) and all(s.ok for s in sites)
+    return VerifyResult(ok, runs, reference, outputs, sites)
+
+
+# -- each CumProd standalone on adversarial values ------------------------------------------
+
+
+def numpy_cumprod(
+    x: np.ndarray, axis: int, exclusive: bool, reverse: bool, dtype: Any
+) -> np.ndarray:
+    """CumProd by numpy in ``dtype`` (exclusive: a shifted input with 1 first; reverse:
+    flipped). Integers wrap around as the spec's do."""
+    with np.errstate(all="ignore"):
+        a = x.astype(dtype)
+        if reverse:
+            a = np.flip(a, axis)
+        n = a.shape[axis]
+        if exclusive and n:
+            first = np.ones_like(np.take(a, [0], axis=axis))
+            a = np.concatenate([first, np.take(a, np.arange(n - 1), axis=axis)], axis=axis)
+        out = np.cumprod(a, axis=axis, dtype=dtype)
+        if reverse:
+            out = np.flip(out, axis)
+    return np.ascontiguousarray(out)
+
+
+def _site_values(
+    dtype: ir.DataType, shape: tuple[int, ...], axis: int, rng: np.random.Generator
+) -> list[tuple[str, np.ndarray]]:
+    """Adversarial inputs for one CumProd, each with a name."""
+    if dtype not in PRECISION:
+        return [(kind, _ints(dtype, rng, shape, kind)) for kind in ("extreme", "special", "random")]
+    _, emin = PRECISION[dtype]
+    n = max(shape[axis], 1)
+    big = 2.0 ** (-emin // 2 + 4)  # big * big is past the largest finite value
+    # regular values whose products stay in range over the whole axis
+    spread = min(1.0, -emin / (4 * np.sqrt(n) + 1))
+    regular = np.exp2(rng.uniform(-spread, spread, shape)) * rng.choice([-1.0, 1.0], shape)
+    # specials: ±1 with a few exact specials per line (so no transient overflow)
+    specials = rng.choice([-1.0, 1.0], shape)
+    sub = 2.0 ** (emin - 3)
+    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, sub, -sub, 2.0, 0.5, -2.0])
+    mask = rng.random(shape) < min(0.3, 2.0 / n)
+    specials[mask] = rng.choice(pool, int(mask.sum()))
+    overflow = rng.choice([-big, big, 2 * big, -4.0], shape)
+    np_type = _np_type(dtype)
+    with np.errstate(over="ignore"):
+        return [
+            (name, np.asarray(v).astype(np_type))
+            for name, v in (
+                ("zeros, -0.0, inf, NaN, subnormals", specials),
+                ("overflow", overflow),
+                ("regular", regular),
+            )
+        ]
+
+
+def _site_model(site: Any, dims: Mapping[str, int]) -> tuple[onnx.ModelProto, tuple[int, ...]]:
+    from onnx import TensorProto, helper
+
+    declared: list[int | str] = []
+    concrete: list[int] = []
+    for i, d in enumerate(site.shape):
+        if isinstance(d, int):
+            declared.append(d)
+            concrete.append(d)
+        else:
+            name = getattr(d, "value", None)
+            declared.append(name or f"unknown_{i}")
+            concrete.append(dims.get(name, DEFAULT_DIM) if name else DEFAULT_DIM)
+    elem = int(site.dtype)
+    io_elem = TensorProto.FLOAT if site.dtype == ir.DataType.BFLOAT16 else elem
+    nodes, inputs, initializers = [], [helper.make_tensor_value_info("x", io_elem, declared)], []
+    if site.axis is None:
+        inputs.append(helper.make_tensor_value_info("axis", TensorProto.INT64, []))
+    else:
+        initializers.append(helper.make_tensor("axis", TensorProto.INT64, [], [site.axis]))
+    x, y = "x", "y"
+    if io_elem != elem:
+        nodes.append(helper.make_node("Cast", ["x"], ["x_t"], to=elem))
+        x, y = "x_t", "y_t"
+    node = helper.make_node("CumProd", [x, "axis"], [y], name=site.name or "cumprod")
+    for key, on in (("exclusive", site.exclusive), ("reverse", site.reverse)):
+        if on:
+            node.attribute.append(helper.make_attribute(key, 1))
+    nodes.append(node)
+    if io_elem != elem:
+        nodes.append(helper.make_node("Cast", [y], ["y"], to=TensorProto.FLOAT))
+    graph = helper.make_graph(
+        nodes, "site", inputs, [helper.make_tensor_value_info("y", io_elem, declared)], initializers
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
+    return model, tuple(concrete)
+
+
+def check_sites(
+    plans: Sequence[Any],
+    *,
+    strategy: str = "auto",
+    target: str | None = None,
+    target_opset: int | None = None,
+    dims: Mapping[str, int] | None = None,
+    seed: int = 0,
+) -> list[OutputCheck]:
+    """Each planned CumProd alone: a one-node model at the site's type, shape (symbolic dims
+    from ``dims``, else :data:`DEFAULT_DIM`), axis and attributes, lowered as the model was
+    (``rewriter.decompose_cumprod`` with the same strategy, target and target opset), run in
+    onnxruntime on zeros, -0.0, ±inf, NaN, subnormals, overflowing products (floats) and
+    full-range values that wrap (integers), compared with :func:`numpy_cumprod` (float64,
+    longdouble for float64) by :func:`compare` within the lowering's stated bound."""
+    from rewriter.decompose import decompose_cumprod
+    from rewriter.targets import DEFAULT_TARGET
+
+    dims = dims or {}
+    rng = np.random.default_rng(seed + 1)
+    checks = []
+    for plan in plans:
+        site = plan.site
+        name = f"CumProd '{site.name}' ({site.location}) alone"
+        if site.dtype is None or site.shape is None:
+            why = "element type" if site.dtype is None else "rank"
+            checks.append(OutputCheck(name, "?", True, 0.0, 0.0, f"skipped: {why} unknown"))
+            continue
+        dtype_name = site.dtype.name.lower()
+        model, shape = _site_model(site, dims)
+        rank = len(shape)
+        if int(np.prod(shape)) > _SITE_LIMIT or 0 in shape:
+            checks.append(OutputCheck(name, dtype_name, True, 0.0, 0.0, "skipped: size"))
+            continue
+        lowered = decompose_cumprod(
+            model, strategy=strategy, target=target or DEFAULT_TARGET, target_opset=target_opset
+        )
+        assert isinstance(lowered, onnx.ModelProto)
+        session = _ort_session(lowered.SerializeToString())
+        axes = [site.axis % rank] if site.axis is not None else list(range(rank))
+        worst = OutputCheck(name, dtype_name, True, 0.0, 0.0)
+        for axis in axes:
+            counts = factor_counts(shape, axis, site.exclusive, site.reverse)
+            bound: float | np.ndarray = 0.0
+            if site.dtype in PRECISION:
+                bits, _ = PRECISION[site.dtype]
+                wide_bits = 64 if site.dtype == ir.DataType.DOUBLE else 53
+                bound = plan.lowering.max_ulps(site.dtype, counts) + counts * 2.0 ** (
+                    bits - wide_bits
                 )
-    outputs = tuple(worst[n] for n in names if n in worst)
-    return VerifyResult(all(o.ok for o in outputs), runs, reference, outputs)
+            for what, x in _site_values(site.dtype, shape, axis, rng):
+                feed = x.astype(np.float32) if site.dtype == ir.DataType.BFLOAT16 else x
+                feeds = {"x": feed}
+                if site.axis is None:
+                    feeds["axis"] = np.array(axis, np.int64)
+                wide = (
+                    np.longdouble
+                    if site.dtype == ir.DataType.DOUBLE
+                    else np.float64
+                    if site.dtype in PRECISION
+                    else x.dtype
+                )
+                expected = numpy_cumprod(x, axis, site.exclusive, site.reverse, wide)
+                try:
+                    actual = np.asarray(session.run(None, feeds)[0])
+                except Exception as exc:  # noqa: BLE001 - a failure to run is a mismatch
+                    result = Comparison(False, float("inf"), f"fails to run: {_one_line(exc)}")
+                else:
+                    result = compare(actual, expected, site.dtype, bound)
+                if not result.ok or (worst.ok and result.worst > worst.worst):
+                    detail = f"axis {axis}, {what}: {result.detail}" if result.detail else ""
+                    shown = float(np.max(bound)) if np.size(bound) else 0.0
+                    worst = OutputCheck(name, dtype_name, result.ok, result.worst, shown, detail)
+                if not worst.ok:
+                    break
+            if not worst.ok:
+                break
+        checks.append(worst)
+    return checks
