@@ -372,18 +372,34 @@ def _np_type(dtype: ir.DataType) -> np.dtype:
     return np.dtype(dtype.numpy())
 
 
+def _sprinkle(
+    data: np.ndarray, pool: np.ndarray, rng: np.random.Generator, rate: float
+) -> np.ndarray:
+    """Put every value of ``pool`` at least once (when there is room) at random places of
+    ``data``, and more at about ``rate`` of the other places."""
+    flat = data.reshape(-1)
+    order = rng.permutation(flat.size)
+    first = order[: len(pool)]
+    flat[first] = pool[: len(first)]
+    rest = order[len(pool) :]
+    chosen = rest[rng.random(rest.size) < rate]
+    flat[chosen] = rng.choice(pool, chosen.size)
+    return flat.reshape(data.shape)
+
+
+def _special_pool(dtype: ir.DataType) -> np.ndarray:
+    """0, -0.0, ±inf, NaN, ± a subnormal, ±2, 0.5: every product with ±1 is exact."""
+    _, emin = PRECISION[dtype]
+    sub = 2.0 ** (emin - 3)
+    return np.array([0.0, -0.0, np.inf, -np.inf, np.nan, sub, -sub, 2.0, 0.5, -2.0])
+
+
 def _special_floats(
     dtype: ir.DataType, rng: np.random.Generator, shape: tuple[int, ...]
 ) -> np.ndarray:
-    """±1 with about a third (at most a few per 8 elements) replaced by 0, -0.0, ±inf, NaN,
-    subnormals and ±2, 0.5: every product is exact in the type."""
-    _, emin = PRECISION[dtype]
-    sub = 2.0 ** (emin - 3)
-    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, sub, -sub, 2.0, 0.5, -2.0])
-    data = rng.choice([-1.0, 1.0], shape)
-    mask = rng.random(shape) < 0.3
-    data[mask] = rng.choice(pool, int(mask.sum()))
-    return data
+    """±1 with each special value of :func:`_special_pool` at least once and about a third
+    of the places special."""
+    return _sprinkle(rng.choice([-1.0, 1.0], shape), _special_pool(dtype), rng, 0.3)
 
 
 def _extreme_floats(
@@ -401,8 +417,9 @@ def _ints(
     if kind == "extreme":  # the whole range: products wrap around
         return np.asarray(rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True))
     if kind == "special":
-        pool = [0, 1, 2, info.max, info.min] + ([-1] if info.min < 0 else [])
-        return np.asarray(rng.choice(np.array(pool, dtype=np_type), shape), dtype=np_type)
+        pool = np.array([0, 1, 2, info.max, info.min] + ([-1] if info.min < 0 else []))
+        small = rng.integers(0, 4, shape).astype(np_type)
+        return _sprinkle(small, pool.astype(np_type), rng, 0.3)
     return rng.integers(0, 4, shape).astype(np_type)
 
 
@@ -727,11 +744,9 @@ def _site_values(
     spread = min(1.0, -emin / (4 * np.sqrt(n) + 1))
     regular = np.exp2(rng.uniform(-spread, spread, shape)) * rng.choice([-1.0, 1.0], shape)
     # specials: ±1 with a few exact specials per line (so no transient overflow)
-    specials = rng.choice([-1.0, 1.0], shape)
-    sub = 2.0 ** (emin - 3)
-    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, sub, -sub, 2.0, 0.5, -2.0])
-    mask = rng.random(shape) < min(0.3, 2.0 / n)
-    specials[mask] = rng.choice(pool, int(mask.sum()))
+    specials = _sprinkle(
+        rng.choice([-1.0, 1.0], shape), _special_pool(dtype), rng, min(0.3, 2.0 / n)
+    )
     overflow = rng.choice([-big, big, 2 * big, -4.0], shape)
     np_type = _np_type(dtype)
     with np.errstate(over="ignore"):

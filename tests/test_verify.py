@@ -1,0 +1,396 @@
+"""``verify_model`` must catch wrong rewrites and pass right ones.
+
+Each wrong rewrite is made by editing a model the tool rewrote correctly; the right ones are
+the tool's own rewrites of the bundled example and of models with several outputs, integer
+index inputs and sequence inputs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import rewriter
+from rewriter.decompose import DecomposeCumProdPass
+from rewriter.verify import (
+    VerifyResult,
+    check_sites,
+    index_inputs,
+    numpy_cumprod,
+    random_inputs,
+    verify_model,
+)
+from tests.helpers import cumprod_model
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "rewriter" / "examples" / "example.onnx"
+BOUND = 4.0  # ulps: the models below only multiply, no lowering is looser than this here
+
+
+def _opset26(graph: onnx.GraphProto) -> onnx.ModelProto:
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
+
+
+def _rewrite(model: onnx.ModelProto, folder: Path, name: str) -> tuple[Path, Path]:
+    """(original file, the tool's rewrite of it)."""
+    original = folder / f"{name}.onnx"
+    onnx.save(model, original)
+    rewritten = folder / f"{name}.rewritten.onnx"
+    onnx.save(rewriter.decompose_cumprod(model), rewritten)
+    return original, rewritten
+
+
+def _verify(original: Path, rewritten: Path, *, sites: bool = False) -> VerifyResult:
+    plans: list[object] = []
+    if sites:
+        import onnx_ir as ir
+
+        rewrite = DecomposeCumProdPass("auto")
+        rewrite(ir.load(original))
+        plans = list(rewrite.plans)
+    return verify_model(original, rewritten, bound_ulps=BOUND, runs=2, plans=plans)
+
+
+def _edit(rewritten: Path, folder: Path, change: Callable[[onnx.ModelProto], None]) -> Path:
+    model = onnx.load(rewritten)
+    change(model)
+    onnx.checker.check_model(model)  # still a valid model: only verify can tell
+    path = folder / "corrupted.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _reroute(model: onnx.ModelProto, output: str, nodes: list[onnx.NodeProto]) -> None:
+    """Rename what computes ``output`` to ``<output>_inner`` and insert ``nodes``, which
+    compute ``output`` from it, right after it."""
+    at = next(i for i, node in enumerate(model.graph.node) if output in node.output)
+    producer = model.graph.node[at]
+    producer.output[list(producer.output).index(output)] = f"{output}_inner"
+    for i, new in enumerate(nodes):
+        model.graph.node.insert(at + 1 + i, new)
+
+
+# -- wrong rewrites ---------------------------------------------------------------------------
+
+
+def _two_outputs() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"),
+            helper.make_node("Neg", ["y"], ["z"]),
+        ],
+        "main",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 6]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 6]),
+        ],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    return _opset26(graph)
+
+
+def _drop_output(model: onnx.ModelProto) -> None:
+    del model.graph.output[1]
+
+
+def _rename_output(model: onnx.ModelProto) -> None:
+    model.graph.node.append(helper.make_node("Identity", ["y"], ["y_renamed"]))
+    model.graph.output[0].name = "y_renamed"
+
+
+def _to_double(model: onnx.ModelProto) -> None:
+    _reroute(model, "z", [helper.make_node("Cast", ["z_inner"], ["z"], to=TensorProto.DOUBLE)])
+    model.graph.output[1].type.tensor_type.elem_type = TensorProto.DOUBLE
+
+
+def _nan_at_zeros(model: onnx.ModelProto) -> None:
+    model.graph.initializer.extend(
+        [
+            helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
+            helper.make_tensor("nan", TensorProto.FLOAT, [], [float("nan")]),
+        ]
+    )
+    _reroute(
+        model,
+        "y",
+        [
+            helper.make_node("Equal", ["x", "zero"], ["x_is_zero"]),
+            helper.make_node("Where", ["x_is_zero", "nan", "y_inner"], ["y"]),
+        ],
+    )
+
+
+def _cap_1000(model: onnx.ModelProto) -> None:
+    model.graph.initializer.append(helper.make_tensor("cap", TensorProto.FLOAT, [], [1000.0]))
+    _reroute(model, "y", [helper.make_node("Min", ["y_inner", "cap"], ["y"])])
+
+
+CORRUPTIONS: dict[str, tuple[Callable[[onnx.ModelProto], None], str]] = {
+    "output dropped": (_drop_output, "output missing from the rewritten model"),
+    "output renamed": (_rename_output, "output missing from the rewritten model"),
+    "float output turned into double": (_to_double, "declared type double[3, 6]"),
+    "NaN wherever x == 0": (_nan_at_zeros, "NaN where the reference is not"),
+    "results capped at 1000": (_cap_1000, "got np.float64(1000.0)"),
+}
+
+
+@pytest.mark.parametrize("case", list(CORRUPTIONS))
+def test_a_corrupted_rewrite_is_reported(tmp_path: Path, case: str) -> None:
+    change, expected = CORRUPTIONS[case]
+    original, rewritten = _rewrite(_two_outputs(), tmp_path, "m")
+    assert _verify(original, rewritten).ok  # the tool's own rewrite passes
+    result = _verify(original, _edit(rewritten, tmp_path, change))
+    assert not result.ok
+    details = [f"{c.name}: {c.detail}" for c in result.mismatches()]
+    assert any(expected in d for d in details), details
+
+
+def test_int64_computed_in_int32_is_reported(tmp_path: Path) -> None:
+    """The int32 rewrite of the same CumProd, wrapped in Casts from and back to int64."""
+    original, correct = _rewrite(cumprod_model(TensorProto.INT64, [2, 5], 1), tmp_path, "m64")
+    assert _verify(original, correct).ok
+    _, narrow = _rewrite(cumprod_model(TensorProto.INT32, [2, 5], 1), tmp_path, "m32")
+
+    def in_int32(model: onnx.ModelProto) -> None:
+        for node in _all_nodes(model.graph):
+            node.input[:] = ["x32" if n == "x" else n for n in node.input]
+        _reroute(model, "y", [helper.make_node("Cast", ["y_inner"], ["y"], to=TensorProto.INT64)])
+        model.graph.node.insert(0, helper.make_node("Cast", ["x"], ["x32"], to=TensorProto.INT32))
+        model.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
+        model.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
+
+    result = _verify(original, _edit(narrow, tmp_path, in_int32))
+    assert not result.ok
+    (bad,) = result.mismatches()
+    assert bad.name == "y" and "element(s) differ" in bad.detail, bad
+
+
+def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    nodes = list(graph.node)
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                nodes.extend(_all_nodes(attr.g))
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    nodes.extend(_all_nodes(g))
+    return nodes
+
+
+# -- right rewrites ---------------------------------------------------------------------------
+
+
+def test_the_bundled_example_passes(tmp_path: Path) -> None:
+    original = Path(shutil.copy(EXAMPLE, tmp_path / "example.onnx"))
+    rewritten = tmp_path / "rewritten.onnx"
+    onnx.save(rewriter.decompose_cumprod(onnx.load(original)), rewritten)
+    result = _verify(original, rewritten, sites=True)
+    assert result.ok, [c.detail for c in result.mismatches()]
+    assert len(result.outputs) == 4 and len(result.sites) == 4
+
+
+def test_several_outputs_pass(tmp_path: Path) -> None:
+    result = _verify(*_rewrite(_two_outputs(), tmp_path, "m"), sites=True)
+    assert result.ok and [o.name for o in result.outputs] == ["y", "z"]
+
+
+def _index_model() -> onnx.ModelProto:
+    """Gather(x, idx) (idx an int64 graph input), a CumProd over a run-time axis, and an
+    int64 input used as data (wraps around in the extreme run)."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gather", ["x", "idx"], ["g"], axis=0),
+            helper.make_node("CumProd", ["g", "axis"], ["y"], name="on_rows"),
+            helper.make_node("CumProd", ["n", "zero"], ["m"], name="on_ints"),
+        ],
+        "main",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 5]),
+            helper.make_tensor_value_info("idx", TensorProto.INT64, [3]),
+            helper.make_tensor_value_info("axis", TensorProto.INT64, []),
+            helper.make_tensor_value_info("n", TensorProto.INT64, [6]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5]),
+            helper.make_tensor_value_info("m", TensorProto.INT64, [6]),
+        ],
+        [helper.make_tensor("zero", TensorProto.INT64, [], [0])],
+    )
+    return _opset26(graph)
+
+
+def test_integer_index_inputs_pass_and_stay_in_range(tmp_path: Path) -> None:
+    model = _index_model()
+    assert index_inputs(model) == {"idx": 0, "axis": 0}
+    rng = np.random.default_rng(0)
+    extreme = random_inputs(model, rng, kind="extreme")
+    assert not extreme["idx"].any() and extreme["axis"] == 0
+    assert np.abs(extreme["n"]).max() > 2**40  # data integers take the whole range
+    result = _verify(*_rewrite(model, tmp_path, "m"), sites=True)
+    assert result.ok, [c.detail for c in result.mismatches()]
+
+
+def _sequence_model() -> onnx.ModelProto:
+    seq = helper.make_tensor_sequence_value_info("xs", TensorProto.FLOAT, [2, 4])
+    graph = helper.make_graph(
+        [
+            helper.make_node("SequenceAt", ["xs", "pos"], ["x"]),
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"),
+        ],
+        "main",
+        [seq, helper.make_tensor_value_info("pos", TensorProto.INT32, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [-1])],
+    )
+    return _opset26(graph)
+
+
+def test_sequence_inputs_pass(tmp_path: Path) -> None:
+    model = _sequence_model()
+    feeds = random_inputs(model, np.random.default_rng(0), kind="special")
+    assert isinstance(feeds["xs"], list) and len(feeds["xs"]) == 2 and feeds["pos"] == 0
+    result = _verify(*_rewrite(model, tmp_path, "m"), sites=True)
+    assert result.ok, [c.detail for c in result.mismatches()]
+
+
+# -- the standalone site check ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_numpy_cumprod_attributes(exclusive: int, reverse: int) -> None:
+    x = np.array([[2, 3, 5], [7, 11, 13]], np.int64)
+    expected = {
+        (0, 0): [[2, 6, 30], [7, 77, 1001]],
+        (1, 0): [[1, 2, 6], [1, 7, 77]],
+        (0, 1): [[30, 15, 5], [1001, 143, 13]],
+        (1, 1): [[15, 5, 1], [143, 13, 1]],
+    }[(exclusive, reverse)]
+    got = numpy_cumprod(x, 1, bool(exclusive), bool(reverse), np.int64)
+    np.testing.assert_array_equal(got, expected)
+
+
+def _plans(model: onnx.ModelProto) -> list[object]:
+    import onnx_ir as ir
+
+    rewrite = DecomposeCumProdPass("auto")
+    rewrite(ir.serde.deserialize_model(model))
+    return list(rewrite.plans)
+
+
+def test_sites_pass_for_every_type_with_both_attributes() -> None:
+    for elem in (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.UINT64):
+        plans = _plans(cumprod_model(elem, [3, 7], 1, exclusive=1, reverse=1))
+        (check,) = check_sites(plans)
+        assert check.ok and not check.detail, check
+
+
+@pytest.mark.parametrize(
+    "corrupt,expected",
+    [
+        ("cap", "overflow"),
+        ("nan", "NaN where the reference is not"),
+        ("wrap", "element(s) differ"),
+    ],
+)
+def test_sites_catch_a_wrong_lowering(
+    monkeypatch: pytest.MonkeyPatch, corrupt: str, expected: str
+) -> None:
+    """check_sites lowers each CumProd with rewriter.decompose_cumprod: break it."""
+    import rewriter.decompose
+
+    real = rewriter.decompose.decompose_cumprod
+    elem = TensorProto.INT64 if corrupt == "wrap" else TensorProto.FLOAT
+
+    def broken(model: onnx.ModelProto, **kwargs: object) -> onnx.ModelProto:
+        lowered = real(model, **kwargs)  # type: ignore[arg-type]
+        assert isinstance(lowered, onnx.ModelProto)
+        if corrupt == "cap":
+            lowered.graph.initializer.append(
+                helper.make_tensor("cap", TensorProto.FLOAT, [], [1e30])
+            )
+            _reroute(lowered, "y", [helper.make_node("Min", ["y_inner", "cap"], ["y"])])
+        elif corrupt == "nan":
+            _reroute(lowered, "y", [helper.make_node("Sqrt", ["y_inner"], ["y"])])
+        else:  # int64 through int32
+            _reroute(
+                lowered,
+                "y",
+                [
+                    helper.make_node("Cast", ["y_inner"], ["y32"], to=TensorProto.INT32),
+                    helper.make_node("Cast", ["y32"], ["y"], to=TensorProto.INT64),
+                ],
+            )
+        return lowered
+
+    monkeypatch.setattr(rewriter.decompose, "decompose_cumprod", broken)
+    (check,) = check_sites(_plans(cumprod_model(elem, [2, 6], 1)))
+    assert not check.ok and expected in check.detail, check
+
+
+# -- the command -------------------------------------------------------------------------------
+
+CORRUPT_SAVE = """
+import sys
+from onnx import helper, TensorProto
+import onnx_ir as ir
+import rewriter.io as io
+real = io.save_model
+def capped(model, target, **kwargs):  # the rewrite, every float output clipped to +-1000
+    proto = ir.serde.serialize_model(model)
+    proto.graph.initializer.append(helper.make_tensor("cap", TensorProto.FLOAT, [], [1000.0]))
+    proto.graph.initializer.append(helper.make_tensor("low", TensorProto.FLOAT, [], [-1000.0]))
+    for out in proto.graph.output:
+        if out.type.tensor_type.elem_type == TensorProto.FLOAT:
+            for node in proto.graph.node:
+                node.output[:] = [n + "_inner" if n == out.name else n for n in node.output]
+            proto.graph.node.append(
+                helper.make_node("Clip", [out.name + "_inner", "low", "cap"], [out.name])
+            )
+    return real(ir.serde.deserialize_model(proto), target, **kwargs)
+io.save_model = capped
+from rewriter.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_cli_verify_mismatch_exit_1_one_line_each_nothing_written(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    result = subprocess.run(
+        [sys.executable, "-c", CORRUPT_SAVE, source, "-o", tmp_path / "out.onnx", "--verify"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    bad = [line for line in result.stdout.splitlines() if "[MISMATCH]" in line]
+    # the three float outputs are capped; strides (int64) and the CumProd alone are right
+    assert sorted(line.split()[1] for line in bad) == [
+        "alphas_cumprod",
+        "transmittance",
+        "weights",
+    ], result.stdout
+    assert "--verify found a mismatch; nothing written" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+
+
+def test_cli_verify_takes_a_positive_count(tmp_path: Path) -> None:
+    source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
+    for bad in ("-1", "0", "x"):
+        result = subprocess.run(
+            [sys.executable, "-m", "rewriter", source, f"--verify={bad}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 2 and "must be a whole number >= 1" in result.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
