@@ -33,7 +33,8 @@ def io_names(model_path: Path) -> tuple[list[str], list[str]]:
 
 
 def one_line(exc: BaseException) -> str:
-    message = " ".join(str(exc).split())
+    message = str(exc).split("Stack backtrace:")[0]  # tract appends a Rust backtrace
+    message = " ".join(message.split())
     if len(message) > 2000:
         message = message[:2000] + " ..."
     return f"{type(exc).__name__}: {message}"
