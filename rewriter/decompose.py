@@ -1,10 +1,18 @@
 """The pass: find every CumProd, validate it, choose a lowering, swap the nodes.
 
 ``CumProd(x, axis) -> <lowering's subgraph of older ai.onnx ops>``, in the main graph, in
-If / Loop / Scan bodies at any depth and in every model-local function. Every node is
-validated and planned before the first one is replaced, so a bad node leaves the model as it
-was. The swap is done in one place with ``ir.convenience.replace_nodes_and_values``, which
-keeps the output's name, type and shape (graph outputs keep their names).
+If / Loop / Scan bodies at any depth and in every model-local function. The work is three
+small passes composed with ``ir.passes.PassManager`` on a clone of the model:
+
+1. :class:`~rewriter.specialize.SpecializeFunctionsPass`: one call signature per function
+   with a CumProd (attribute references resolved, one element type per input);
+2. :class:`LowerCumProdPass`: every CumProd validated and planned, then each replaced, in
+   one place, with ``ir.convenience.replace_nodes_and_values`` (which keeps the output's
+   name, type and shape);
+3. with ``target_opset``, :class:`~rewriter.opset.TargetOpsetPass`;
+
+then onnx's checker (``full_check``). Only when all of them succeed does the clone's content
+replace the model's, so an error leaves the model exactly as it was.
 """
 
 from __future__ import annotations
@@ -15,15 +23,24 @@ import logging
 
 import onnx
 import onnx_ir as ir
+from onnx_ir.passes.common import CheckerPass
 
-from rewriter import lowerings, opset
-from rewriter.errors import InvalidCumProdError
+from rewriter import lowerings
+from rewriter.errors import CumProdError, InvalidCumProdError, StrategyError
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
+from rewriter.opset import TargetOpsetPass
 from rewriter.site import CumProdSite, inspect_cumprod
+from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
-from rewriter.types import TypeTable, infer_types
+from rewriter.types import TypeTable, infer_types, stale_shapes
 
-__all__ = ["DecomposeCumProdPass", "Planned", "decompose_cumprod", "plan_cumprods"]
+__all__ = [
+    "DecomposeCumProdPass",
+    "LowerCumProdPass",
+    "Planned",
+    "decompose_cumprod",
+    "plan_cumprods",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -40,13 +57,22 @@ def _is_cumprod(node: ir.Node) -> bool:
     return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
 
 
+def has_cumprod(model: ir.Model) -> bool:
+    return any(_is_cumprod(where.node) for where in walk_model(model))
+
+
 def plan_cumprods(
     model: ir.Model,
     strategy: str = "auto",
     types: TypeTable | None = None,
     target: Target | None = None,
+    *,
+    max_length: int | None = None,
 ) -> list[Planned]:
     """Validate every CumProd in ``model`` and choose its lowering; changes nothing.
+
+    Function bodies are read as they are: run :class:`SpecializeFunctionsPass` first for
+    attributes given by reference (an unresolved reference is reported as an error).
 
     Raises:
         InvalidCumProdError: a malformed CumProd.
@@ -54,6 +80,7 @@ def plan_cumprods(
         ValueError: an unknown strategy name.
     """
     lowerings.check_strategy(strategy)
+    runtime = target or TARGETS[DEFAULT_TARGET]
     found = [where for where in walk_model(model) if _is_cumprod(where.node)]
     if not found:
         return []
@@ -69,24 +96,31 @@ def plan_cumprods(
         site = inspect_cumprod(
             where.node, location=where.location, opset=where.opset, scope=where.scope, types=types
         )
-        plans.append(Planned(site, lowerings.choose(site, strategy, target)))
+        if max_length is not None and site.spec.length is None and site.spec.max_length is None:
+            site = dataclasses.replace(
+                site, spec=dataclasses.replace(site.spec, max_length=max_length)
+            )
+        plans.append(Planned(site, lowerings.choose(site, strategy, runtime)))
     return plans
 
 
-def _replace(plan: Planned, names: lowerings.NameSource, build_opset: int, target: Target) -> None:
-    """Swap one CumProd for its lowering, built with the signatures of ai.onnx ``build_opset``."""
+def _replace(
+    plan: Planned, names: lowerings.NameSource, build_opset: int | None, target: Target
+) -> None:
+    """Swap one CumProd for its lowering, built with the signatures of ai.onnx ``build_opset``
+    (the node's own opset when None)."""
     site = plan.site
     node = site.node
-    assert node is not None and site.axis_value is not None
+    assert node is not None
     graph = node.graph
     assert graph is not None
-    builder = lowerings.Builder(build_opset, names, node.name or "CumProd")
+    builder = lowerings.Builder(build_opset or site.opset, names, node.name or "CumProd")
     y = lowerings.lower(builder, site, plan.lowering, target)
-    axis = site.axis_value
     ir.convenience.replace_nodes_and_values(
         graph, node, [node], builder.nodes, [node.outputs[0]], [y]
     )
-    _drop_if_dead(axis)
+    if site.axis_value is not None:
+        _drop_if_dead(site.axis_value)
     logger.debug("lowered CumProd %r in %s with %s", node.name, site.location, plan.lowering.name)
 
 
@@ -103,19 +137,104 @@ def _drop_if_dead(axis: ir.Value) -> None:
         axis.graph.initializers.pop(axis.name)
 
 
+class LowerCumProdPass(ir.passes.InPlacePass):
+    """Replace every ai.onnx CumProd with an equivalent subgraph of older ops (in place).
+
+    Every node is validated and planned before the first one is replaced. Expects function
+    attributes by reference to be resolved (:class:`SpecializeFunctionsPass`).
+
+    Attributes:
+        strategy: ``"auto"`` or a lowering name (see :data:`rewriter.lowerings.STRATEGIES`).
+        target: The runtime the output is for (see :data:`rewriter.TARGETS`).
+        build_opset: The ai.onnx version the new nodes are built for (None: the node's own).
+        max_length: A bound on scan lengths known only at run time (for ``doubling``).
+        plans: The nodes rewritten by the last call, with the lowering used for each.
+    """
+
+    def __init__(
+        self,
+        strategy: str = "auto",
+        *,
+        target: str = DEFAULT_TARGET,
+        build_opset: int | None = None,
+        max_length: int | None = None,
+    ) -> None:
+        super().__init__()
+        lowerings.check_strategy(strategy)
+        self.strategy = strategy
+        self.target = target_named(target)
+        self.build_opset = build_opset
+        self.max_length = max_length
+        self.plans: list[Planned] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.plans = []
+        if not has_cumprod(model):
+            return ir.passes.PassResult(model, modified=False)
+        types = infer_types(model)
+        plans = plan_cumprods(model, self.strategy, types, self.target, max_length=self.max_length)
+        for plan in plans:
+            site = plan.site
+            if site.spec.dtype is None and (self.build_opset or site.opset) < 15:
+                raise StrategyError(
+                    site.name,
+                    site.location,
+                    "the element type of x is not known, and a type-generic lowering "
+                    "needs CastLike (opset 15)",
+                )
+        for value in stale_shapes(model, types):
+            logger.warning(
+                "value '%s' declares shape %s, which contradicts shape inference: dropped",
+                value.name,
+                value.shape,
+            )
+            value.shape = None
+        for plan in plans:
+            limit = self.target.limit_for(plan.site.spec.dtype)
+            if limit is not None:
+                logger.warning(
+                    "CumProd '%s' in %s: %s (target %s)",
+                    plan.site.name,
+                    plan.site.location,
+                    limit.message,
+                    self.target.name,
+                )
+        names = lowerings.NameSource.for_model(model)
+        for plan in plans:
+            _replace(plan, names, self.build_opset, self.target)
+        counts = collections.Counter(plan.lowering.name for plan in plans)
+        logger.info(
+            "lowered %d CumProd node(s): %s",
+            len(plans),
+            ", ".join(f"{n} {name}" for name, n in sorted(counts.items())),
+        )
+        self.plans = plans
+        return ir.passes.PassResult(model, modified=True)
+
+
+def _commit(model: ir.Model, result: ir.Model) -> None:
+    """Make ``model`` hold what ``result`` (a rewritten clone of it) holds."""
+    model.graph = result.graph  # type: ignore[misc]
+    model.functions.clear()
+    model.functions.update(result.functions)
+    model.ir_version = result.ir_version
+
+
 class DecomposeCumProdPass(ir.passes.InPlacePass):
     """Replace every ai.onnx CumProd with an equivalent subgraph of older ops.
 
     Rewrites CumProd in the main graph, in subgraphs at any depth and in model-local
-    functions, for every element type, both attributes, constant or run-time axes. A model
-    without CumProd is returned unchanged (unless ``target_opset`` asks for another opset);
-    a second run changes nothing. Every node is checked before the first one is changed.
+    functions (specialised per call signature), for every element type, both attributes,
+    constant or run-time axes, known or unknown ranks. A model without CumProd is returned
+    unchanged (unless ``target_opset`` asks for another opset); a second run changes
+    nothing. The passes run on a clone: on any error the model is left as it was.
 
     Attributes:
         strategy: ``"auto"`` or a lowering name (see :data:`rewriter.lowerings.STRATEGIES`).
         target_opset: The ai.onnx version the output must import (11 to the model's own);
             None keeps the model's.
-        target: The runtime whose kernel gaps to work around (see :data:`rewriter.TARGETS`).
+        target: The runtime the output is for (see :data:`rewriter.TARGETS`).
+        max_length: A bound on scan lengths known only at run time (``doubling`` needs one).
         plans: The nodes rewritten by the last call, with the lowering used for each.
     """
 
@@ -125,6 +244,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         *,
         target_opset: int | None = None,
         target: str = DEFAULT_TARGET,
+        max_length: int | None = None,
     ) -> None:
         super().__init__()
         lowerings.check_strategy(strategy)
@@ -132,37 +252,52 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         self.strategy = strategy
         self.target_opset = target_opset
         self.target = target
+        self.max_length = max_length
         self.plans: list[Planned] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.plans = []
         current = ai_onnx_opset(model.opset_imports)
         lower_opset = self.target_opset is not None and self.target_opset != current
-        has_cumprod = any(_is_cumprod(where.node) for where in walk_model(model))
-        if not (has_cumprod or lower_opset):
-            self.plans = []
+        if not (has_cumprod(model) or lower_opset):
             return ir.passes.PassResult(model, modified=False)
-        types = infer_types(model)
-        self.plans = plan_cumprods(model, self.strategy, types, TARGETS[self.target])
-        build_opset = self.target_opset or current
-        opset_plan = opset.OpsetPlan()
+        lower = LowerCumProdPass(
+            self.strategy,
+            target=self.target,
+            build_opset=self.target_opset,
+            max_length=self.max_length,
+        )
+        passes: list[ir.passes.PassBase] = [SpecializeFunctionsPass(), lower]
         if lower_opset:
             assert self.target_opset is not None
-            cumprods = [plan.site.node for plan in self.plans if plan.site.node is not None]
-            opset_plan = opset.check_target_opset(model, self.target_opset, types, exclude=cumprods)
-        names = lowerings.NameSource.for_model(model)
-        for plan in self.plans:
-            _replace(plan, names, build_opset, TARGETS[self.target])
-        if self.plans:
-            counts = collections.Counter(plan.lowering.name for plan in self.plans)
-            logger.info(
-                "lowered %d CumProd node(s): %s",
-                len(self.plans),
-                ", ".join(f"{n} {name}" for name, n in sorted(counts.items())),
-            )
-        if lower_opset:
-            assert self.target_opset is not None
-            opset.apply_target_opset(model, self.target_opset, opset_plan)
+            passes.append(TargetOpsetPass(self.target_opset))
+        passes.append(CheckerPass(full_check=True))
+        work = model.clone()
+        try:
+            ir.passes.PassManager(passes)(work)
+        except ir.passes.PassError as exc:
+            cause: BaseException = exc
+            while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
+                cause = cause.__cause__
+            if isinstance(cause, onnx.checker.ValidationError):
+                first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+                raise CumProdError(
+                    "", "the rewritten model", f"fails the ONNX checker: {first}"
+                ) from cause
+            raise cause from None
+        _commit(model, work)
+        self.plans = lower.plans
         return ir.passes.PassResult(model, modified=True)
+
+
+def _keep_untouched(original: onnx.ModelProto, rewritten: onnx.ModelProto) -> None:
+    """Parts onnx_ir does not carry: training_info and sparse initializers."""
+    if original.training_info and not rewritten.training_info:
+        rewritten.training_info.extend(original.training_info)
+    have = {s.values.name for s in rewritten.graph.sparse_initializer}
+    rewritten.graph.sparse_initializer.extend(
+        s for s in original.graph.sparse_initializer if s.values.name not in have
+    )
 
 
 def decompose_cumprod(
@@ -171,6 +306,7 @@ def decompose_cumprod(
     strategy: str = "auto",
     target_opset: int | None = None,
     target: str = DEFAULT_TARGET,
+    max_length: int | None = None,
 ) -> onnx.ModelProto | ir.Model:
     """Lower every CumProd in ``model`` (and, with ``target_opset``, the model's opset).
 
@@ -182,7 +318,9 @@ def decompose_cumprod(
         OpsetError: (a ValueError) listing every node that blocks ``target_opset``.
         In both cases the model is left as it was.
     """
-    rewrite = DecomposeCumProdPass(strategy, target_opset=target_opset, target=target)
+    rewrite = DecomposeCumProdPass(
+        strategy, target_opset=target_opset, target=target, max_length=max_length
+    )
     if isinstance(model, ir.Model):
         return rewrite(model).model
     ir_model = ir.serde.deserialize_model(model)
@@ -190,4 +328,6 @@ def decompose_cumprod(
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         return copy
-    return ir.serde.serialize_model(ir_model)
+    proto = ir.serde.serialize_model(ir_model)
+    _keep_untouched(model, proto)
+    return proto

@@ -25,21 +25,24 @@ class Located:
             ``function 'dom.F' > ...``.
         opset: The ai.onnx version imported by the graph or function that holds it.
         scope: The type-table scope: "" for the main graph, the function's otherwise.
+        depth: 0 for a node of the main graph or a function body, 1 + the depth of the
+            node whose attribute holds its subgraph otherwise.
     """
 
     node: ir.Node
     location: str
     opset: int
     scope: str
+    depth: int = 0
 
 
 def ai_onnx_opset(opset_imports: dict[str, int], default: int = 0) -> int:
     return opset_imports.get("", opset_imports.get("ai.onnx", default))
 
 
-def _walk(graph: ir.Graph, path: str) -> Iterator[tuple[ir.Node, str]]:
+def _walk(graph: ir.Graph, path: str, depth: int = 0) -> Iterator[tuple[ir.Node, str, int]]:
     for node in graph:
-        yield node, path
+        yield node, path, depth
         for attr in node.attributes.values():
             if attr.type == ir.AttributeType.GRAPH:
                 subgraphs = [attr.as_graph()]
@@ -48,16 +51,17 @@ def _walk(graph: ir.Graph, path: str) -> Iterator[tuple[ir.Node, str]]:
             else:
                 continue
             for sub in subgraphs:
-                yield from _walk(sub, f"{path} > {node.op_type} '{node.name or ''}' {attr.name}")
+                where = f"{path} > {node.op_type} '{node.name or ''}' {attr.name}"
+                yield from _walk(sub, where, depth + 1)
 
 
 def walk_model(model: ir.Model) -> Iterator[Located]:
     """Every node of ``model``, main graph first, then each function, in order."""
     main_opset = ai_onnx_opset(model.opset_imports)
-    for node, path in _walk(model.graph, f"graph '{model.graph.name or 'main'}'"):
-        yield Located(node, path, main_opset, "")
+    for node, path, depth in _walk(model.graph, f"graph '{model.graph.name or 'main'}'"):
+        yield Located(node, path, main_opset, "", depth)
     for function in model.functions.values():
         opset = ai_onnx_opset(function.opset_imports, main_opset)
         root = f"function '{function.domain}.{function.name}'"
-        for node, path in _walk(function.graph, root):  # type: ignore[attr-defined]
-            yield Located(node, path, opset, function_scope(function))
+        for node, path, depth in _walk(function.graph, root):  # type: ignore[attr-defined]
+            yield Located(node, path, opset, function_scope(function), depth)

@@ -14,9 +14,12 @@ ai.onnx node, from the model's version down to N:
 - the op does not exist at N, or its types are not allowed there: it blocks the conversion.
 
 Every node is classified before anything is changed; blockers are reported together in one
-:class:`OpsetError`. The output imports ai.onnx at exactly N (model and functions) with the
-IR version that goes with N (``onnx.helper.find_min_ir_version_for``; 8 at least when the
-model has functions), never higher than the input's.
+:class:`OpsetError`. onnx's converter only adapts the main graph, so a node in a subgraph or a
+function that would need it is a blocker. Weights stay in the IR while the converter runs
+(initializers above 1 kB are lifted out as onnx_ir's shape inference does and put back after),
+so external data keeps its folder. The output imports ai.onnx at exactly N (model and
+functions) with the IR version that goes with N (``onnx.helper.find_min_ir_version_for``;
+8 at least when the model has functions), never higher than the input's.
 """
 
 from __future__ import annotations
@@ -27,15 +30,17 @@ from collections.abc import Iterable
 
 import onnx
 import onnx_ir as ir
+from onnx_ir.passes.common import _c_api_utils
 
-from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
-from rewriter.types import TypeTable, proto_nodes
+from rewriter.graphs import ONNX_DOMAINS, Located, ai_onnx_opset, walk_model
+from rewriter.types import TypeTable, infer_types, proto_nodes
 
 __all__ = [
     "MIN_TARGET_OPSET",
     "Blocker",
     "OpsetError",
     "OpsetPlan",
+    "TargetOpsetPass",
     "apply_target_opset",
     "check_target_opset",
     "ir_version_for",
@@ -242,8 +247,9 @@ def check_target_opset(
                 continue
             plan.last_axis.append(node)
         elif _signature(then) != _signature(now) and not _node_fits(node, then, now):
-            if where.scope:  # checked here, before anything is changed
-                reason = "it would need onnx's version converter, which drops functions"
+            if where.scope or where.depth:  # checked here, before anything is changed
+                place = "functions" if where.scope else "subgraphs"
+                reason = f"it would need onnx's version converter, which does not adapt {place}"
                 blockers.append(_blocker(where, now, reason))
             plan.convert.append(node)
             continue
@@ -274,7 +280,7 @@ def _set_opset(model: ir.Model, target: int) -> None:
 
 def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
     """onnx's converter on the main graph, every node but those in ``convert`` hidden in a
-    private domain so the converter passes them by."""
+    private domain so the converter passes them by; large initializers lifted out."""
     hidden: list[ir.Node] = []
     for where in walk_model(model):
         if (
@@ -283,32 +289,67 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
             and id(where.node) not in convert
         ):
             hidden.append(where.node)
+    inputs = {v.name for v in model.graph.inputs}
+    initializers = dict(model.graph.initializers)
+    tensors = {name: value.const_value for name, value in initializers.items()}
+
+    def convert_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
+        del proto.functions[:]
+        proto.opset_import.append(onnx.helper.make_opsetid(_HIDDEN, 1))
+        return onnx.version_converter.convert_version(proto, target)
+
     for node in hidden:
         node.domain = _HIDDEN
     try:
-        proto = ir.to_proto(model)
-    finally:
-        for node in hidden:
-            node.domain = ""
-    functions = list(proto.functions)
-    del proto.functions[:]
-    proto.opset_import.append(onnx.helper.make_opsetid(_HIDDEN, 1))
-    try:
-        converted = onnx.version_converter.convert_version(proto, target)
+        converted = _c_api_utils.call_onnx_api(convert_proto, model)
     except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
         ops = sorted({n.op_type for n in model.graph.all_nodes() if id(n) in convert})  # type: ignore[attr-defined]
         raise OpsetError(
             target,
             f"onnx's version converter failed on {', '.join(ops)}: {' '.join(str(exc).split())}",
         ) from exc
-    converted.functions.extend(functions)
+    finally:
+        for node in hidden:
+            node.domain = ""
     for node in proto_nodes(converted.graph.node):
         if node.domain == _HIDDEN:
             node.domain = ""
     kept = [o for o in converted.opset_import if o.domain != _HIDDEN]
     del converted.opset_import[:]
     converted.opset_import.extend(kept)
-    return ir.serde.deserialize_model(converted)
+    result = ir.serde.deserialize_model(converted)
+    # Initializers went in as graph inputs (the large ones without data): put them back.
+    graph = result.graph
+    for value in list(graph.inputs):
+        name = value.name or ""
+        if name in initializers and name not in inputs:
+            graph.inputs.remove(value)
+            if name not in graph.initializers:
+                value.const_value = tensors[name]
+                graph.register_initializer(value)
+    for name in initializers:
+        if name in inputs and name in graph.initializers:
+            graph.initializers[name].const_value = tensors[name]
+    return result
+
+
+class TargetOpsetPass(ir.passes.InPlacePass):
+    """Lower the model's ai.onnx opset to ``target`` (see the module docstring).
+
+    Every node is classified first; a blocker raises :class:`OpsetError` before anything
+    changes. Runs after the CumProd lowering (whose nodes are built at ``target``).
+    """
+
+    def __init__(self, target: int) -> None:
+        super().__init__()
+        self.target = target
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if ai_onnx_opset(model.opset_imports) == self.target:
+            return ir.passes.PassResult(model, modified=False)
+        plan = check_target_opset(model, self.target, infer_types(model))
+        apply_target_opset(model, self.target, plan)
+        return ir.passes.PassResult(model, modified=True)
 
 
 def apply_target_opset(model: ir.Model, target: int, plan: OpsetPlan) -> None:

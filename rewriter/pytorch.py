@@ -37,7 +37,7 @@ import onnxscript
 from onnxscript.onnx_types import TensorType
 
 from rewriter import lowerings
-from rewriter.site import CUMPROD_TYPES, FLOAT_TYPES, CumProdSite
+from rewriter.site import CUMPROD_TYPES, FLOAT_TYPES, CumProdSite, ScanSpec
 from rewriter.targets import DEFAULT_TARGET, target_named
 
 __all__ = ["ExporterBuilder", "cumprod_function", "fixed_arity_schema", "translation_table"]
@@ -196,17 +196,17 @@ def cumprod_function(
         else:
             if not -rank <= dim < rank:
                 raise ValueError(f"{_LOCATION}: dim {dim} is out of range for rank {rank}")
+            dims = tuple(d if isinstance(d, int) else (d.value or None) for d in x.shape.dims)
+            spec = ScanSpec(
+                dtype=compute, exclusive=False, reverse=False, dims=dims, axis=dim % rank
+            )
             site = CumProdSite(
                 x=xc,
                 axis_value=None,
+                spec=spec,
                 name="aten::cumprod",
                 location=_LOCATION,
                 opset=b.opset,
-                dtype=compute,
-                shape=x.shape,
-                axis=dim % rank,
-                exclusive=False,
-                reverse=False,
             )
             y = lowerings.lower(b, site, lowerings.choose(site, strategy, runtime), runtime)
         if compute != out:  # an integer type narrower than the input's

@@ -22,7 +22,10 @@ Types: x's element type and shape come from the model's own type information; wh
 value has none (an intermediate without ``value_info``, or a function body), from onnx shape
 inference on a copy of the model, as the pass does (``rewriter.types.infer_types``), computed
 once per visited graph and only when needed. The model's opset is not changed (the pass's
-``target_opset`` has no counterpart here).
+``target_opset`` has no counterpart here). Unlike the pass, a rule cannot specialise a
+function per call signature: a function whose calls disagree on x's element type gets a
+type-generic lowering (computed in x's own type), and an attribute given by reference is
+refused; use the pass for such models.
 """
 
 from __future__ import annotations
@@ -78,9 +81,12 @@ def _is_cumprod(node: ir.Node) -> bool:
 class CumProdRule(RewriteRuleClassBase):
     """``CumProd(x, axis) -> <the lowering's subgraph>``; see the module docstring."""
 
-    def __init__(self, strategy: str = "auto", *, target: str = DEFAULT_TARGET) -> None:
+    def __init__(
+        self, strategy: str = "auto", *, target: str = DEFAULT_TARGET, max_length: int | None = None
+    ) -> None:
         lowerings.check_strategy(strategy)
         self.target = target_named(target)
+        self.max_length = max_length
         super().__init__(name=f"CumProdTo{strategy.capitalize()}")
         self.strategy = strategy
         self._facts: _ModelFacts | None = None
@@ -129,6 +135,9 @@ class CumProdRule(RewriteRuleClassBase):
             site = inspect_cumprod(
                 node, location=where.location, opset=where.opset, scope=where.scope, types=types
             )
+            if self.max_length is not None and site.spec.max_length is None:
+                spec = dataclasses.replace(site.spec, max_length=self.max_length)
+                site = dataclasses.replace(site, spec=spec)
             lowering = lowerings.choose(site, self.strategy, self.target)
         except CumProdError as error:
             return result.fail(str(error), node)
@@ -143,17 +152,22 @@ class CumProdRule(RewriteRuleClassBase):
         return lowerings.lower(builder, site, lowering, self.target)
 
 
-def cumprod_rule(strategy: str = "auto", *, target: str = DEFAULT_TARGET) -> RewriteRule:
+def cumprod_rule(
+    strategy: str = "auto", *, target: str = DEFAULT_TARGET, max_length: int | None = None
+) -> RewriteRule:
     """One onnxscript ``RewriteRule`` lowering every ai.onnx CumProd.
 
     Args:
         strategy: ``"auto"`` or a lowering name, as for the pass.
-        target: The runtime whose kernel gaps to work around, as for the pass.
+        target: The runtime the output is for, as for the pass.
+        max_length: A bound on scan lengths known only at run time, as for the pass.
     """
-    return CumProdRule.rule(strategy, target=target)  # type: ignore[no-untyped-call,no-any-return]
+    return CumProdRule.rule(strategy, target=target, max_length=max_length)  # type: ignore[no-untyped-call,no-any-return]
 
 
-def cumprod_rules(strategy: str = "auto", *, target: str = DEFAULT_TARGET) -> RewriteRuleSet:
+def cumprod_rules(
+    strategy: str = "auto", *, target: str = DEFAULT_TARGET, max_length: int | None = None
+) -> RewriteRuleSet:
     """:func:`cumprod_rule` as a ``RewriteRuleSet``, for
     ``onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=cumprod_rules())``."""
-    return RewriteRuleSet([cumprod_rule(strategy, target=target)])
+    return RewriteRuleSet([cumprod_rule(strategy, target=target, max_length=max_length)])

@@ -1,8 +1,14 @@
-"""What the pass knows about one CumProd node, checked once before anything is changed."""
+"""What the pass knows about one CumProd node, checked once before anything is changed.
+
+Every CumProd is described by one immutable :class:`ScanSpec`: a scan along axis 1 of an
+(outer, length, inner) view of x. The lowerings are functions of that description (and of
+the 3-D view built from it, :mod:`rewriter.view`); nothing else about the node reaches them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import onnx_ir as ir
@@ -10,7 +16,14 @@ import onnx_ir as ir
 from rewriter.errors import InvalidCumProdError
 from rewriter.types import TypeTable
 
-__all__ = ["CUMPROD_TYPES", "FLOAT_TYPES", "INTEGER_TYPES", "CumProdSite", "inspect_cumprod"]
+__all__ = [
+    "CUMPROD_TYPES",
+    "FLOAT_TYPES",
+    "INTEGER_TYPES",
+    "CumProdSite",
+    "ScanSpec",
+    "inspect_cumprod",
+]
 
 FLOAT_TYPES = frozenset(
     {ir.DataType.BFLOAT16, ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
@@ -21,66 +34,147 @@ INTEGER_TYPES = frozenset(
 CUMPROD_TYPES = FLOAT_TYPES | INTEGER_TYPES
 _AXIS_TYPES = frozenset({ir.DataType.INT32, ir.DataType.INT64})
 
+Dim = int | str | None  # a static size, a symbolic name, or unknown
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanSpec:
+    """A CumProd as a scan along axis 1 of an (outer, length, inner) view of x.
+
+    Attributes:
+        dtype: Element type of x; None when it cannot be known statically (an unused
+            function, a value produced by an op shape inference does not know): then only
+            type-generic lowerings apply.
+        exclusive: The ``exclusive`` attribute.
+        reverse: The ``reverse`` attribute.
+        dims: The dims of x when its rank is known (ints, symbolic names or None).
+        axis: The scanned axis in ``[0, rank)`` when it is a constant and the rank is
+            known; None when it is only known at run time (the view is then computed from
+            ``Shape(x)`` and the axis at run time, range-checked like the native op).
+        max_length: A bound on the scanned length when it is only known at run time: the
+            largest dim when the axis is a run-time value and every dim is static, else
+            given by the user (``max_length=``). Lowerings that need a static length run on
+            x padded to it (with a run-time check that the length fits).
+    """
+
+    dtype: ir.DataType | None
+    exclusive: bool
+    reverse: bool
+    dims: tuple[Dim, ...] | None
+    axis: int | None
+    max_length: int | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.dims is None else len(self.dims)
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in FLOAT_TYPES
+
+    def _product(self, lo: int, hi: int) -> int | None:
+        assert self.dims is not None
+        part = self.dims[lo:hi]
+        if any(d == 0 for d in part):
+            return 0
+        if all(isinstance(d, int) for d in part):
+            return math.prod(part)  # type: ignore[arg-type]
+        return None
+
+    @property
+    def outer(self) -> int | None:
+        """The static product of the dims before the axis (None: known at run time)."""
+        if self.dims is None or self.axis is None:
+            return None
+        return self._product(0, self.axis)
+
+    @property
+    def length(self) -> int | None:
+        """The static length n of the scanned axis (None: known at run time)."""
+        if self.dims is None or self.axis is None:
+            return None
+        d = self.dims[self.axis]
+        return d if isinstance(d, int) else None
+
+    @property
+    def inner(self) -> int | None:
+        """The static product of the dims after the axis (None: known at run time)."""
+        if self.dims is None or self.axis is None:
+            return None
+        return self._product(self.axis + 1, len(self.dims))
+
+    @property
+    def static_view(self) -> bool:
+        """Whether outer, length and inner are all static (the view is a constant Reshape)."""
+        return None not in (self.outer, self.length, self.inner)
+
+    @property
+    def empty(self) -> bool:
+        """Whether x is statically known to have no elements."""
+        return self.dims is not None and any(d == 0 for d in self.dims)
+
+    def describe(self) -> str:
+        kind = self.dtype.name.lower() if self.dtype is not None else "unknown type"
+        shape = "unknown rank" if self.dims is None else str(list(self.dims))
+        axis = "run-time axis" if self.axis is None else f"axis {self.axis}"
+        return f"{kind} {shape} {axis}"
+
 
 @dataclasses.dataclass(frozen=True)
 class CumProdSite:
-    """One validated CumProd node and the facts a lowering is chosen and built from.
+    """One validated CumProd node: where it is and its :class:`ScanSpec`.
 
     Attributes:
         x: The input to scan.
-        axis_value: The axis input (a 0-D int32 / int64 value), or None when the axis exists
-            only as a Python int (``axis`` then holds it).
+        axis_value: The axis input (a 0-D int32 / int64 value); None only when the spec's
+            axis is static (a site built from values, not from a node).
+        spec: The scan it computes.
         name: The node's name, for messages ("" when it has none).
         location: Human-readable place of the node (for messages and reports).
         opset: The ai.onnx version imported where the node lives (graph or function).
-        dtype: Element type of ``x`` (one of :data:`CUMPROD_TYPES`).
-        shape: Shape of ``x`` when known (dims may be symbolic or unknown).
-        axis: The scanned axis, normalized to ``[0, rank)``, when it is a constant and the
-            rank is known; ``None`` when it is only known at run time.
-        exclusive: The ``exclusive`` attribute.
-        reverse: The ``reverse`` attribute.
         node: The CumProd node the site was read from; None for one built from values
             (e.g. the PyTorch translation, where only the input exists).
     """
 
     x: ir.Value
     axis_value: ir.Value | None
+    spec: ScanSpec
     name: str
     location: str
     opset: int
-    dtype: ir.DataType
-    shape: ir.Shape | None
-    axis: int | None
-    exclusive: bool
-    reverse: bool
     node: ir.Node | None = None
+
+    # Read-only views of the spec, for reports.
+    @property
+    def dtype(self) -> ir.DataType | None:
+        return self.spec.dtype
+
+    @property
+    def shape(self) -> ir.Shape | None:
+        return None if self.spec.dims is None else ir.Shape(list(self.spec.dims))
+
+    @property
+    def axis(self) -> int | None:
+        return self.spec.axis
+
+    @property
+    def exclusive(self) -> bool:
+        return self.spec.exclusive
+
+    @property
+    def reverse(self) -> bool:
+        return self.spec.reverse
 
     @property
     def rank(self) -> int | None:
-        return None if self.shape is None else self.shape.rank()
+        return self.spec.rank
 
     @property
     def scan_length(self) -> int | None:
-        """The static length of the scanned axis, or None when unknown or symbolic."""
-        if self.shape is None or self.axis is None:
-            return None
-        dim = self.shape[self.axis]
-        return dim if isinstance(dim, int) else None
-
-    def axis_lengths(self) -> list[int | None]:
-        """The static lengths of the axes this CumProd may scan: its axis, or every axis
-        when the axis is only known at run time (None for a symbolic or unknown length)."""
-        if self.shape is None:
-            return [None]
-        axes = range(self.shape.rank()) if self.axis is None else [self.axis]
-        return [d if isinstance(d := self.shape[k], int) else None for k in axes]
-
-    @property
-    def is_float(self) -> bool:
-        return self.dtype in FLOAT_TYPES
+        return self.spec.length
 
 
-def _constant_axis(value: ir.Value) -> np.ndarray | None:
+def constant_axis(value: ir.Value) -> np.ndarray | None:
     """The axis as an array when it is a constant (initializer that is not a graph input,
     or a Constant node), else None."""
     if value.is_graph_input():
@@ -95,12 +189,27 @@ def _constant_axis(value: ir.Value) -> np.ndarray | None:
     if attr is not None and attr.type == ir.AttributeType.TENSOR:
         return attr.as_tensor().numpy()
     attr = producer.attributes.get("value_int")
-    if attr is not None:
+    if attr is not None and attr.type == ir.AttributeType.INT:
         return np.array(attr.as_int(), dtype=np.int64)
     attr = producer.attributes.get("value_ints")
-    if attr is not None:
+    if attr is not None and attr.type == ir.AttributeType.INTS:
         return np.array(attr.as_ints(), dtype=np.int64)
     return None
+
+
+def _flag(node: ir.Node, name: str, fail: type[Exception] | None = None) -> bool:
+    """An ``exclusive`` / ``reverse`` attribute: absent = 0; must be an int 0 or 1."""
+    attr = node.attributes.get(name)
+    if attr is None:
+        return False
+    if attr.is_ref():
+        raise ValueError(f"attribute '{name}' refers to '{attr.ref_attr_name}', unresolved")
+    if attr.type != ir.AttributeType.INT:
+        raise ValueError(f"attribute '{name}' must be an int, got {attr.type.name.lower()}")
+    value = attr.as_int()
+    if value not in (0, 1):
+        raise ValueError(f"attribute '{name}' must be 0 or 1, got {value}")
+    return bool(value)
 
 
 def inspect_cumprod(
@@ -119,11 +228,18 @@ def inspect_cumprod(
         raise fail("it has no input x")
     if len(node.inputs) < 2 or node.inputs[1] is None:
         raise fail("it has no axis input (CumProd takes x and a 0-D axis tensor)")
+    if len(node.inputs) > 2 or len(node.outputs) != 1:
+        raise fail("CumProd takes exactly two inputs and gives one output")
+    unknown = sorted(set(node.attributes) - {"exclusive", "reverse"})
+    if unknown:
+        raise fail(f"unknown attribute(s) {', '.join(unknown)}")
+    try:
+        exclusive, reverse = _flag(node, "exclusive"), _flag(node, "reverse")
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     x, axis_value = node.inputs[0], node.inputs[1]
     dtype, shape = types.lookup(scope, x)
-    if dtype is None:
-        raise fail(f"the element type of x ('{x.name}') cannot be determined")
-    if dtype not in CUMPROD_TYPES:
+    if dtype is not None and dtype not in CUMPROD_TYPES:
         allowed = ", ".join(sorted(t.name.lower() for t in CUMPROD_TYPES))
         raise fail(f"x has element type {dtype.name.lower()}; CumProd takes {allowed}")
     rank = None if shape is None else shape.rank()
@@ -137,7 +253,7 @@ def inspect_cumprod(
         raise fail(f"axis must be a 0-D tensor, got shape {list(axis_shape.dims)}")
 
     axis: int | None = None
-    constant = _constant_axis(axis_value)
+    constant = constant_axis(axis_value)
     if constant is not None:
         if constant.ndim != 0:
             raise fail(f"axis must be a 0-D tensor, got shape {list(constant.shape)}")
@@ -149,16 +265,24 @@ def inspect_cumprod(
                 raise fail(f"axis {raw} is out of range [{-rank}, {rank - 1}] for rank {rank}")
             axis = raw % rank
 
+    dims: tuple[Dim, ...] | None = None
+    if shape is not None:
+        dims = tuple(
+            d if isinstance(d, int) else (d.value if d.value else None) for d in shape.dims
+        )
+    bound = None
+    static = [d for d in dims or () if isinstance(d, int)]
+    if axis is None and dims and len(static) == len(dims):
+        bound = max(static)
+    spec = ScanSpec(
+        dtype=dtype, exclusive=exclusive, reverse=reverse, dims=dims, axis=axis, max_length=bound
+    )
     return CumProdSite(
         x=x,
         axis_value=axis_value,
+        spec=spec,
         name=node.name or "",
         node=node,
         location=location,
         opset=opset,
-        dtype=dtype,
-        shape=shape,
-        axis=axis,
-        exclusive=bool(node.attributes.get_int("exclusive", 0)),
-        reverse=bool(node.attributes.get_int("reverse", 0)),
     )

@@ -1,18 +1,31 @@
-"""Runtimes and the kernels they lack: which element types a lowering computes in.
+"""Runtimes: what each lacks or gets wrong, as data; the lowerings and ``auto`` read it.
 
-A lowering computes in a type the target runtime has kernels for, and casts back; the
-results stay bit-exact (integers) or within the lowering's stated float bound:
+A target says which ops the output may not use, which quirks to route around, which
+element types must be computed in another type, and which results the runtime cannot
+compute exactly (the pass then warns, naming the node and the runtime). Facts are from
+runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
 
-- ``onnxruntime`` (default): runs on onnxruntime 1.20.1 and later. onnxruntime 1.20.1 has no
-  Mul, Less, Where or CumSum for uint32 / uint64 (1.32 still lacks CumSum for both and Where
-  for uint64), and next to nothing for bfloat16. uint32 and uint64 are multiplied as int64:
-  the low 64 bits of a product do not depend on signedness, so ``Cast(uint64 -> int64)``,
-  ``Mul``, ``Cast(int64 -> uint64)`` is bit-exact (two's-complement casts, as onnxruntime
-  does them); uint32 results are masked with ``Mod(y, 2^32)`` before the cast back, so no
-  out-of-range cast is relied on. Cost: two extra passes over memory (the casts), three for
-  uint32. float16 / bfloat16 are computed in a wider float by every lowering anyway.
-- ``spec``: any runtime with every kernel the ONNX spec lists: integers computed in their
-  own type (no casts).
+- ``onnxruntime`` (default): 1.20.1 and later. 1.20.1 has no Mul, Less, Where or CumSum for
+  uint32 / uint64 (1.32 still lacks CumSum for both and Where for uint64): uint32 and uint64
+  are multiplied as int64 (the low 64 bits of a product do not depend on signedness, so
+  ``Cast(uint64 -> int64)``, ``Mul``, ``Cast(int64 -> uint64)`` is bit-exact; uint32 results
+  are masked with ``Mod(y, 2^32)`` before the cast back).
+- ``spec``: any runtime with every kernel the ONNX spec lists: integers in their own type.
+- ``openvino``: Loop, Scan and If load; its CPU plugin holds int64 / uint64 in 32 bits (every
+  op, even Identity: the high bits are gone at the graph input) and float64 in float32, so
+  those results are not exact there (warned; no graph can fix it). uint32 is exact natively
+  but a Cast uint32 -> int64 is not, so integers are computed in their own type.
+- ``tract``: no Loop and no bfloat16 (warned); a shape computed from a run-time value (the axis
+  input) fails at load, so a run-time axis becomes an If over the axes; Slice with step -1
+  over a symbolic dim fails (Scan's own directions are used for reverse).
+- ``iree``: Scan ignores its directions (reversed scans flip explicitly); Loop with scan
+  outputs is not lowered; Scan over a symbolic length returns a wrong shape (a length known
+  only at run time takes ``doubling``, which needs ``max_length``). float64 needs
+  ``--iree-input-demote-f64-to-f32=false`` at compile time.
+- ``tflite`` (onnx2tf): no Loop, no Scan; float64 is computed in float32 (warned).
+- ``tinygrad``: no Loop, no Scan (If runs both branches, which is harmless here).
+- ``portable``: the strictest profile, for runtimes we cannot run here (TensorRT, CoreML,
+  NPUs): no Loop, Scan or If, no float64 compute of our own (a float64 model stays float64).
 """
 
 from __future__ import annotations
@@ -22,7 +35,19 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-__all__ = ["DEFAULT_TARGET", "TARGETS", "Target", "target_named"]
+__all__ = ["DEFAULT_TARGET", "TARGETS", "Limit", "Target", "target_named"]
+
+_I64, _U64, _U32 = ir.DataType.INT64, ir.DataType.UINT64, ir.DataType.UINT32
+_F64 = ir.DataType.DOUBLE
+_UINT_AS_INT64 = {_U32: _I64, _U64: _I64}
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """A result the runtime itself cannot compute exactly, for inputs of ``types``."""
+
+    types: frozenset[ir.DataType]
+    message: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,28 +56,98 @@ class Target:
 
     Attributes:
         name: The name users pass (``target=``, ``--target``).
-        integer_compute: Integer types that must be computed in another (wider or signed)
-            integer type on this runtime.
         description: One line for ``--help`` and the README.
+        integer_compute: Integer types that must be computed in another integer type.
+        missing_ops: ai.onnx ops the output must not contain (Loop, Scan, If).
+        scan_directions: Whether Scan honours ``scan_input/output_directions``.
+        slice_negative_step: Whether Slice with step -1 works over a symbolic dim.
+        float64: Whether the runtime computes float64 in float64.
+        runtime_view: Whether a Reshape may take a shape computed from a run-time value (the
+            axis input): else a run-time axis becomes an If over the axes.
+        auto: Which of ``auto``'s tables picks the lowering (:mod:`rewriter.lowerings.auto`).
+        limits: Results the runtime cannot compute exactly (a warning per node).
     """
 
     name: str
-    integer_compute: Mapping[ir.DataType, ir.DataType]
     description: str
+    integer_compute: Mapping[ir.DataType, ir.DataType] = dataclasses.field(default_factory=dict)
+    missing_ops: frozenset[str] = frozenset()
+    scan_directions: bool = True
+    slice_negative_step: bool = True
+    float64: bool = True
+    runtime_view: bool = True
+    auto: str = "onnxruntime"
+    limits: tuple[Limit, ...] = ()
 
-    def compute_type(self, dtype: ir.DataType) -> ir.DataType:
-        return self.integer_compute.get(dtype, dtype)
+    def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
+        return None if dtype is None else self.integer_compute.get(dtype, dtype)
 
+    def limit_for(self, dtype: ir.DataType | None) -> Limit | None:
+        return next((lim for lim in self.limits if dtype in lim.types), None)
+
+
+_NO_CONTROL_FLOW = frozenset({"Loop", "Scan", "If"})
 
 TARGETS: dict[str, Target] = {
     target.name: target
     for target in (
         Target(
             "onnxruntime",
-            {ir.DataType.UINT32: ir.DataType.INT64, ir.DataType.UINT64: ir.DataType.INT64},
             "onnxruntime 1.20.1 and later: uint32/uint64 multiplied as int64",
+            integer_compute=_UINT_AS_INT64,
         ),
-        Target("spec", {}, "every kernel the ONNX spec lists: integers in their own type"),
+        Target("spec", "every kernel the ONNX spec lists: integers in their own type"),
+        Target(
+            "openvino",
+            "OpenVINO: int64 past 2^31 and float64 are not exact there (warned)",
+            auto="openvino",
+            limits=(
+                Limit(
+                    frozenset({_I64, _U64}),
+                    "OpenVINO's CPU plugin holds int64 / uint64 in 32 bits: values and "
+                    "products past 2^31 are wrong there",
+                ),
+                Limit(frozenset({_F64}), "OpenVINO computes float64 in float32"),
+            ),
+        ),
+        Target(
+            "tract",
+            "tract: no Loop; a run-time axis becomes an If over the axes; no bfloat16",
+            missing_ops=frozenset({"Loop"}),
+            slice_negative_step=False,
+            runtime_view=False,
+            auto="static",
+            limits=(Limit(frozenset({ir.DataType.BFLOAT16}), "tract has no bfloat16 at all"),),
+        ),
+        Target(
+            "iree",
+            "IREE (llvm-cpu): Scan directions ignored, no Loop; lengths known only at run "
+            "time need max_length",
+            missing_ops=frozenset({"Loop", "Scan", "If"}),
+            scan_directions=False,
+            auto="static",
+        ),
+        Target(
+            "tflite",
+            "TFLite via onnx2tf: no Loop or Scan; float64 computed in float32 (warned)",
+            missing_ops=_NO_CONTROL_FLOW,
+            float64=False,
+            auto="static",
+            limits=(Limit(frozenset({_F64}), "TFLite (onnx2tf) computes float64 in float32"),),
+        ),
+        Target(
+            "tinygrad",
+            "tinygrad: no Loop or Scan",
+            missing_ops=frozenset({"Loop", "Scan"}),
+            auto="static",
+        ),
+        Target(
+            "portable",
+            "strictest: no Loop, Scan, If or float64 compute (TensorRT, CoreML, NPUs)",
+            missing_ops=_NO_CONTROL_FLOW,
+            float64=False,
+            auto="static",
+        ),
     )
 }
 DEFAULT_TARGET = "onnxruntime"

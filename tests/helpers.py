@@ -168,10 +168,14 @@ def feed(elem_type: int, x: np.ndarray) -> np.ndarray:
 
 
 def strategies_for(elem_type: int) -> list[str]:
-    """Every strategy that applies to the type (logsum refuses integers)."""
+    """Every strategy that applies to the type (logsum refuses integers, logsum32 integers
+    and float64)."""
     import rewriter
 
-    return [s for s in rewriter.STRATEGIES if not (s == "logsum" and elem_type in INTS)]
+    refused = {"logsum", "logsum32"} if elem_type in INTS else set()
+    if elem_type == TensorProto.DOUBLE:
+        refused.add("logsum32")
+    return [s for s in rewriter.STRATEGIES if s not in refused]
 
 
 EXACT_STRATEGIES = strategies_for(TensorProto.INT64)  # the ones that take integers
@@ -179,6 +183,7 @@ EXACT_STRATEGIES = strategies_for(TensorProto.INT64)  # the ones that take integ
 
 REFUSALS = (
     "is inexact for",
+    "computes in float32 and is inexact",
     "needs the length of the scanned axis",
     "unrolls at most",
 )
@@ -191,6 +196,8 @@ def lower_or_refused(
     the reasons it documents (logsum: integers; chain: a length that is not static)."""
     import rewriter
 
+    if strategy == "doubling":  # its bound on lengths known only at run time
+        options.setdefault("max_length", 64)
     try:
         return rewriter.decompose_cumprod(model, strategy=strategy, **options)  # type: ignore[arg-type,return-value]
     except rewriter.StrategyError as error:

@@ -1,12 +1,11 @@
 """The lowerings, their registry, and the one place that decides which one runs.
 
-Each lowering module states its formula, accuracy and cost, and provides:
-``unsupported(site) -> reason | None``, ``compute_dtype(dtype) -> dtype``,
-``max_ulps(dtype, k) -> bound`` and ``build(builder, x, axis, site, *, dtype) -> value``.
-:func:`lower` wraps a lowering with the parts all of them share: the Cast into and out of the
-compute type (the lowering's own float widening, then the target runtime's integer type), and
-the If over the possible axes when the axis is only known at run time and the lowering needs
-it static.
+Each lowering module states its formula, accuracy and cost, and provides
+``unsupported(spec, target) -> reason | None``, ``compute_dtype(dtype) -> dtype``,
+``max_ulps(dtype, k) -> bound`` and ``build(builder, x3, view) -> y3``: the scan along axis 1
+of the (outer, n, inner) view of x (:mod:`.view`). :func:`lower` wraps a lowering with what
+all of them share: the Cast into and out of the compute type (the lowering's own float
+widening, then the target runtime's integer type) and the view itself.
 """
 
 from __future__ import annotations
@@ -19,9 +18,21 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.errors import StrategyError
-from rewriter.lowerings import auto, blocked, chain, dynamic, logsum, loop, radix, scan
+from rewriter.lowerings import (
+    auto,
+    blocked,
+    chain,
+    doubling,
+    dynamic,
+    logsum,
+    logsum32,
+    loop,
+    radix,
+    scan,
+)
 from rewriter.lowerings.builder import Builder, NameSource
-from rewriter.site import CumProdSite
+from rewriter.lowerings.view import View, in_view
+from rewriter.site import CumProdSite, ScanSpec
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target
 
 __all__ = [
@@ -44,21 +55,21 @@ class Lowering:
 
     Attributes:
         name: The strategy name users pass.
-        unsupported: Why the lowering cannot compute a site exactly, or None.
+        unsupported: Why the lowering cannot compute a scan exactly on a target, or None.
         compute_dtype: The element type the lowering computes in, for an input type.
-        build: Emits the nodes; gets ``x`` in the compute type ``dtype`` and the axis (an
-            int when ``static_axis``, else an int or a 0-D value).
-        static_axis: Whether ``build`` needs the axis as a Python int.
+        build: Emits the nodes: ``build(builder, x3, view) -> y3``.
         max_ulps: The float error bound it guarantees, in ulps of the output type, for an
             output element that multiplies k inputs: ``max_ulps(dtype, k_array)``.
+        static_length: Whether ``build`` needs the length static: a length known only at
+            run time is then padded to the spec's ``max_length`` (:mod:`.view`).
     """
 
     name: str
-    unsupported: Callable[[CumProdSite], str | None]
-    compute_dtype: Callable[[ir.DataType], ir.DataType]
-    build: Callable[..., ir.Value]
-    static_axis: bool
+    unsupported: Callable[[ScanSpec, Target], str | None]
+    compute_dtype: Callable[[ir.DataType | None], ir.DataType | None]
+    build: Callable[[Builder, ir.Value, View], ir.Value]
     max_ulps: Callable[[ir.DataType, np.ndarray], np.ndarray]
+    static_length: bool
 
 
 LOWERINGS: dict[str, Lowering] = {
@@ -67,20 +78,15 @@ LOWERINGS: dict[str, Lowering] = {
         unsupported=module.unsupported,
         compute_dtype=module.compute_dtype,
         build=module.build,
-        static_axis=static_axis,
         max_ulps=module.max_ulps,
+        static_length=module in (chain, blocked, radix),
     )
-    for module, static_axis in (
-        (logsum, False),
-        (loop, True),
-        (scan, True),
-        (chain, True),
-        (blocked, True),
-        (radix, True),
-        (dynamic, True),
-    )
+    for module in (logsum, logsum32, loop, scan, chain, blocked, radix, dynamic, doubling)
 }
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
+# Lowerings that compute in the input's own type and need nothing but Mul and data movement:
+# they also lower a CumProd whose element type is unknown (CastLike makes their ones).
+_TYPE_GENERIC = frozenset({"loop", "scan", "chain", "blocked", "radix", "dynamic", "doubling"})
 
 
 def check_strategy(strategy: str) -> None:
@@ -90,21 +96,29 @@ def check_strategy(strategy: str) -> None:
 
 
 def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = None) -> Lowering:
-    """The lowering for ``site``: the one named, or ``auto``'s choice (:mod:`.auto`, from the
-    benchmark, for the compute type ``target`` implies).
+    """The lowering for ``site``: the one named, or ``auto``'s choice (:mod:`.auto`) for
+    ``target``.
 
     Raises:
-        StrategyError: when the named lowering cannot compute the site exactly.
+        StrategyError: when the lowering cannot compute the site exactly on the target.
     """
+    runtime = target or TARGETS[DEFAULT_TARGET]
+    spec = site.spec
     if strategy == "auto":
-        runtime = target or TARGETS[DEFAULT_TARGET]
-        compute = runtime.compute_type(loop.compute_dtype(site.dtype))
-        wanted = auto.pick(site, int(compute.itemsize))
+        compute = runtime.compute_type(loop.compute_dtype(spec.dtype))
+        wanted = auto.pick(spec, runtime, int(compute.itemsize) if compute else 4)
     else:
         check_strategy(strategy)
         wanted = strategy
     lowering = LOWERINGS[wanted]
-    reason = lowering.unsupported(site)
+    reason = lowering.unsupported(spec, runtime)
+    if reason is None and spec.axis is None and spec.rank is None and not runtime.runtime_view:
+        reason = (
+            f"{runtime.name} cannot take a shape computed from a run-time axis, and the rank "
+            "of x is not known (an If over the axes needs it)"
+        )
+    if reason is None and spec.dtype is None and wanted not in _TYPE_GENERIC:
+        reason = f"strategy '{wanted}' needs the element type of x, which is not known"
     if reason is not None:
         raise StrategyError(site.name, site.location, reason)
     return lowering
@@ -112,52 +126,59 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
 
 def _axis_switch(
     b: Builder,
-    lowering: Lowering,
-    x: ir.Value,
     axis: ir.Value,
-    site: CumProdSite,
+    spec: ScanSpec,
+    emit: Callable[[Builder, ScanSpec], ir.Value],
     *,
-    dtype: ir.DataType,
-    first: int,
+    dtype: ir.DataType | None,
 ) -> ir.Value:
-    """``lowering`` at axis ``first`` if ``axis == first``, else the switch over later axes."""
-    rank = site.rank
+    """``If(a == 0, emit(axis 0), If(a == 1, ..., emit(axis r - 1)))`` for a run-time axis on
+    runtimes that cannot take a shape computed from a run-time value (tract). The axis is
+    normalised by ``Gather(range(r), axis)``, which fails outside [-r, r - 1] like the native
+    op (a constant table: no shape depends on the axis)."""
+    rank = spec.rank
     assert rank is not None
-    if first == rank - 1:
-        return lowering.build(b, x, first, site, dtype=dtype)
-    then_graph = b.subgraph(
-        lambda sb: lowering.build(sb, x, first, site, dtype=dtype), dtype, "cumprod_branch"
-    )
-    else_graph = b.subgraph(
-        lambda sb: _axis_switch(sb, lowering, x, axis, site, dtype=dtype, first=first + 1),
-        dtype,
-        "cumprod_branch",
-    )
-    is_first = b.op("Equal", axis, b.const(first))
-    return b.op("If", is_first, then_branch=then_graph, else_branch=else_graph)
+    table = b.const(list(range(rank)))
+    a = b.op("Gather", table, b.op("Reshape", b.cast(axis, ir.DataType.INT64), b.const([])))
+
+    def at(sb: Builder, k: int) -> ir.Value:
+        fixed = dataclasses.replace(spec, axis=k, max_length=None)
+        if k == rank - 1:
+            return emit(sb, fixed)
+        return sb.op(
+            "If",
+            sb.op("Equal", a, sb.const(k)),
+            then_branch=sb.subgraph(lambda tb: emit(tb, fixed), dtype, "cumprod_axis"),
+            else_branch=sb.subgraph(lambda eb: at(eb, k + 1), dtype, "cumprod_axes"),
+        )
+
+    return at(b, 0)
 
 
 def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> ir.Value:
-    """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output.
+    """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output."""
+    spec = site.spec
+    compute = target.compute_type(lowering.compute_dtype(spec.dtype))
+    x = site.x if compute == spec.dtype or compute is None else b.cast(site.x, compute)
 
-    A run-time axis given to a lowering that needs it static becomes
-    ``If(axis == 0, lowering at 0, If(axis == 1, ..., lowering at rank - 1))`` with the axis
-    first normalized to [0, rank) by ``Mod(Cast(axis, int64), rank)``.
-    """
-    compute = target.compute_type(lowering.compute_dtype(site.dtype))
-    x = site.x if compute == site.dtype else b.cast(site.x, compute)
-    if site.axis is not None:
-        y = lowering.build(b, x, site.axis, site, dtype=compute)
-    elif site.axis_value is None:
-        raise ValueError(f"{site.location}: a site needs a static axis or an axis value")
-    elif not lowering.static_axis:
-        y = lowering.build(b, x, site.axis_value, site, dtype=compute)
+    def emit(eb: Builder, scan: ScanSpec) -> ir.Value:
+        return in_view(
+            eb,
+            x,
+            site.axis_value,
+            scan,
+            dtype=compute,
+            target=target,
+            build=lowering.build,
+            pad_to_bound=lowering.static_length,
+        )
+
+    if spec.axis is None and not target.runtime_view and site.axis_value is not None:
+        y = _axis_switch(b, site.axis_value, spec, emit, dtype=compute)
     else:
-        assert site.rank is not None
-        axis = b.op("Mod", b.cast(site.axis_value, ir.DataType.INT64), b.const(site.rank))
-        y = _axis_switch(b, lowering, x, axis, site, dtype=compute, first=0)
-    if compute == site.dtype:
-        return y
-    if site.dtype == ir.DataType.UINT32 and compute == ir.DataType.INT64:
+        y = emit(b, spec)
+    if compute == spec.dtype or spec.dtype is None:
+        return y if y is not site.x else b.op("Identity", y)
+    if spec.dtype == ir.DataType.UINT32 and compute == ir.DataType.INT64:
         y = b.op("Mod", y, b.const(1 << 32))  # the low 32 bits, so the cast is in range
-    return b.cast(y, site.dtype)
+    return b.cast(y, spec.dtype)

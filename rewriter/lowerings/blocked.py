@@ -1,6 +1,6 @@
 """``blocked``: a two- or three-level scan for long axes (block size B, m = ceil(n / B) blocks).
 
-Formula, with x viewed as (o, n, i) around the scanned axis (a Reshape, no copy)::
+Formula, on the (o, n, i) view of x::
 
     pad n to m * B with ones (Pad; ones change no product, in either direction)
     view (o * m, B, i); in-block scan along B:  Transpose B to the front, Scan over B
@@ -17,46 +17,40 @@ not bitwise equal to it); float16 / bfloat16 multiplied in float32, rounded once
 
 Cost: B + m Scan iterations instead of n (about 2 sqrt(n) with one level), each over a
 slab of o * m * i (or o * i) elements; passes over memory: Pad (when n is not a multiple of B),
-two Transposes, the Scan, one Mul, a Slice (with padding). Needs a static axis, a known rank
-and the length of the scanned axis to be static (the other dims may be symbolic).
+two Transposes, the Scan, one Mul, a Slice (with padding). Needs the length n static (the
+other dims may be known only at run time); ``dynamic`` uses the same scan with n padded at
+run time.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import onnx_ir as ir
 
 from rewriter.lowerings import chain, loop
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.scan import scan_front
-from rewriter.site import CumProdSite
+from rewriter.lowerings.view import Dim, View, shape_of
+from rewriter.site import ScanSpec
+from rewriter.targets import Target
 
-__all__ = ["block_sizes", "build", "compute_dtype", "max_ulps", "unsupported"]
+__all__ = ["block_sizes", "build", "compute_dtype", "max_ulps", "scan3", "unsupported"]
 
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 _CHAIN_BELOW = 16  # a level this short is unrolled (chain) instead of scanned
 
 
-Dim = int | ir.Value  # a static size, or a 1-D int64 tensor of one element
-
-
-def unsupported(site: CumProdSite) -> str | None:
-    if site.rank is None:
-        return "strategy 'blocked' needs the rank of x to be known"
-    if None in site.axis_lengths():
-        return "strategy 'blocked' needs the length of the scanned axis to be static"
+def unsupported(spec: ScanSpec, target: Target) -> str | None:
+    if "Scan" in target.missing_ops:
+        return f"strategy 'blocked' needs Scan, which {target.name} lacks (use 'radix')"
+    if spec.length is None and spec.max_length is None:
+        return (
+            "strategy 'blocked' needs the length of the scanned axis to be static, or a bound "
+            "on it (max_length=, --max-length N)"
+        )
     return None
-
-
-def shape_of(b: Builder, *parts: Dim) -> ir.Value:
-    """A 1-D int64 shape from static sizes and 1-element tensors."""
-    if all(isinstance(p, int) for p in parts):
-        return b.const(list(parts))
-    pieces = [b.const([p]) if isinstance(p, int) else p for p in parts]
-    return b.op("Concat", *pieces, axis=0)
 
 
 def _times(b: Builder, size: Dim, factor: Dim) -> Dim:
@@ -79,8 +73,8 @@ def _in_block(
     b: Builder,
     blocks: ir.Value,
     size: int,
+    v: View,
     *,
-    dtype: ir.DataType,
     exclusive: bool,
     reverse: bool,
     method: str,
@@ -93,15 +87,13 @@ def _in_block(
     if method == "chain":
         slices = chain.split(b, blocks, 1, size)
         outs, total = chain.chain(
-            b, slices, 1, dtype=dtype, exclusive=exclusive, reverse=reverse, want_total=True
+            b, slices, v, exclusive=exclusive, reverse=reverse, want_total=True
         )
         assert total is not None
         inner = outs[0] if size == 1 else b.op("Concat", *outs, axis=1)
         return inner, total  # (o*m, 1, i): the caller reshapes it
     front = b.op("Transpose", blocks, perm=[1, 0, 2])  # (B, o*m, i)
-    inner, totals = scan_front(
-        b, front, dtype=dtype, exclusive=exclusive, reverse=reverse, slice_rank=2
-    )
+    inner, totals = scan_front(b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2)
     return b.op("Transpose", inner, perm=[1, 0, 2]), totals
 
 
@@ -109,8 +101,8 @@ def scan3(
     b: Builder,
     t: ir.Value,
     dims: tuple[Dim, Dim, Dim],
+    v: View,
     *,
-    dtype: ir.DataType,
     exclusive: bool,
     reverse: bool,
     levels: list[int],
@@ -122,13 +114,13 @@ def scan3(
     if not levels or (isinstance(n, int) and n <= levels[0]):
         if isinstance(n, int) and (n <= _CHAIN_BELOW or method == "chain"):
             slices = chain.split(b, t, 1, n)
-            outs, _ = chain.chain(b, slices, 1, dtype=dtype, exclusive=exclusive, reverse=reverse)
+            outs, _ = chain.chain(b, slices, v, exclusive=exclusive, reverse=reverse)
             return outs[0] if n == 1 else b.op("Concat", *outs, axis=1)
         front = b.op("Transpose", t, perm=[1, 0, 2])
-        y, _ = scan_front(b, front, dtype=dtype, exclusive=exclusive, reverse=reverse, slice_rank=2)
+        y, _ = scan_front(b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2)
         return b.op("Transpose", y, perm=[1, 0, 2])
     size, rest = levels[0], levels[1:]
-    one = b.const(np.array(1), dtype=dtype)
+    one = v.one
     m: Dim
     padded: Dim
     if isinstance(n, int):
@@ -144,18 +136,11 @@ def scan3(
     om = _times(b, o, m)
     blocks = b.reshape(t, shape_of(b, om, size, i))
     inner, totals = _in_block(
-        b, blocks, size, dtype=dtype, exclusive=exclusive, reverse=reverse, method=method
+        b, blocks, size, v, exclusive=exclusive, reverse=reverse, method=method
     )
     totals = b.reshape(totals, shape_of(b, o, m, i))
     prefix = scan3(
-        b,
-        totals,
-        (o, m, i),
-        dtype=dtype,
-        exclusive=True,
-        reverse=reverse,
-        levels=rest,
-        method=method,
+        b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, method=method
     )
     prefix = b.reshape(prefix, shape_of(b, om, 1, i))
     y = b.reshape(b.op("Mul", inner, prefix), shape_of(b, o, padded, i))
@@ -164,56 +149,17 @@ def scan3(
     return b.op("Slice", y, b.const([0]), n, b.const([1]))
 
 
-def view3(b: Builder, x: ir.Value, site: CumProdSite, axis: int) -> tuple[Dim, Dim, Dim]:
-    """The (o, n, i) view of x around ``axis``: each static when its dims are, else computed
-    from Shape(x) (ReduceProd of a slice; of an empty slice it is 1)."""
-    assert site.shape is not None
-    dims = site.shape.dims
-
-    def product(lo: int, hi: int) -> Dim:
-        part = dims[lo:hi]
-        if all(isinstance(d, int) for d in part):
-            return int(np.prod([int(d) for d in part], dtype=np.int64))  # type: ignore[arg-type]
-        sizes = b.op("Slice", b.op("Shape", x), b.const([lo]), b.const([hi]))
-        return b.op("ReduceProd", sizes, keepdims=1)
-
-    return product(0, axis), product(axis, axis + 1), product(axis + 1, len(dims))
-
-
-def lower_3d(
-    b: Builder,
-    x: ir.Value,
-    axis: int,
-    site: CumProdSite,
-    *,
-    dtype: ir.DataType,
-    levels: list[int],
-    method: str,
-) -> ir.Value:
-    """View x as (o, n, i), run :func:`scan3`, view the result as x's shape again."""
-    assert site.shape is not None
-    o, n, i = view3(b, x, site, axis)
-    if any(isinstance(d, int) and d == 0 for d in (o, n, i)):
-        return b.op("Identity", x)  # empty: the result is x itself
-    t = b.reshape(x, shape_of(b, o, n, i))
-    y = scan3(
-        b,
-        t,
-        (o, n, i),
-        dtype=dtype,
-        exclusive=site.exclusive,
-        reverse=site.reverse,
-        levels=levels,
-        method=method,
+def lower_3d(b: Builder, x3: ir.Value, v: View, *, levels: list[int], method: str) -> ir.Value:
+    """:func:`scan3` on the view, with the view's attributes."""
+    if any(d == 0 for d in v.dims()):
+        return b.op("Identity", x3)  # empty: the result is x itself
+    return scan3(
+        b, x3, v.dims(), v, exclusive=v.exclusive, reverse=v.reverse, levels=levels, method=method
     )
-    static = [d for d in site.shape.dims if isinstance(d, int)]
-    full = b.const(static) if len(static) == site.shape.rank() else b.op("Shape", x)
-    return b.reshape(y, full)
 
 
-def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:
-    """``x`` is in the compute type ``dtype``; the axis and its length are static."""
-    assert site.shape is not None
-    n = site.shape[axis]
-    assert isinstance(n, int)
-    return lower_3d(b, x, axis, site, dtype=dtype, levels=block_sizes(max(n, 1)), method="scan")
+def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (in the compute type); n is static."""
+    n = v.static_length
+    assert n is not None
+    return lower_3d(b, x3, v, levels=block_sizes(max(n, 1)), method="scan")

@@ -15,38 +15,37 @@ _INT64_MIN = np.iinfo(np.int64).min
 
 
 class NameSource:
-    """Hands out value and node names not used anywhere in the model."""
+    """Hands out value and node names not used anywhere in the model, in constant time
+    per name (a counter per base name, as onnx_ir's ``NameFixPass`` does)."""
 
     def __init__(self, used: Iterable[str]) -> None:
         self._used = set(used)
+        self._next: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
-        i = 0
+        i = self._next.get(base, 0)
         while (name := f"{base}_{i}") in self._used:
             i += 1
+        self._next[base] = i + 1
         self._used.add(name)
         return name
 
     @classmethod
     def for_model(cls, model: ir.Model) -> NameSource:
+        """Every name in the model: values, nodes and initializers of every graph, subgraph
+        and function."""
         used: set[str] = set()
-        graphs: list[ir.Graph] = [model.graph]
-        graphs += [f.graph for f in model.functions.values()]  # type: ignore[attr-defined]
-        for graph in graphs:
-            for value in graph.inputs:
-                used.add(value.name or "")
-            for node in ir.traversal.RecursiveGraphIterator(graph):
-                used.add(node.name or "")
-                for operand in [*node.inputs, *node.outputs]:
-                    if operand is not None:
-                        used.add(operand.name or "")
-                for attr in node.attributes.values():
-                    if attr.type == ir.AttributeType.GRAPH:
-                        used.update(v.name or "" for v in attr.as_graph().inputs)
-                    elif attr.type == ir.AttributeType.GRAPHS:
-                        for g in attr.as_graphs():
-                            used.update(v.name or "" for v in g.inputs)
-            used.update(graph.initializers)
+        roots: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+        for root in roots:
+            graphs: list[ir.Graph | ir.Function] = [root, *root.subgraphs()]
+            for graph in graphs:
+                used.update(v.name or "" for v in graph.inputs)
+                if isinstance(graph, ir.Graph):
+                    used.update(graph.initializers)
+                for node in graph:
+                    used.add(node.name or "")
+                    used.update(v.name or "" for v in node.outputs)
+                    used.update(v.name or "" for v in node.inputs if v is not None)
         return cls(used)
 
 
@@ -122,12 +121,13 @@ class Builder:
         return self.op("Cast", x, to=int(to))
 
     def subgraph(
-        self, emit: Callable[[Builder], ir.Value], dtype: ir.DataType, name: str
+        self, emit: Callable[[Builder], ir.Value], dtype: ir.DataType | None, name: str
     ) -> ir.Graph:
         """A no-input subgraph (an If branch) whose one output is what ``emit`` builds."""
         body = self.child()
         out = body.op("Identity", emit(body))
-        out.type = ir.TensorType(dtype)
+        if dtype is not None:
+            out.type = ir.TensorType(dtype)
         return body.graph([], [out], name)
 
     def graph(self, inputs: Sequence[ir.Value], outputs: Sequence[ir.Value], name: str) -> ir.Graph:
@@ -151,6 +151,13 @@ class Builder:
         """Reverse ``x`` along ``axis``: Slice with step -1 (a view-like copy, one pass)."""
         return self.slice_axis(x, axis, -1, _INT64_MIN, -1)
 
+    def reverse_axis1(self, x3: ir.Value, outer: ir.Value, length: ir.Value) -> ir.Value:
+        """Reverse a rank-3 ``x3`` along axis 1 with ReverseSequence (for runtimes that
+        cannot Slice with step -1 over a symbolic dim); ``outer`` / ``length`` are 1-element
+        int64 tensors."""
+        lens = self.op("Expand", length, outer)
+        return self.op("ReverseSequence", x3, lens, batch_axis=0, time_axis=1)
+
     def pad_axis_before(self, x: ir.Value, axis: int, rank: int, fill: ir.Value) -> ir.Value:
         """Prepend one slice of ``fill`` along ``axis``: Pad with full-rank pads (valid from
         opset 11; the ``axes`` input of Pad-18 is avoided because onnxruntime's transpose
@@ -165,12 +172,9 @@ class Builder:
             return self.op("Reshape", x, shape, allowzero=1)
         return self.op("Reshape", x, shape)
 
-    def shift_exclusive(self, y: ir.Value, axis: int, rank: int, dtype: ir.DataType) -> ir.Value:
-        """Inclusive to exclusive scan: ``[1, y[0], ..., y[n-2]]`` along ``axis``.
-
-        Pad one slice of ones in front, then drop the last slice (right for n = 0 too, where
-        Slice-then-Pad would make a length-1 result).
-        """
-        one = self.const(np.array(1), dtype=dtype)
-        padded = self.pad_axis_before(y, axis, rank, one)
-        return self.slice_axis(padded, axis, 0, -1)
+    def shift_exclusive(self, y3: ir.Value, one: ir.Value) -> ir.Value:
+        """Inclusive to exclusive scan along axis 1 of a rank-3 ``y3``:
+        ``[1, y[0], ..., y[n-2]]``. Pad one slice of ``one`` in front, then drop the last
+        slice (right for n = 0 too, where Slice-then-Pad would make a length-1 result)."""
+        padded = self.pad_axis_before(y3, 1, 3, one)
+        return self.slice_axis(padded, 1, 0, -1)

@@ -1,8 +1,8 @@
 """``chain``: the running product unrolled, for short static axes.
 
-Formula, for the scanned axis ``a`` of static length n::
+Formula, on the (o, n, i) view of x, n static::
 
-    x_0, ..., x_{n-1} = Split(x, axis=a)      (num_outputs=n from opset 18, split sizes before)
+    x_0, ..., x_{n-1} = Split(x3, axis=1)     (num_outputs=n from opset 18, split sizes before)
     c_0 = x_0,  c_k = c_{k-1} * x_k                     (k in reverse order when ``reverse``)
     y = Concat(c_0, ..., c_{n-1})                       inclusive
     y = Concat(1, c_0, ..., c_{n-2})                    exclusive (the ones slice: ConstantOfShape)
@@ -13,7 +13,7 @@ bfloat16 multiplied in float32, rounded once.
 
 Cost: n - 1 Muls over one slice each, one Split and one Concat (two passes over memory), no
 loop at all: n + 2 nodes, so only for short axes (``auto`` uses it up to a few dozen). Needs
-a static axis, a known rank and a static length.
+a static length n (outer and inner may be known only at run time).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import onnx_ir as ir
 
 from rewriter.lowerings import loop
 from rewriter.lowerings.builder import Builder
-from rewriter.site import CumProdSite
+from rewriter.lowerings.view import View
+from rewriter.site import ScanSpec
+from rewriter.targets import Target
 
 __all__ = ["MAX_LENGTH", "build", "chain", "compute_dtype", "max_ulps", "unsupported"]
 
@@ -31,15 +33,15 @@ compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 
 
-def unsupported(site: CumProdSite) -> str | None:
-    if site.rank is None:
-        return "strategy 'chain' needs the rank of x to be known"
-    lengths = site.axis_lengths()
-    if None in lengths:
-        return "strategy 'chain' needs the length of the scanned axis to be static"
-    longest = max(n for n in lengths if n is not None)
-    if longest > MAX_LENGTH:
-        return f"strategy 'chain' unrolls at most {MAX_LENGTH} steps, the axis has {longest}"
+def unsupported(spec: ScanSpec, target: Target) -> str | None:
+    n = spec.length if spec.length is not None else spec.max_length
+    if n is None:
+        return (
+            "strategy 'chain' needs the length of the scanned axis to be static, or a bound "
+            "on it (max_length=, --max-length N)"
+        )
+    if n > MAX_LENGTH:
+        return f"strategy 'chain' unrolls at most {MAX_LENGTH} steps, the axis has {n}"
     return None
 
 
@@ -57,9 +59,8 @@ def split(b: Builder, x: ir.Value, axis: int, n: int) -> list[ir.Value]:
 def chain(
     b: Builder,
     slices: list[ir.Value],
-    axis: int,
+    v: View,
     *,
-    dtype: ir.DataType,
     exclusive: bool,
     reverse: bool,
     seed: ir.Value | None = None,
@@ -75,8 +76,7 @@ def chain(
     for step, idx in enumerate(order):
         if exclusive:
             if running is None:
-                shape = b.op("Shape", slices[idx])
-                running = b.op("ConstantOfShape", shape, value=ir.tensor([1], dtype=dtype))
+                running = b.op("Expand", v.one, b.op("Shape", slices[idx]))
             outputs[idx] = running
             if step < n - 1 or want_total:
                 running = b.op("Mul", running, slices[idx])
@@ -86,16 +86,13 @@ def chain(
     return [o for o in outputs if o is not None], running if want_total else None
 
 
-def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:
-    """``x`` is in the compute type ``dtype``; ``axis`` is static, the length n too."""
-    assert site.shape is not None
-    n = site.shape[axis]
-    assert isinstance(n, int)
+def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (in the compute type); n is static."""
+    n = v.static_length
+    assert n is not None
     if n == 0:
-        return b.op("Identity", x)
-    outputs, _ = chain(
-        b, split(b, x, axis, n), axis, dtype=dtype, exclusive=site.exclusive, reverse=site.reverse
-    )
+        return b.op("Identity", x3)
+    outputs, _ = chain(b, split(b, x3, 1, n), v, exclusive=v.exclusive, reverse=v.reverse)
     if n == 1:
-        return outputs[0] if outputs[0] is not x else b.op("Identity", x)
-    return b.op("Concat", *outputs, axis=axis)
+        return outputs[0] if outputs[0] is not x3 else b.op("Identity", x3)
+    return b.op("Concat", *outputs, axis=1)

@@ -14,8 +14,8 @@ pay no padding, long ones about 64 + n / 1024 Scan steps instead of n.
 Accuracy: as ``scan`` below the threshold (bitwise native) and as ``blocked`` above (k - 1
 ulps, a tree of k - 1 products); integers bit-exact with wraparound either way.
 
-Cost: one If; then ``scan``'s or ``blocked``'s (plus a Pad and a Slice). Needs a static axis
-and a known rank; nothing about the lengths.
+Cost: one If; then ``scan``'s or ``blocked``'s (plus a Pad and a Slice). Any rank, run-time
+axis and dims.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import onnx_ir as ir
 
 from rewriter.lowerings import blocked, loop, scan
 from rewriter.lowerings.builder import Builder
-from rewriter.site import CumProdSite
+from rewriter.lowerings.view import View
+from rewriter.site import ScanSpec
+from rewriter.targets import Target
 
 __all__ = ["SHORT", "build", "compute_dtype", "max_ulps", "unsupported"]
 
@@ -34,32 +36,32 @@ compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 
 
-def unsupported(site: CumProdSite) -> str | None:
-    return None if site.rank is not None else "strategy 'dynamic' needs the rank of x to be known"
+def unsupported(spec: ScanSpec, target: Target) -> str | None:
+    missing = sorted({"If", "Scan"} & target.missing_ops)
+    if missing:
+        return f"strategy 'dynamic' needs {' and '.join(missing)}, which {target.name} lacks"
+    return None
 
 
-def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:
-    """``x`` is in the compute type ``dtype``; ``axis`` is static and non-negative."""
-    assert site.shape is not None
-    n = site.shape[axis]
-    if isinstance(n, int):  # the length is static after all: decide now
+def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (in the compute type)."""
+    n = v.static_length
+    if n is not None:  # the length is static after all: decide now
         if n <= SHORT:
-            return scan.build(b, x, axis, site, dtype=dtype)
-        return blocked.lower_3d(b, x, axis, site, dtype=dtype, levels=_LEVELS, method="scan")
-    shape = b.op("Shape", x)
-    length = b.op("Gather", shape, b.const([axis]), axis=0)
+            return scan.build(b, x3, v)
+        return blocked.lower_3d(b, x3, v, levels=_LEVELS, method="scan")
+    length = v.tensor(b, v.length)
     short = b.op("Less", length, b.const([SHORT + 1]))
-    empty = b.op("Equal", b.op("ReduceProd", shape, keepdims=1), b.const([0]))
+    size = b.op("ReduceProd", b.op("Shape", x3), keepdims=1)
+    empty = b.op("Equal", size, b.const([0]))
     condition = b.op("Reshape", b.op("Or", short, empty), b.const([]))  # If takes a 0-D bool
-
-    def long(sb: Builder) -> ir.Value:
-        return blocked.lower_3d(sb, x, axis, site, dtype=dtype, levels=_LEVELS, method="scan")
-
     return b.op(
         "If",
         condition,
-        then_branch=b.subgraph(
-            lambda sb: scan.build(sb, x, axis, site, dtype=dtype), dtype, "cumprod_short"
+        then_branch=b.subgraph(lambda sb: scan.build(sb, x3, v), v.dtype, "cumprod_short"),
+        else_branch=b.subgraph(
+            lambda sb: blocked.lower_3d(sb, x3, v, levels=_LEVELS, method="scan"),
+            v.dtype,
+            "cumprod_long",
         ),
-        else_branch=b.subgraph(long, dtype, "cumprod_long"),
     )

@@ -1,14 +1,18 @@
 """``logsum``: the product as the exponential of a running sum of logarithms.
 
-Formula (along the axis, with CumSum's own ``exclusive`` / ``reverse``)::
+Formula (on the (o, n, i) view of x, along axis 1, with CumSum's own ``exclusive`` /
+``reverse``; the CumSum axis is the constant 1 whatever the CumProd's axis)::
 
-    y = sign * Exp(CumSum(Log(Abs(x))))
-    sign = 1 - 2 * Mod(CumSum(Cast(signbit(x))), 2)     signbit(x) = x < 0  or  1/x < 0
+    y = sign * Exp(CumSum(Log(Abs(x)))) * nonzero
+    sign    = 1 - 2 * Mod(CumSum(Cast(signbit(x))), 2)     signbit(x) = x < 0  or  1/x < 0
+    nonzero = Cast(CumSum(Cast(x == 0)) == 0)
 
 computed in float64 (Cast in, Cast out). ``signbit`` counts -0.0 and -inf as negative, so the
-sign of a zero comes out as the sequential product gives it, and the sign is applied by Mul,
-not Where (Where is slow and turns -0.0 into +0.0). Zeros give Log = -inf and Exp = 0; a zero
-followed by an infinity gives NaN (-inf + inf), as 0 * inf does; NaN propagates.
+sign of a zero comes out as the sequential product gives it; the sign is applied by Mul, not
+Where (Where is slow and turns -0.0 into +0.0). Zeros are handled explicitly by ``nonzero``
+(a product with a zero factor is 0 whatever Exp(-inf) returns: onnxruntime 1.20.1's
+vectorised float64 Exp(-inf) gives 5.6e-309); a zero followed by an infinity gives NaN
+(-inf + inf, then NaN * 0), as 0 * inf does; NaN propagates.
 
 Accuracy: float32, float16 and bfloat16 inputs come out correctly rounded up to a rare
 double-rounding tie: at most 1 ulp of the input type while every prefix product stays inside
@@ -19,8 +23,16 @@ have saturated earlier. For float64 inputs the error is relative, about
 (k + 1) * max_j |log|prefix_j|| * 2^-53: looser than the sequential kernel (k ulps), so
 ``auto`` does not pick this for float64. Integers are not exact past 2^53: refused.
 
-Cost: 12 elementwise nodes and 2 CumSum; about 10 passes over memory in float64.
-Works for a run-time axis and an unknown rank (CumSum takes the axis as an input).
+Cost: 15 elementwise nodes and 3 CumSum; about 12 passes over memory in float64. No control
+flow; works for a run-time axis and an unknown rank (through the view).
+
+``logsum32`` is the same formula computed in float32, for runtimes without float64 (TFLite,
+the ``portable`` profile; OpenVINO computes float64 in float32 anyway). Its bound, for a
+product of k float32 factors whose prefix products stay in the normal range: each Log is
+within 1 ulp of |log x| <= 88.8 and each CumSum addition within half an ulp of a partial sum
+<= k * 88.8, so the exponent is off by at most k * 178 * 2^-24 and Exp adds 1 ulp:
+178 * k + 2 ulps of float32 (far less when the factors are near 1). Only for float32 /
+float16 / bfloat16 inputs; never chosen by ``auto`` where an exact lowering runs.
 """
 
 from __future__ import annotations
@@ -29,21 +41,24 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.lowerings.builder import Builder
-from rewriter.site import FLOAT_TYPES, CumProdSite
+from rewriter.lowerings.view import View
+from rewriter.site import FLOAT_TYPES, ScanSpec
+from rewriter.targets import Target
 
 __all__ = ["build", "compute_dtype", "max_ulps", "unsupported"]
 
 
-def unsupported(site: CumProdSite) -> str | None:
-    if site.dtype not in FLOAT_TYPES:
+def unsupported(spec: ScanSpec, target: Target) -> str | None:
+    if spec.dtype not in FLOAT_TYPES:
+        kind = spec.dtype.name.lower() if spec.dtype is not None else "an unknown type"
         return (
-            f"strategy 'logsum' is inexact for {site.dtype.name.lower()} (products past 2^53 "
+            f"strategy 'logsum' is inexact for {kind} (products past 2^53 "
             "are rounded); use 'loop' or 'auto'"
         )
     return None
 
 
-def compute_dtype(dtype: ir.DataType) -> ir.DataType:
+def compute_dtype(dtype: ir.DataType | None) -> ir.DataType:
     return ir.DataType.DOUBLE
 
 
@@ -60,20 +75,25 @@ def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
     return np.ones_like(factors, dtype=np.float64)
 
 
-def build(
-    b: Builder, x: ir.Value, axis: ir.Value | int, site: CumProdSite, *, dtype: ir.DataType
-) -> ir.Value:
-    """``x`` is float64 (``dtype``); ``axis`` an int or a 0-D int32/int64 value."""
-    axis_value = b.const(axis) if isinstance(axis, int) else axis
-    scan = {"exclusive": int(site.exclusive), "reverse": int(site.reverse)}
-    f64 = dtype  # compute_dtype is always float64
-    zero = b.const(0.0, f64)
+def log_exp(b: Builder, x3: ir.Value, v: View, dtype: ir.DataType) -> ir.Value:
+    """The formula above in ``dtype`` (x3 is already in it)."""
+    axis = b.const(1)
+    scan = {"exclusive": int(v.exclusive), "reverse": int(v.reverse)}
+    zero = b.const(0.0, dtype)
 
-    log_abs = b.op("Log", b.op("Abs", x))
-    magnitude = b.op("Exp", b.op("CumSum", log_abs, axis_value, **scan))
+    log_abs = b.op("Log", b.op("Abs", x3))
+    magnitude = b.op("Exp", b.op("CumSum", log_abs, axis, **scan))
 
-    negative = b.op("Or", b.op("Less", x, zero), b.op("Less", b.op("Reciprocal", x), zero))
-    count = b.op("CumSum", b.cast(negative, f64), axis_value, **scan)
-    odd = b.op("Mod", count, b.const(2.0, f64), fmod=1)
-    sign = b.op("Sub", b.const(1.0, f64), b.op("Add", odd, odd))
-    return b.op("Mul", sign, magnitude)
+    negative = b.op("Or", b.op("Less", x3, zero), b.op("Less", b.op("Reciprocal", x3), zero))
+    count = b.op("CumSum", b.cast(negative, dtype), axis, **scan)
+    odd = b.op("Mod", count, b.const(2.0, dtype), fmod=1)
+    sign = b.op("Sub", b.const(1.0, dtype), b.op("Add", odd, odd))
+
+    zeros = b.op("CumSum", b.cast(b.op("Equal", x3, zero), dtype), axis, **scan)
+    nonzero = b.cast(b.op("Equal", zeros, zero), dtype)
+    return b.op("Mul", b.op("Mul", sign, magnitude), nonzero)
+
+
+def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (float64)."""
+    return log_exp(b, x3, v, ir.DataType.DOUBLE)

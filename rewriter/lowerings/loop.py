@@ -1,21 +1,21 @@
 """``loop``: the sequential running product, carried through an ONNX Loop.
 
-Formula, for the scanned axis ``a`` of length n (after a flip when ``reverse``)::
+Formula, on the (o, n, i) view of x (after a flip along n when ``reverse``)::
 
-    acc_0 = ones(shape of x without a)
-    acc_i = acc_{i-1} * Gather(x, i, axis=a)       i = 0 .. n-1   (Loop scan output)
-    y     = Transpose(Stack_i(acc_i)) moving the stacked axis back to a
-    exclusive: y = Slice(Pad(y, one slice of 1s before a), drop the last)
-    reverse:   x and y flipped along a (Slice with step -1)
+    acc_0 = ones(o, i)
+    acc_k = acc_{k-1} * Gather(x3, k, axis=1)       k = 0 .. n-1   (Loop scan output)
+    y3    = Transpose(Stack_k(acc_k), (1, 0, 2))
+    exclusive: y3 = Slice(Pad(y3, one slice of 1s before n), drop the last)
+    reverse:   x3 and y3 flipped along n (Slice with step -1)
 
 Accuracy: the same multiplications in the same order as the sequential kernel, so integers
 are bit-exact with wraparound, and float32 / float64 match ORT's native kernel bit for bit
 (error at position k at most (k - 1) * 2^-p relative, p = 24 / 53). float16 and bfloat16 are
 multiplied in float32 and rounded once at the end (ORT computes float16 the same way).
 
-Cost: n Loop iterations (each a Gather and a Mul over one slice), one Transpose unless a = 0,
-plus two Slices per flip and a Pad + Slice for exclusive; about 8 nodes. Needs a static axis
-and a known rank (a run-time axis goes through an If over the rank's axes).
+Cost: n Loop iterations (each a Gather and a Mul over an (o, i) slab), one Transpose unless
+o = 1, plus two Slices per flip and a Pad + Slice for exclusive; about 12 nodes. Works for
+any rank, a run-time axis and run-time dims (the view is computed at run time).
 """
 
 from __future__ import annotations
@@ -24,19 +24,23 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.lowerings.builder import Builder
-from rewriter.site import CumProdSite
+from rewriter.lowerings.view import View
+from rewriter.site import ScanSpec
+from rewriter.targets import Target
 
 __all__ = ["build", "compute_dtype", "max_ulps", "unsupported"]
 
 _WIDER = {ir.DataType.FLOAT16: ir.DataType.FLOAT, ir.DataType.BFLOAT16: ir.DataType.FLOAT}
 
 
-def unsupported(site: CumProdSite) -> str | None:
-    return None if site.rank is not None else "strategy 'loop' needs the rank of x to be known"
+def unsupported(spec: ScanSpec, target: Target) -> str | None:
+    if "Loop" in target.missing_ops:
+        return f"strategy 'loop' needs Loop, which {target.name} lacks"
+    return None
 
 
-def compute_dtype(dtype: ir.DataType) -> ir.DataType:
-    return _WIDER.get(dtype, dtype)
+def compute_dtype(dtype: ir.DataType | None) -> ir.DataType | None:
+    return None if dtype is None else _WIDER.get(dtype, dtype)
 
 
 def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
@@ -54,63 +58,64 @@ def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
     return k1 * (1 + 2.0**-20)
 
 
-def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:
-    """``x`` is in the compute type ``dtype``; ``axis`` is static and non-negative."""
-    rank = site.rank
-    assert rank is not None
-    if site.reverse:
-        x = b.flip(x, axis)
-    y = _running_product(b, x, axis, rank, dtype=dtype, length_hint=site.scan_length)
-    if site.exclusive:
-        y = b.shift_exclusive(y, axis, rank, dtype)
-    if site.reverse:
-        y = b.flip(y, axis)
-    return y
+def flip(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """``x3`` reversed along axis 1: Slice with step -1, or ReverseSequence where the
+    target cannot Slice backwards over a run-time length."""
+    if v.target.slice_negative_step or isinstance(v.length, int):
+        return b.flip(x3, 1)
+    return b.reverse_axis1(x3, v.tensor(b, v.outer), v.tensor(b, v.length))
 
 
-def _running_product(
-    b: Builder, x: ir.Value, axis: int, rank: int, *, dtype: ir.DataType, length_hint: int | None
-) -> ir.Value:
-    """The inclusive scan along ``axis``: Loop, then the stacked axis moved back."""
-    shape = b.op("Shape", x)
-    length = b.op("Gather", shape, b.const(axis), axis=0)
-    rest = b.op("Gather", shape, b.const([d for d in range(rank) if d != axis]), axis=0)
-    ones = b.op("ConstantOfShape", rest, value=ir.tensor([1], dtype=dtype))
+def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (in the compute type)."""
+    if v.reverse:
+        x3 = flip(b, x3, v)
+    y3 = _running_product(b, x3, v)
+    if v.exclusive:
+        y3 = b.shift_exclusive(y3, v.one)
+    if v.reverse:
+        y3 = flip(b, y3, v)
+    return y3
+
+
+def _running_product(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The inclusive scan along axis 1: Loop, then the stacked axis moved back."""
+    outer, length, inner = (v.tensor(b, d) for d in v.dims())
+    ones = b.op("Expand", v.one, b.op("Concat", outer, inner, axis=0))
+    dtype = v.dtype
 
     body = b.child()
     i = body.value("i", ir.DataType.INT64, ir.Shape([]))
     cond_in = body.value("cond", ir.DataType.BOOL, ir.Shape([]))
     acc_in = body.value("acc", dtype)
-    acc_out = body.op("Mul", acc_in, body.op("Gather", x, i, axis=axis))
+    acc_out = body.op("Mul", acc_in, body.op("Gather", x3, i, axis=1))
     cond_out = body.op("Identity", cond_in)
     scan_out = body.op("Identity", acc_out)
-    for value in (cond_out, acc_out, scan_out):
-        value.type = ir.TensorType(ir.DataType.BOOL if value is cond_out else dtype)
+    cond_out.type = ir.TensorType(ir.DataType.BOOL)
+    for value in (acc_out, scan_out):
+        if dtype is not None:
+            value.type = ir.TensorType(dtype)
     graph = body.graph([i, cond_in, acc_in], [cond_out, acc_out, scan_out], "cumprod_loop_body")
     # An explicit true condition (an empty one is allowed, but onnx.reference then never loops).
     true = b.const(True)
-    _, stacked = b.op_multi("Loop", length, true, ones, n_out=2, body=graph)
+    trip = b.op("Reshape", length, b.const([]))
+    _, stacked = b.op_multi("Loop", trip, true, ones, n_out=2, body=graph)
 
-    # Give the stacked output its shape [n, rest...] (a Reshape copies nothing in onnxruntime):
+    # Give the stacked output its shape [n, o, i] (a Reshape copies nothing in onnxruntime):
     # with zero iterations onnxruntime returns it with shape [0], and onnx.reference
     # concatenates the iterations (np.vstack) instead of stacking them.
-    length_1d = b.op("Reshape", length, b.const([1]))
-    full = b.op("Concat", length_1d, rest, axis=0)
-    if b.opset >= 14 or (length_hint or 0) > 0:
+    full = b.op("Concat", length, outer, inner, axis=0)
+    if b.opset >= 14 or (v.static_length or 0) > 0:
         stacked = b.reshape(stacked, full)
     else:  # without allowzero a 0 in ``full`` would copy a dim the [0]-shaped output lacks
         stacked = b.op(
             "If",
-            b.op("Equal", length, b.const(0)),
-            then_branch=b.subgraph(
-                lambda sb: sb.op("ConstantOfShape", full, value=ir.tensor([1], dtype=dtype)),
-                dtype,
-                "cumprod_empty",
-            ),
+            b.op("Equal", trip, b.const(0)),
+            then_branch=b.subgraph(lambda sb: sb.op("Expand", v.one, full), dtype, "cumprod_empty"),
             else_branch=b.subgraph(
                 lambda sb: sb.op("Reshape", stacked, full), dtype, "cumprod_stacked"
             ),
         )
-    if axis == 0:
-        return stacked
-    return b.op("Transpose", stacked, perm=[*range(1, axis + 1), 0, *range(axis + 1, rank)])
+    if v.outer == 1:
+        return b.reshape(stacked, b.op("Concat", outer, length, inner, axis=0))
+    return b.op("Transpose", stacked, perm=[1, 0, 2])

@@ -10,8 +10,9 @@ k - 1 multiplications), not bitwise the sequential kernel's.
 
 Cost: about log_r(n) levels of (Pad, Split, r Muls over a slice each, Concat, Mul); node count
 grows with r * log_r(n) (70-80 nodes at n = 65536). The fastest exact lowering measured for
-8-byte types (int64, uint64, double), where Transposes are slow in onnxruntime. Needs a static
-axis, a known rank and a static length of the scanned axis.
+8-byte types (int64, uint64, double), where Transposes are slow in onnxruntime. Needs the
+length n static (outer and inner may be known only at run time). No control flow: runs where
+Loop and Scan do not (tract, tinygrad, TFLite).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import onnx_ir as ir
 
 from rewriter.lowerings import blocked, loop
 from rewriter.lowerings.builder import Builder
-from rewriter.site import CumProdSite
+from rewriter.lowerings.view import View
+from rewriter.site import ScanSpec
+from rewriter.targets import Target
 
 __all__ = ["build", "compute_dtype", "max_ulps", "radix_levels", "unsupported"]
 
@@ -28,9 +31,13 @@ compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 
 
-def unsupported(site: CumProdSite) -> str | None:
-    reason = blocked.unsupported(site)
-    return None if reason is None else reason.replace("'blocked'", "'radix'")
+def unsupported(spec: ScanSpec, target: Target) -> str | None:
+    if spec.length is None and spec.max_length is None:
+        return (
+            "strategy 'radix' needs the length of the scanned axis to be static, or a bound "
+            "on it (max_length=, --max-length N)"
+        )
+    return None
 
 
 def radix_levels(n: int, last_axis: bool) -> list[int]:
@@ -43,11 +50,9 @@ def radix_levels(n: int, last_axis: bool) -> list[int]:
     return levels
 
 
-def build(b: Builder, x: ir.Value, axis: int, site: CumProdSite, *, dtype: ir.DataType) -> ir.Value:
-    """``x`` is in the compute type ``dtype``; the axis and its length are static."""
-    assert site.shape is not None
-    n = site.shape[axis]
-    assert isinstance(n, int)
-    last = all(d == 1 for d in site.shape.dims[axis + 1 :])
-    levels = radix_levels(max(n, 1), last_axis=last)
-    return blocked.lower_3d(b, x, axis, site, dtype=dtype, levels=levels, method="chain")
+def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (in the compute type); n is static."""
+    n = v.static_length
+    assert n is not None
+    levels = radix_levels(max(n, 1), last_axis=v.inner == 1)
+    return blocked.lower_3d(b, x3, v, levels=levels, method="chain")

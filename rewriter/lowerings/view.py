@@ -1,0 +1,198 @@
+"""The canonical view: every CumProd is a scan along axis 1 of an (outer, n, inner) view of x.
+
+::
+
+    x3 = Reshape(x, [outer, n, inner])     outer = prod(dims before the axis),
+    y3 = lowering(x3)                      inner = prod(dims after it)
+    y  = Reshape(y3, Shape(x))
+
+When the rank, the axis and the dims are static the two shapes are constants. Otherwise they
+are computed at run time from ``Shape(x)`` and the axis: ``n = Gather(Shape(x), axis)``
+(Gather refuses an axis outside [-r, r-1], as the native op does), the axis normalised by
+``Mod(axis + r, r)``, ``outer`` and ``inner`` the ReduceProd of the dims on either side (1
+for none). A Reshape copies nothing, so the view costs no pass over memory; every lowering
+works at any rank, with a run-time axis or an unknown rank, without an If over the axes.
+
+Empty tensors: Reshape keeps zeros from opset 14 (``allowzero=1``). Below 14 a 0 in the
+target shape would copy an input dim, so when a dim can be 0 at run time the whole lowering
+sits in ``If(Size(x) == 0, x, lowering)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.lowerings.builder import Builder
+from rewriter.site import ScanSpec
+from rewriter.targets import Target
+
+__all__ = ["Dim", "View", "in_view"]
+
+Dim = int | ir.Value  # a static size, or a 1-D int64 tensor of one element
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """What a lowering computes: the scan along axis 1 of ``x3`` (outer, length, inner).
+
+    Attributes:
+        spec: The CumProd (attributes, static facts).
+        dtype: The element type the lowering computes in (None: unknown, type-generic).
+        outer, length, inner: The view's dims, static ints or 1-element int64 tensors.
+        one: A 0-D tensor holding 1 in the compute type (Pad / Expand fill values).
+        target: The runtime the output is for (which ops its lowerings may use).
+    """
+
+    spec: ScanSpec
+    dtype: ir.DataType | None
+    outer: Dim
+    length: Dim
+    inner: Dim
+    one: ir.Value
+    target: Target
+
+    @property
+    def exclusive(self) -> bool:
+        return self.spec.exclusive
+
+    @property
+    def reverse(self) -> bool:
+        return self.spec.reverse
+
+    @property
+    def static_length(self) -> int | None:
+        return self.length if isinstance(self.length, int) else None
+
+    def dims(self) -> tuple[Dim, Dim, Dim]:
+        return self.outer, self.length, self.inner
+
+    def tensor(self, b: Builder, dim: Dim) -> ir.Value:
+        """A dim as a 1-element int64 tensor."""
+        return b.const([dim]) if isinstance(dim, int) else dim
+
+
+def shape_of(b: Builder, *parts: Dim) -> ir.Value:
+    """A 1-D int64 shape from static sizes and 1-element tensors."""
+    if all(isinstance(p, int) for p in parts):
+        return b.const(list(parts))
+    pieces = [b.const([p]) if isinstance(p, int) else p for p in parts]
+    return b.op("Concat", *pieces, axis=0)
+
+
+def _one(b: Builder, x: ir.Value, dtype: ir.DataType | None) -> ir.Value:
+    if dtype is not None:
+        return b.const(np.array(1), dtype=dtype)
+    if b.opset < 15:
+        raise ValueError("a type-generic lowering needs CastLike (opset >= 15)")
+    return b.op("CastLike", b.const(np.array(1)), x)
+
+
+def _static_dims(b: Builder, x: ir.Value, spec: ScanSpec) -> tuple[Dim, Dim, Dim]:
+    """(outer, n, inner) for a static rank and axis: static where the dims are."""
+    assert spec.dims is not None and spec.axis is not None
+    dims, axis = spec.dims, spec.axis
+    shape: ir.Value | None = None
+
+    def product(lo: int, hi: int, static: int | None) -> Dim:
+        nonlocal shape
+        if static is not None:
+            return static
+        shape = shape or b.op("Shape", x)
+        sizes = b.op("Slice", shape, b.const([lo]), b.const([hi]))
+        return b.op("ReduceProd", sizes, keepdims=1)
+
+    return (
+        product(0, axis, spec.outer),
+        product(axis, axis + 1, spec.length),
+        product(axis + 1, len(dims), spec.inner),
+    )
+
+
+def _runtime_dims(b: Builder, x: ir.Value, axis: ir.Value, spec: ScanSpec) -> tuple[Dim, Dim, Dim]:
+    """(outer, n, inner) from Shape(x) and the axis at run time."""
+    shape = b.op("Shape", x)
+    raw = b.op("Reshape", b.cast(axis, ir.DataType.INT64), b.const([1]))
+    n = b.op("Gather", shape, raw, axis=0)  # fails for an axis outside [-r, r - 1]
+    rank = b.const([spec.rank]) if spec.rank is not None else b.op("Shape", shape)
+    pos = b.op("Mod", b.op("Add", raw, rank), rank)
+    before = b.op("Slice", shape, b.const([0]), pos)
+    after = b.op("Slice", shape, b.op("Add", pos, b.const([1])), b.const([_INT64_MAX]))
+    return b.op("ReduceProd", before, keepdims=1), n, b.op("ReduceProd", after, keepdims=1)
+
+
+def _padded(
+    b: Builder, x3: ir.Value, v: View, build: Callable[[Builder, ir.Value, View], ir.Value]
+) -> ir.Value:
+    """``build`` on x3 padded with ones to the static length ``v.spec.max_length``, sliced
+    back to the run-time n; an n above the bound fails at run time (the final Reshape's
+    middle dim becomes n + 1) instead of being cropped."""
+    bound = v.spec.max_length
+    assert bound is not None and not isinstance(v.length, int)
+    n = v.length
+    pads = b.op(
+        "Concat", b.const([0, 0, 0, 0]), b.op("Sub", b.const([bound]), n), b.const([0]), axis=0
+    )
+    padded = b.op("Pad", x3, pads, v.one)
+    y = build(b, padded, dataclasses.replace(v, length=bound))
+    y = b.op("Slice", y, b.const([0]), n, b.const([1]))
+    fits = b.cast(b.op("Less", n, b.const([bound + 1])), ir.DataType.INT64)
+    middle = b.op("Sub", b.op("Add", n, b.const([1])), fits)
+    return b.reshape(y, shape_of(b, v.outer, middle, v.inner))
+
+
+def in_view(
+    b: Builder,
+    x: ir.Value,
+    axis: ir.Value | None,
+    spec: ScanSpec,
+    *,
+    dtype: ir.DataType | None,
+    target: Target,
+    build: Callable[[Builder, ir.Value, View], ir.Value],
+    pad_to_bound: bool = False,
+) -> ir.Value:
+    """``build`` applied to the (outer, n, inner) view of ``x`` (in the compute type);
+    returns the result in x's shape. With ``pad_to_bound``, a length known only at run time
+    is padded with ones to ``spec.max_length`` first (ones at the end change no prefix
+    product in either direction) and the result sliced back to n."""
+    if spec.empty:
+        return b.op("Identity", x)
+
+    def lowered(sb: Builder) -> ir.Value:
+        if spec.axis is not None and spec.dims is not None:
+            outer, n, inner = _static_dims(sb, x, spec)
+        else:
+            if axis is None:
+                raise ValueError("a CumProd without a static axis needs its axis value")
+            outer, n, inner = _runtime_dims(sb, x, axis, spec)
+        view = View(spec, dtype, outer, n, inner, _one(sb, x, dtype), target)
+        if spec.rank == 3 and spec.axis == 1:
+            x3 = x
+        else:
+            x3 = sb.reshape(x, shape_of(sb, outer, n, inner))
+        if pad_to_bound and not isinstance(n, int):
+            y3 = _padded(sb, x3, view, build)
+        else:
+            y3 = build(sb, x3, view)
+        if x3 is x:
+            return y3
+        static = spec.dims is not None and all(isinstance(d, int) for d in spec.dims)
+        full = sb.const(list(spec.dims)) if static else sb.op("Shape", x)  # type: ignore[arg-type]
+        return sb.reshape(y3, full)
+
+    may_be_empty = spec.dims is None or not all(isinstance(d, int) for d in spec.dims)
+    if b.opset >= 14 or not may_be_empty:
+        return lowered(b)
+    # Below opset 14 Reshape reads a 0 as "copy this dim": keep empty tensors out of it.
+    size = b.op("ReduceProd", b.op("Shape", x), keepdims=0)
+    return b.op(
+        "If",
+        b.op("Equal", size, b.const(0)),
+        then_branch=b.subgraph(lambda sb: sb.op("Identity", x), dtype, "cumprod_empty"),
+        else_branch=b.subgraph(lowered, dtype, "cumprod_lowered"),
+    )

@@ -1,0 +1,152 @@
+"""The canonical view, explored: ranks 0-5, static / symbolic dims / unknown rank, constant or
+run-time axis of either sign, empty dims, at ai.onnx opsets 11, 13, 14, 21 and 26. Every
+lowering is compared bit for bit with numpy (int64, wraparound included) on onnxruntime."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+import rewriter
+from tests.helpers import run_ort
+
+OPSETS = [11, 13, 14, 21, 26]
+EXACT = ["auto", "loop", "scan", "chain", "blocked", "radix", "dynamic", "doubling"]
+SETTINGS = settings(
+    max_examples=int(os.environ.get("CUMPROD_VIEW_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=os.environ.get("CI") != "true",  # CI explores (pytest prints the seed)
+)
+
+
+def _numpy(x: np.ndarray, axis: int, exclusive: int, reverse: int) -> np.ndarray:
+    """CumProd from its definition, in x's type (int64 wraps)."""
+    y = np.flip(x, axis) if reverse else x
+    out = np.cumprod(y, axis=axis, dtype=x.dtype)
+    if exclusive and x.shape[axis] > 0:
+        ones = np.ones_like(np.take(out, [0], axis=axis))
+        out = np.concatenate([ones, np.take(out, range(out.shape[axis] - 1), axis=axis)], axis)
+    return np.flip(out, axis) if reverse else out
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> dict:
+    rank = draw(st.integers(1, 5))
+    shape = tuple(draw(st.lists(st.integers(0, 4), min_size=rank, max_size=rank)))
+    if draw(st.booleans()) and rank <= 2:  # a longer axis sometimes
+        shape = (*shape[:-1], draw(st.integers(5, 40)))
+    return {
+        "shape": shape,
+        "axis": draw(st.integers(-rank, rank - 1)),
+        "form": draw(st.sampled_from(["static", "symbolic", "unknown rank"])),
+        "runtime_axis": draw(st.booleans()),
+        "exclusive": draw(st.integers(0, 1)),
+        "reverse": draw(st.integers(0, 1)),
+        "opset": draw(st.sampled_from(OPSETS)),
+        "strategy": draw(st.sampled_from(EXACT)),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def _model(case: dict) -> onnx.ModelProto:
+    shape, axis, form = case["shape"], case["axis"], case["form"]
+    rank = len(shape)
+    declared = [f"d{k}" for k in range(rank)] if form != "static" else list(shape)
+    nodes = []
+    inputs = [helper.make_tensor_value_info("x", TensorProto.INT64, declared)]
+    initializers = []
+    x = "x"
+    if form == "unknown rank":  # Reshape to a shape whose length is symbolic: rank unknown
+        inputs.append(helper.make_tensor_value_info("shape", TensorProto.INT64, ["r"]))
+        nodes.append(helper.make_node("Reshape", ["x", "shape"], ["xr"]))
+        x = "xr"
+    if case["runtime_axis"]:
+        inputs.append(helper.make_tensor_value_info("axis", TensorProto.INT64, []))
+    else:
+        initializers.append(helper.make_tensor("axis", TensorProto.INT64, [], [axis]))
+    nodes.append(
+        helper.make_node(
+            "CumProd", [x, "axis"], ["y"], exclusive=case["exclusive"], reverse=case["reverse"]
+        )
+    )
+    out = [f"o{k}" for k in range(rank)] if form != "static" else list(shape)
+    graph = helper.make_graph(
+        nodes,
+        "view",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.INT64, out)],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+@SETTINGS
+@given(case=cases())
+def test_every_view_and_lowering_is_exact(case: dict) -> None:
+    model = _model(case)
+    options = {"strategy": case["strategy"], "max_length": 64}
+    if case["opset"] != 26:
+        options["target_opset"] = case["opset"]
+    try:
+        rewritten = rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
+    except rewriter.StrategyError as error:
+        # Documented refusals only: a lowering that needs a static length (or a bound).
+        assert "needs the length of the scanned axis" in str(error) or "unrolls at most" in str(
+            error
+        ), str(error)
+        return
+    onnx.checker.check_model(rewritten, full_check=True)
+    rng = np.random.default_rng(case["seed"])
+    x = rng.integers(-(2**62), 2**62, case["shape"], dtype=np.int64)
+    x = np.where(rng.random(case["shape"]) < 0.5, x, rng.integers(-3, 4, case["shape"]))
+    feeds = {"x": x}
+    if case["form"] == "unknown rank":
+        feeds["shape"] = np.array(case["shape"], dtype=np.int64)
+    if case["runtime_axis"]:
+        feeds["axis"] = np.array(case["axis"], dtype=np.int64)
+    (y,) = run_ort(rewritten, feeds)
+    expected = _numpy(x, case["axis"], case["exclusive"], case["reverse"])
+    assert y.shape == expected.shape
+    np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("runtime_axis", [False, True])
+def test_rank_zero_fails_like_native(runtime_axis: bool) -> None:
+    """A rank-0 x: refused when the rank is static; at run time (unknown rank), the rewritten
+    model fails as onnxruntime's native kernel does."""
+    case = {
+        "shape": (3,),
+        "axis": 0,
+        "form": "unknown rank",
+        "runtime_axis": runtime_axis,
+        "exclusive": 0,
+        "reverse": 0,
+    }
+    model = _model(case)
+    rewritten = rewriter.decompose_cumprod(model)
+    feeds = {"x": np.array([5], dtype=np.int64), "shape": np.zeros((0,), dtype=np.int64)}
+    if runtime_axis:
+        feeds["axis"] = np.array(0, dtype=np.int64)
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime's own error
+        run_ort(model, feeds)
+    with pytest.raises(Exception):  # noqa: B017
+        run_ort(rewritten, feeds)
+    static = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("CumProd", ["x", "axis"], ["y"])],
+            "scalar",
+            [helper.make_tensor_value_info("x", TensorProto.INT64, [])],
+            [helper.make_tensor_value_info("y", TensorProto.INT64, [])],
+            [helper.make_tensor("axis", TensorProto.INT64, [], [0])],
+        ),
+        opset_imports=[helper.make_opsetid("", 26)],
+    )
+    with pytest.raises(rewriter.InvalidCumProdError, match="rank 0"):
+        rewriter.decompose_cumprod(static)

@@ -1,0 +1,491 @@
+"""Valid models from the wild that the grids never build (issue 9): each case is written from
+the failing model, and the rewrite is compared with onnxruntime's native CumProd (>= 1.25)
+running the original model."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import rewriter
+from tests.helpers import op_types, run_ort
+
+OPSET = [helper.make_opsetid("", 26)]
+LOCAL = "local"
+
+
+def _native(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The original model on onnxruntime's own CumProd kernel."""
+    assert ort.__version__ >= "1.25", "the main environment must have a native CumProd"
+    return run_ort(model, feeds)
+
+
+def _check_against_native(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], **options: object
+) -> onnx.ModelProto:
+    onnx.checker.check_model(model, full_check=True)
+    rewritten = rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
+    assert isinstance(rewritten, onnx.ModelProto)
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert "CumProd" not in op_types(rewritten)
+    expected = _native(model, feeds)
+    actual = run_ort(rewritten, feeds)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        np.testing.assert_array_equal(a, e)  # integers / exact float products
+    return rewritten
+
+
+def _ref_attr(name: str, ref: str) -> onnx.AttributeProto:
+    attr = onnx.AttributeProto()
+    attr.name, attr.ref_attr_name, attr.type = name, ref, onnx.AttributeProto.INT
+    return attr
+
+
+def _model(nodes, inputs, outputs, functions=(), initializers=()) -> onnx.ModelProto:  # type: ignore[no-untyped-def]
+    graph = helper.make_graph(nodes, "main", inputs, outputs, list(initializers))
+    return helper.make_model(
+        graph,
+        opset_imports=[*OPSET, helper.make_opsetid(LOCAL, 1)],
+        functions=list(functions),
+        ir_version=10,
+    )
+
+
+def _function_by_reference() -> onnx.FunctionProto:
+    """F(x) = CumProd(x, 0) with exclusive / reverse taken from F's attributes ex / rev."""
+    node = helper.make_node("CumProd", ["x", "axis"], ["y"])
+    node.attribute.extend([_ref_attr("exclusive", "ex"), _ref_attr("reverse", "rev")])
+    axis = helper.make_node("Constant", [], ["axis"], value_int=0)
+    return helper.make_function(
+        LOCAL, "F", ["x"], ["y"], [axis, node], OPSET, attributes=["ex", "rev"]
+    )
+
+
+def test_function_attributes_by_reference() -> None:
+    calls = [
+        helper.make_node("F", ["x"], ["both"], domain=LOCAL, ex=1, rev=1),
+        helper.make_node("F", ["x"], ["plain"], domain=LOCAL),
+        helper.make_node("F", ["x"], ["rev"], domain=LOCAL, rev=1),
+    ]
+    model = _model(
+        calls,
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
+        [
+            helper.make_tensor_value_info(n, TensorProto.INT64, [4])
+            for n in ("both", "plain", "rev")
+        ],
+        [_function_by_reference()],
+    )
+    x = np.array([2, 3, 5, 7], dtype=np.int64)
+    _check_against_native(model, {"x": x})
+    both, plain, rev = run_ort(rewriter.decompose_cumprod(model), {"x": x})  # type: ignore[arg-type]
+    np.testing.assert_array_equal(both, [105, 35, 7, 1])  # the issue's case, by hand
+    np.testing.assert_array_equal(plain, [2, 6, 30, 210])
+    np.testing.assert_array_equal(rev, [210, 105, 35, 7])
+
+
+def _cumprod_function(name: str, axis: int = 1) -> onnx.FunctionProto:
+    nodes = [
+        helper.make_node("Constant", [], ["axis"], value_int=axis),
+        helper.make_node("CumProd", ["x", "axis"], ["y"]),
+    ]
+    return helper.make_function(LOCAL, name, ["x"], ["y"], nodes, OPSET)
+
+
+def test_function_called_with_different_shapes_directly_and_through_another() -> None:
+    # B called directly with float[4, 1000] and through A with float[1000, 4].
+    a = helper.make_function(
+        LOCAL,
+        "A",
+        ["x"],
+        ["y"],
+        [helper.make_node("B", ["x"], ["y"], domain=LOCAL)],
+        [*OPSET, helper.make_opsetid(LOCAL, 1)],
+    )
+    model = _model(
+        [
+            helper.make_node("B", ["wide"], ["p"], domain=LOCAL),
+            helper.make_node("A", ["tall"], ["q"], domain=LOCAL),
+        ],
+        [
+            helper.make_tensor_value_info("wide", TensorProto.FLOAT, [4, 1000]),
+            helper.make_tensor_value_info("tall", TensorProto.FLOAT, [1000, 4]),
+        ],
+        [
+            helper.make_tensor_value_info("p", TensorProto.FLOAT, [4, 1000]),
+            helper.make_tensor_value_info("q", TensorProto.FLOAT, [1000, 4]),
+        ],
+        [_cumprod_function("B"), a],
+    )
+    rng = np.random.default_rng(1)
+    feeds = {  # powers of two: every product is exact in float32, whatever the order
+        "wide": np.exp2(rng.integers(-1, 2, (4, 1000))).astype(np.float32),
+        "tall": np.exp2(rng.integers(-1, 2, (1000, 4))).astype(np.float32),
+    }
+    _check_against_native(model, feeds)
+
+
+def test_function_called_with_different_element_types() -> None:
+    model = _model(
+        [
+            helper.make_node("B", ["h"], ["p"], domain=LOCAL),
+            helper.make_node("B", ["u"], ["q"], domain=LOCAL),
+        ],
+        [
+            helper.make_tensor_value_info("h", TensorProto.FLOAT16, [3, 5]),
+            helper.make_tensor_value_info("u", TensorProto.UINT32, [3, 5]),
+        ],
+        [
+            helper.make_tensor_value_info("p", TensorProto.FLOAT16, [3, 5]),
+            helper.make_tensor_value_info("q", TensorProto.UINT32, [3, 5]),
+        ],
+        [_cumprod_function("B")],
+    )
+    rng = np.random.default_rng(2)
+    feeds = {
+        "h": np.exp2(rng.integers(-1, 2, (3, 5))).astype(np.float16),
+        "u": rng.integers(0, 2**32, (3, 5), dtype=np.uint64).astype(np.uint32),
+    }
+    rewritten = _check_against_native(model, feeds)
+    assert len(rewritten.functions) == 2  # one specialization per element type
+
+
+def test_nested_functions_with_cumprod_in_both() -> None:
+    outer_nodes = [
+        helper.make_node("Constant", [], ["axis"], value_int=0),
+        helper.make_node("CumProd", ["x", "axis"], ["c"], reverse=1),
+        helper.make_node("B", ["c"], ["y"], domain=LOCAL),
+    ]
+    a = helper.make_function(
+        LOCAL, "A", ["x"], ["y"], outer_nodes, [*OPSET, helper.make_opsetid(LOCAL, 1)]
+    )
+    model = _model(
+        [helper.make_node("A", ["x"], ["y"], domain=LOCAL)],
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [3, 4])],
+        [a, _cumprod_function("B")],
+    )
+    x = np.random.default_rng(3).integers(-(2**31), 2**31, (3, 4)).astype(np.int32)
+    _check_against_native(model, {"x": x})
+
+
+def test_unused_function_with_cumprod_is_lowered_type_generically() -> None:
+    model = _model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [_cumprod_function("Unused", axis=0)],
+    )
+    rewritten = rewriter.decompose_cumprod(model)
+    assert isinstance(rewritten, onnx.ModelProto)
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert "CumProd" not in op_types(rewritten)
+    # Call the lowered function now, with two types, and compare with the original's.
+    for elem, data in (
+        (TensorProto.INT64, np.array([3, -5, 7, 2**40], dtype=np.int64)),
+        (TensorProto.DOUBLE, np.array([0.5, -0.0, 3.0, np.inf])),
+    ):
+
+        def with_call(m: onnx.ModelProto, elem: int = elem) -> onnx.ModelProto:
+            c = onnx.ModelProto()
+            c.CopyFrom(m)
+            del c.graph.node[:]
+            c.graph.node.append(helper.make_node("Unused", ["x"], ["y"], domain=LOCAL))
+            c.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", elem, [4]))
+            c.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", elem, [4]))
+            return c
+
+        expected = _native(with_call(model), {"x": data})
+        actual = run_ort(with_call(rewritten), {"x": data})
+        np.testing.assert_array_equal(actual[0], expected[0])
+
+
+def test_stale_value_info_is_not_trusted() -> None:
+    nodes = [
+        helper.make_node("Neg", ["x"], ["h"]),
+        helper.make_node("Constant", [], ["axis"], value_int=1),
+        helper.make_node("CumProd", ["h", "axis"], ["y"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 5])],
+    )
+    model.graph.value_info.append(helper.make_tensor_value_info("h", TensorProto.INT64, [10, 1, 1]))
+    x = np.arange(1, 11, dtype=np.int64).reshape(2, 5)
+    # The checker takes the stale value_info (full_check would refuse it): check without.
+    onnx.checker.check_model(model)
+    rewritten = rewriter.decompose_cumprod(model)
+    assert isinstance(rewritten, onnx.ModelProto)
+    onnx.checker.check_model(rewritten, full_check=True)
+    (y,) = run_ort(rewritten, {"x": x})
+    np.testing.assert_array_equal(y, np.cumprod(-x, axis=1))
+
+
+def test_unknown_rank_integer_in_a_loop_body() -> None:
+    """A Loop-carried value declared without shape: rank unknown inside the body."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=-1),
+            helper.make_node("CumProd", ["acc", "axis"], ["next"], exclusive=1),
+            helper.make_node("Identity", ["cond"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", TensorProto.INT64, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("next", TensorProto.INT64, None),
+        ],
+    )
+    loop = helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)
+    model = _model(
+        [loop],
+        [
+            helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", TensorProto.INT64, ["A", "B"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, ["A", "B"])],
+    )
+    x = np.array([[3, 5, 7], [2, -9, 4]], dtype=np.int64)
+    _check_against_native(model, {"trips": np.array(3, dtype=np.int64), "x": x})
+
+
+@pytest.mark.parametrize("strategy", ["auto", "loop", "scan", "dynamic", "logsum", "doubling"])
+def test_run_time_axis_out_of_range_fails_like_native(strategy: str) -> None:
+    model = _model(
+        [helper.make_node("CumProd", ["x", "axis"], ["y"])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("axis", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    rewritten = rewriter.decompose_cumprod(model, strategy=strategy, max_length=8)
+    x = np.ones((2, 3), dtype=np.float32)
+    for bad in (5, 2, -3):
+        with pytest.raises(Exception):  # noqa: B017 - onnxruntime's own error, like native
+            _native(model, {"x": x, "axis": np.array(bad, dtype=np.int64)})
+        with pytest.raises(Exception):  # noqa: B017
+            run_ort(rewritten, {"x": x, "axis": np.array(bad, dtype=np.int64)})
+    for good in (-2, -1, 0, 1):
+        feeds = {"x": np.arange(1, 7, dtype=np.float32).reshape(2, 3), "axis": np.array(good)}
+        np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], _native(model, feeds)[0])
+
+
+@pytest.mark.parametrize(("name", "value"), [("exclusive", 2), ("exclusive", -1), ("reverse", 7)])
+def test_malformed_attributes_are_refused(name: str, value: int) -> None:
+    model = _model(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=0),
+            helper.make_node("CumProd", ["x", "axis"], ["y"], name="bad", **{name: value}),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+    )
+    with pytest.raises(Exception):  # noqa: B017 - native refuses it too
+        _native(model, {"x": np.ones(3, dtype=np.float32)})
+    with pytest.raises(rewriter.InvalidCumProdError, match=rf"'bad'.*{name}.*0 or 1"):
+        rewriter.decompose_cumprod(model)
+
+
+def test_attribute_of_the_wrong_type_names_the_node() -> None:
+    node = helper.make_node("CumProd", ["x", "axis"], ["y"], name="floaty", exclusive=1.0)
+    model = _model(
+        [helper.make_node("Constant", [], ["axis"], value_int=0), node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+    )
+    with pytest.raises(rewriter.InvalidCumProdError, match=r"'floaty'.*must be an int"):
+        rewriter.decompose_cumprod(model)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "blocked", "radix", "scan", "loop", "dynamic"])
+@pytest.mark.parametrize("opset", [11, 13, 14])
+def test_empty_symbolic_dim_below_opset_14(strategy: str, opset: int) -> None:
+    model = _model(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=2),
+            helper.make_node("CumProd", ["x", "axis"], ["y"], exclusive=1),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.INT64, ["B", "C", 100, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, ["B", "C", 100, 3])],
+    )
+    rewritten = rewriter.decompose_cumprod(model, strategy=strategy, target_opset=opset)
+    for shape in ((2, 0, 100, 3), (2, 3, 100, 3)):
+        x = np.random.default_rng(4).integers(-5, 5, shape).astype(np.int64)
+        (y,) = run_ort(rewritten, {"x": x})
+        np.testing.assert_array_equal(y, _native(model, {"x": x})[0])
+
+
+def test_zeros_in_logsum_do_not_rely_on_exp_of_minus_infinity() -> None:
+    """Zeros are masked explicitly (onnxruntime 1.20.1's vectorised Exp(-inf) is 5.6e-309)."""
+    model = _model(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=0),
+            helper.make_node("CumProd", ["x", "axis"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [16])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [16])],
+    )
+    rewritten = rewriter.decompose_cumprod(model, strategy="logsum")
+    assert isinstance(rewritten, onnx.ModelProto)
+    ops = op_types(rewritten)
+    assert "Equal" in ops  # the zero mask
+    x = np.array([2.0, -3.0, 0.0, 5.0, -0.0, 1.5, np.inf, 2.0] * 2)
+    (y,) = run_ort(rewritten, {"x": x})
+    expected = np.cumprod(x)
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(expected))
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(y[finite], expected[finite], rtol=2.0**-50)
+
+
+def _converter_in_subgraph() -> onnx.ModelProto:
+    """A ReduceSum-13 (axes as input) inside an If branch: onnx's converter to 11 would have to
+    turn its input into an attribute, and it only adapts the main graph."""
+    then = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["axes"], value_ints=[0]),
+            helper.make_node("ReduceSum", ["x", "axes"], ["t"], keepdims=1),
+        ],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 3])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Slice", ["x", "zero", "one"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 3])],
+    )
+    return _model(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=0),
+            helper.make_node("CumProd", ["x0", "axis"], ["x"]),
+            helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+        ],
+        [
+            helper.make_tensor_value_info("x0", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        initializers=[
+            helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+            helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+        ],
+    )
+
+
+def test_target_opset_refuses_a_subgraph_node_the_converter_cannot_reach() -> None:
+    model = ir.serde.deserialize_model(_converter_in_subgraph())
+    before = ir.serde.serialize_model(model).SerializeToString()
+    with pytest.raises(rewriter.OpsetError, match=r"ReduceSum.*If.*does not adapt subgraphs"):
+        rewriter.decompose_cumprod(model, target_opset=11)
+    # Nothing changed: not even the CumProd, which was lowered before the opset pass ran.
+    assert ir.serde.serialize_model(model).SerializeToString() == before
+
+
+def test_target_opset_failure_leaves_the_ir_model_as_it_was() -> None:
+    model = ir.serde.deserialize_model(_converter_in_subgraph())
+    before = ir.serde.serialize_model(model).SerializeToString()
+    with pytest.raises(ValueError):
+        rewriter.DecomposeCumProdPass(target_opset=11)(model)
+    assert ir.serde.serialize_model(model).SerializeToString() == before
+    assert any(n.op_type == "CumProd" for n in model.graph)
+
+
+def test_target_opset_with_external_weights_from_another_folder(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # ReduceSum-13 with its axes as an initializer in the main graph needs the converter.
+    weights = np.arange(1, 601, dtype=np.float32).reshape(200, 3)
+    model = _model(
+        [
+            helper.make_node("Add", ["x", "w"], ["s"]),
+            helper.make_node("ReduceSum", ["s", "axes"], ["r"], keepdims=1),
+            helper.make_node("Constant", [], ["axis"], value_int=1),
+            helper.make_node("CumProd", ["r", "axis"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [200, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        initializers=[
+            onnx.numpy_helper.from_array(weights, "w"),
+            helper.make_tensor("axes", TensorProto.INT64, [1], [0]),
+        ],
+    )
+    folder = tmp_path / "models"
+    folder.mkdir()
+    onnx.save(
+        model, folder / "m.onnx", save_as_external_data=True, location="w.bin", size_threshold=0
+    )
+    monkeypatch.chdir(tmp_path)  # not the model's folder
+    ir_model = ir.load(folder / "m.onnx")
+    rewriter.decompose_cumprod(ir_model, target_opset=11)
+    out = tmp_path / "out" / "m.onnx"
+    out.parent.mkdir()
+    ir.save(ir_model, out, external_data="m.onnx.data")
+    proto = onnx.load(out)
+    assert [o.version for o in proto.opset_import if o.domain == ""] == [11]
+    x = np.ones((200, 3), dtype=np.float32)
+    (y,) = run_ort(proto, {"x": x})
+    np.testing.assert_allclose(
+        y, np.cumprod((x + weights).sum(0, keepdims=True), axis=1), rtol=1e-6
+    )
+
+
+def test_sparse_initializers_and_training_info_are_kept() -> None:
+    model = _model(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=0),
+            helper.make_node("CumProd", ["x", "axis"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+    )
+    sparse = helper.make_sparse_tensor(
+        helper.make_tensor("sp", TensorProto.FLOAT, [1], [2.0]),
+        helper.make_tensor("sp_idx", TensorProto.INT64, [1], [1]),
+        [4],
+    )
+    model.graph.sparse_initializer.append(sparse)
+    training = onnx.TrainingInfoProto()
+    training.algorithm.name = "algo"
+    model.training_info.append(training)
+    rewritten = rewriter.decompose_cumprod(model)
+    assert isinstance(rewritten, onnx.ModelProto)
+    assert list(rewritten.graph.sparse_initializer) == [sparse]
+    assert list(rewritten.training_info) == [training]
+
+
+def test_subgraph_initializer_named_like_a_generated_value() -> None:
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3])],
+        [helper.make_tensor("cumprod_Constant_0", TensorProto.FLOAT, [1], [1.0])],
+    )
+    model = _model(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=0),
+            helper.make_node("CumProd", ["x", "axis"], ["c"], name="cumprod"),
+            helper.make_node("If", ["b"], ["y"], then_branch=then, else_branch=then),
+            helper.make_node("Add", ["y", "c"], ["z"]),
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("b", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])],
+    )
+    rewritten = rewriter.decompose_cumprod(model, strategy="chain")
+    assert isinstance(rewritten, onnx.ModelProto)
+    onnx.checker.check_model(rewritten, full_check=True)
