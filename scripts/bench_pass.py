@@ -72,7 +72,9 @@ def _child(kind: str, arg: int) -> None:
         rewriter.DecomposeCumProdPass()(model)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"seconds": seconds, "rss_before_mib": before / 1024, "peak_mib": peak / 1024}))
+    print(
+        json.dumps({"seconds": seconds, "rss_before_mib": before / 1024, "peak_mib": peak / 1024})
+    )
 
 
 def main() -> None:
@@ -97,9 +99,7 @@ def main() -> None:
     print("|---|---|---|---|")
     for kind, arg, r in rows:
         what = f"{arg} {kind} CumProd nodes" if kind != "weights" else f"{arg} MiB inline weights"
-        print(
-            f"| {what} | {r['seconds']:.2f} | {r['rss_before_mib']:.0f} | {r['peak_mib']:.0f} |"
-        )
+        print(f"| {what} | {r['seconds']:.2f} | {r['rss_before_mib']:.0f} | {r['peak_mib']:.0f} |")
 
 
 if __name__ == "__main__":
