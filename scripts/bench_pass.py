@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -55,26 +56,32 @@ def _weights_model(mib: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
 
 
-def _child(kind: str, arg: int) -> None:
+def _rss_mib(field: str) -> float:
+    """VmRSS / VmHWM of this process from /proc (ru_maxrss would include the parent's
+    memory at fork time)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _child(kind: str, arg: str) -> None:
     import onnx_ir as ir
 
     import rewriter
 
-    if kind == "weights":
-        model = ir.serde.deserialize_model(_weights_model(arg))
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        start = time.perf_counter()
-        rewriter.DecomposeCumProdPass()(model)
+    if kind == "weights":  # loaded from the file the parent wrote, as the command line does
+        model = ir.load(arg)
     else:
-        model = ir.serde.deserialize_model(_chain_model(arg, named=kind == "named"))
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        start = time.perf_counter()
-        rewriter.DecomposeCumProdPass()(model)
+        model = ir.serde.deserialize_model(_chain_model(int(arg), named=kind == "named"))
+    before = _rss_mib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark (VmHWM)
+    start = time.perf_counter()
+    result = rewriter.DecomposeCumProdPass()(model)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(
-        json.dumps({"seconds": seconds, "rss_before_mib": before / 1024, "peak_mib": peak / 1024})
-    )
+    assert result.modified and not any(n.op_type == "CumProd" for n in model.graph)
+    peak = _rss_mib("VmHWM")
+    print(json.dumps({"seconds": seconds, "rss_before_mib": before, "peak_mib": peak}))
 
 
 def main() -> None:
@@ -84,12 +91,17 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=256)
     args = parser.parse_args()
     if args.child:
-        _child(args.child[0], int(args.child[1]))
+        _child(args.child[0], args.child[1])
         return
     rows = []
+    # ru_maxrss is a high-water mark: the parent writes the weights model, so the child's
+    # "before" is the loaded model, not the arrays it was built from.
+    weights = Path(tempfile.mkdtemp()) / "weights.onnx"
+    onnx.save(_weights_model(args.mib), weights)
     for kind, arg in (("unnamed", args.nodes), ("named", args.nodes), ("weights", args.mib)):
+        child_arg = str(weights) if kind == "weights" else str(arg)
         out = subprocess.run(
-            [sys.executable, __file__, "--child", kind, str(arg)],
+            [sys.executable, __file__, "--child", kind, child_arg],
             check=True,
             capture_output=True,
             text=True,
