@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -220,9 +221,11 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    previous = {
-        sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # only there can we catch them
+        previous = {
+            sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
     try:
         return _main(argv)
     except (_Interrupted, KeyboardInterrupt) as exc:
