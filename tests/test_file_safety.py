@@ -419,6 +419,9 @@ def _odd_models(folder: Path) -> dict[str, tuple[Path, str]]:
         [2, 3],
     )
     sparse.graph.node.insert(0, helper.make_node("Constant", [], ["c"], sparse_value=value))
+    attr = cumprod_model(TensorProto.FLOAT, [2, 3], 1)
+    attr.graph.node[0].attribute.append(helper.make_attribute("exclusive", 1.5))
+    onnx.save(attr, folder / "attr.onnx")
     onnx.save(dup, folder / "dup.onnx")
     onnx.save(sparse, folder / "sparse.onnx")
     (folder / "short.bin").write_bytes(b"\0" * 100)
@@ -428,6 +431,7 @@ def _odd_models(folder: Path) -> dict[str, tuple[Path, str]]:
             "tensor 'w': external data offset '-8' is not a whole number >= 0",
         ),
         "duplicated output": (folder / "dup.onnx", "graph 'main' lists the output 'y' twice"),
+        "attribute of the wrong type": (folder / "attr.onnx", "node 'cumprod'"),
         "sparse_value Constant": (folder / "sparse.onnx", "sparse tensor attribute"),
         "buffer too short": (
             _external(folder, "short.onnx", location="short.bin"),
@@ -448,6 +452,7 @@ def _odd_models(folder: Path) -> dict[str, tuple[Path, str]]:
 ODD_CASES = [
     "negative offset",
     "duplicated output",
+    "attribute of the wrong type",
     "sparse_value Constant",
     "buffer too short",
     "absolute location",

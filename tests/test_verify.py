@@ -133,10 +133,15 @@ def _cap_1000(model: onnx.ModelProto) -> None:
     _reroute(model, "y", [helper.make_node("Min", ["y_inner", "cap"], ["y"])])
 
 
+def _declared_shape(model: onnx.ModelProto) -> None:
+    model.graph.output[1].type.tensor_type.shape.dim[1].dim_value = 7
+
+
 CORRUPTIONS: dict[str, tuple[Callable[[onnx.ModelProto], None], str]] = {
     "output dropped": (_drop_output, "output missing from the rewritten model"),
     "output renamed": (_rename_output, "output missing from the rewritten model"),
     "float output turned into double": (_to_double, "declared type double[3, 6]"),
+    "declared shape changed": (_declared_shape, "declared type float[3, 7]"),
     "NaN wherever x == 0": (_nan_at_zeros, "NaN where the reference is not"),
     "results capped at 1000": (_cap_1000, "got np.float64(1000.0)"),
 }
