@@ -1,0 +1,152 @@
+"""Running a model on a target's own runtime, when that runtime is installed here.
+
+``--verify`` runs the rewritten model where it will run (OpenVINO, tract, tinygrad, IREE)
+when the runtime can be imported in this Python environment, and on onnxruntime otherwise.
+Each runner takes a model file and feeds and returns the outputs in graph-output order.
+
+This module imports nothing of the rewriter (only numpy and onnx, and each runtime inside its
+runner), so the test suite's per-runtime environments load it by file path
+(``tests/runtimes/run_*.py``) and run exactly this code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["RUNNERS", "installed", "runner_for"]
+
+Runner = Callable[[Path, dict[str, np.ndarray]], list[np.ndarray]]
+
+
+def _graph_io(model_path: Path) -> tuple[list[str], list[str], str]:
+    import onnx
+
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+    inputs = [i.name for i in graph.input if i.name not in initializers]
+    return inputs, [o.name for o in graph.output], graph.name
+
+
+def run_openvino(model_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """OpenVINO's CPU plugin with its default properties (``CUMPROD_OV_CONFIG`` may set
+    ``KEY=VALUE,...``)."""
+    import openvino as ov
+
+    config = dict(
+        item.split("=", 1) for item in os.environ.get("CUMPROD_OV_CONFIG", "").split(",") if item
+    )
+    inputs, outputs, _ = _graph_io(model_path)
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(model_path)), "CPU", config)
+    request = compiled.create_infer_request()
+    request.infer({name: feeds[name] for name in inputs})
+    results = []
+    for i, name in enumerate(outputs):
+        port = next((p for p in compiled.outputs if name in p.get_names()), compiled.outputs[i])
+        results.append(np.array(request.get_tensor(port).data, copy=True))
+    return results
+
+
+def run_tract(model_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """tract: load, type, run (inputs in graph order); TDim outputs read as int64."""
+    import tract
+
+    inputs, _, _ = _graph_io(model_path)
+    runnable = tract.onnx().load(str(model_path)).into_model().into_runnable()
+    results = []
+    for tensor in runnable.run([feeds[name] for name in inputs]):
+        try:
+            results.append(tensor.to_numpy())
+        except tract.TractError as exc:  # a TDim (symbolic integer) tensor
+            if "TDim" not in str(exc):
+                raise
+            results.append(tensor.convert_to(tract.DatumType.I64).to_numpy())
+    return results
+
+
+def run_tinygrad(model_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """tinygrad's ONNX runner on its default device; a fresh runner per call (a runner caches
+    symbolic sizes and axis-input values from its first call)."""
+    from tinygrad.nn.onnx import OnnxRunner
+
+    inputs, outputs, _ = _graph_io(model_path)
+    results = OnnxRunner(model_path)({name: feeds[name] for name in inputs})
+    return [results[name].numpy() for name in outputs]
+
+
+IREE_FLAGS = [
+    "--iree-hal-target-device=local",
+    "--iree-hal-local-target-device-backends=llvm-cpu",
+    "--iree-llvmcpu-target-cpu=generic",
+    "--iree-input-demote-f64-to-f32=false",  # float64 stays float64
+]
+
+
+def _iree_tool(args: list[str]) -> None:
+    timeout = float(os.environ.get("CUMPROD_IREE_TIMEOUT", "300"))
+    result = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+    if result.returncode != 0:
+        lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+        errors = [line for line in lines if "error" in line.lower()] or lines or ["no output"]
+        raise RuntimeError(f"{Path(args[0]).name}: {errors[0]}")
+
+
+def run_iree(model_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """IREE: ``iree-import-onnx``, ``iree-compile`` for llvm-cpu (:data:`IREE_FLAGS`), run on
+    the ``local-task`` driver. IREE's integers are signless: unsigned outputs are read back
+    with their declared type."""
+    import iree.runtime as rt
+    import onnx
+
+    tools = Path(sys.executable).parent
+    inputs, _, name = _graph_io(model_path)
+    with tempfile.TemporaryDirectory() as tmp:
+        mlir, vmfb = Path(tmp) / "model.mlir", Path(tmp) / "model.vmfb"
+        _iree_tool([str(tools / "iree-import-onnx"), str(model_path), "-o", str(mlir)])
+        _iree_tool([str(tools / "iree-compile"), *IREE_FLAGS, str(mlir), "-o", str(vmfb)])
+        driver = os.environ.get("CUMPROD_IREE_DRIVER", "local-task")
+        module = rt.load_vm_flatbuffer(vmfb.read_bytes(), driver=driver)
+    result = module[name](*[np.asarray(feeds[n]) for n in inputs])
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    arrays = [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    out = []
+    for array, value in zip(arrays, graph.output):
+        elem = value.type.tensor_type.elem_type
+        declared = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else array.dtype
+        signless = declared.kind == "u" and array.dtype.kind == "i"
+        same_size = array.dtype.itemsize == declared.itemsize
+        out.append(array.view(declared) if signless and same_size else array)
+    return out
+
+
+RUNNERS: dict[str, tuple[str, Runner]] = {
+    "openvino": ("openvino", run_openvino),
+    "tract": ("tract", run_tract),
+    "tinygrad": ("tinygrad", run_tinygrad),
+    "iree": ("iree.runtime", run_iree),
+}
+
+
+def installed(target: str) -> bool:
+    """Whether the runtime of ``target`` can be imported in this environment."""
+    entry = RUNNERS.get(target)
+    if entry is None:
+        return False
+    try:
+        return importlib.util.find_spec(entry[0]) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def runner_for(target: str) -> Runner | None:
+    """The runner of ``target``'s runtime when it is installed here, else None."""
+    return RUNNERS[target][1] if installed(target) else None
