@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Replace every ONNX CumProd (opset 26) with an equivalent subgraph of older "
         "ops, so the model runs where CumProd does not.",
         epilog="Exit status: 0 success (also when a file has no CumProd), 1 --verify found a "
-        "mismatch, 2 bad usage or a file that could not be processed.",
+        "mismatch, 2 bad usage, a refused output or a file that could not be processed, "
+        "130 / 143 interrupted by SIGINT / SIGTERM (nothing half-written).",
     )
     parser.add_argument(
         "inputs", nargs="+", metavar="INPUT", help=".onnx files or folders (searched recursively)"
@@ -42,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         metavar="OUTPUT",
-        help="output file (one input) or folder (several inputs or a folder; same layout); "
+        help="output file (one input) or folder (an existing folder, a path ending in '/', "
+        "several inputs or a folder input; same layout); never an input or its data file; "
         f"default: beside each input with the suffix {convert.OUTPUT_SUFFIX}",
     )
     parser.add_argument(
