@@ -61,10 +61,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--target",
-        choices=sorted(TARGETS),
+        choices=list(TARGETS),
         default=DEFAULT_TARGET,
-        help="runtime whose missing kernels to work around (default: %(default)s, which runs "
-        "on onnxruntime 1.20.1 and later)",
+        help="the runtime the output is for: "
+        + "; ".join(f"{t.name}: {t.description}" for t in TARGETS.values())
+        + " (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-length",
+        type=_positive,
+        metavar="N",
+        help="a bound on scanned lengths known only at run time (symbolic dims, run-time "
+        "axes); lowerings without control flow (doubling, and chain / radix padded to N) need "
+        "one; a longer input then fails at run time instead of computing a wrong result",
     )
     parser.add_argument(
         "--verify",
@@ -90,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--list",
         action="store_true",
-        help="list every CumProd and the lowering auto would pick; write nothing",
+        help="list every CumProd and the lowering it gets (for --target, --strategy); "
+        "write nothing",
     )
     parser.add_argument("--in-place", action="store_true", help="overwrite each input (atomically)")
     verbosity = parser.add_mutually_exclusive_group()
@@ -174,6 +184,10 @@ def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> Non
     if quiet:
         return
     if report.verify is not None:
+        print(
+            f"  verify: rewritten model run on {report.verify.runtime}, original on "
+            f"{report.verify.reference}"
+        )
         for o in (*report.verify.outputs, *report.verify.sites):
             unit = (
                 "ulp"
@@ -289,7 +303,9 @@ def _main(argv: Sequence[str] | None) -> int:
     reports = []
     for source, target in _progress(jobs, args.quiet):
         if args.list:
-            report = convert.list_file(source)
+            report = convert.list_file(
+                source, strategy=args.strategy, target=args.target, max_length=args.max_length
+            )
         else:
             report = convert.convert_file(
                 source,
@@ -299,6 +315,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 target=args.target,
                 verify_runs=args.verify,
                 dims=dims,
+                max_length=args.max_length,
             )
         _print_report(report, args.list, args.quiet)
         reports.append(report)

@@ -22,7 +22,8 @@ from rewriter import io
 from rewriter.decompose import DecomposeCumProdPass, Planned, plan_cumprods
 from rewriter.errors import CumProdError
 from rewriter.opset import OpsetError
-from rewriter.targets import DEFAULT_TARGET
+from rewriter.specialize import SpecializeFunctionsPass
+from rewriter.targets import DEFAULT_TARGET, target_named
 from rewriter.verify import DEFAULT_DIM, VerifyResult, verify_model
 
 __all__ = [
@@ -119,13 +120,24 @@ def default_output(path: Path) -> Path:
     return path.with_name(stem + OUTPUT_SUFFIX)
 
 
-def list_file(path: Path) -> FileReport:
-    """Report every CumProd in ``path`` with the lowering ``auto`` would pick; write nothing."""
+def list_file(
+    path: Path,
+    *,
+    strategy: str = "auto",
+    target: str = DEFAULT_TARGET,
+    max_length: int | None = None,
+) -> FileReport:
+    """Report every CumProd in ``path`` with the lowering it gets for ``target`` (``auto``'s
+    choice unless ``strategy`` names one); write nothing. Function bodies are read after
+    their specialization per call signature, as the rewrite would."""
     start = time.perf_counter()
     report = FileReport(input=str(path))
     try:
         model = io.load_model(path, check=False)
-        report.nodes = _describe(plan_cumprods(model, "auto"))
+        work = model.clone()
+        SpecializeFunctionsPass()(work)
+        plans = plan_cumprods(work, strategy, target=target_named(target), max_length=max_length)
+        report.nodes = _describe(plans)
         io.check_model_file(path)
         report.status = "listed"
     except (io.ModelFileError, CumProdError, OpsetError) as exc:
@@ -189,6 +201,7 @@ def convert_file(
     target: str = DEFAULT_TARGET,
     verify_runs: int = 0,
     dims: Mapping[str, int] | None = None,
+    max_length: int | None = None,
 ) -> FileReport:
     """Lower every CumProd of the model at ``source`` and write it to ``output``.
 
@@ -196,7 +209,7 @@ def convert_file(
     ``default_output(source)`` otherwise. An ``output`` that is ``source`` (or an alias or
     hard link of it) rewrites in place (atomically); one that is the input's external data
     file is refused. Writes go through :func:`rewriter.io.save_model` (atomic, mode and
-    owner kept). ``strategy``, ``target_opset`` and ``target`` are the pass's
+    owner kept). ``strategy``, ``target_opset``, ``target`` and ``max_length`` are the pass's
     (DecomposeCumProdPass). With ``verify_runs`` > 0 the staged output is checked with
     :func:`rewriter.verify.verify_model` before it is moved into place; a mismatch writes
     nothing.
@@ -208,7 +221,9 @@ def convert_file(
         # never over an input's external data (an output equal to the input is in place)
         io.check_write_plan([(source, destination)], in_place=True)
         model = io.load_model(source, check=False)
-        rewrite = DecomposeCumProdPass(strategy, target_opset=target_opset, target=target)
+        rewrite = DecomposeCumProdPass(
+            strategy, target_opset=target_opset, target=target, max_length=max_length
+        )
         modified = rewrite(model).modified  # validates every node first: errors name it
         io.check_model_file(source)
         report.nodes = _describe(rewrite.plans)
@@ -233,6 +248,7 @@ def convert_file(
                 strategy=strategy,
                 target=target,
                 target_opset=target_opset,
+                max_length=max_length,
             )
             return report.verify.ok
 

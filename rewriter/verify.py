@@ -12,11 +12,14 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 import onnx_ir as ir
+
+from rewriter import runtimes
 
 __all__ = [
     "PRECISION",
@@ -173,6 +176,8 @@ class VerifyResult:
         outputs: Per graph output, the worst error seen; structural differences (an output
             missing, renamed, retyped or reshaped, a run that fails) are failed checks too.
         sites: Per CumProd, its lowering run standalone on adversarial values against numpy.
+        runtime: What ran the rewritten model: the target's own runtime when it is installed
+            here (:mod:`rewriter.runtimes`), else ``onnxruntime``.
     """
 
     ok: bool
@@ -180,6 +185,7 @@ class VerifyResult:
     reference: str
     outputs: tuple[OutputCheck, ...]
     sites: tuple[OutputCheck, ...] = ()
+    runtime: str = "onnxruntime"
 
     def mismatches(self) -> list[OutputCheck]:
         return [c for c in (*self.outputs, *self.sites) if not c.ok]
@@ -658,6 +664,7 @@ def verify_model(
     strategy: str = "auto",
     target: str | None = None,
     target_opset: int | None = None,
+    max_length: int | None = None,
 ) -> VerifyResult:
     """Check ``rewritten`` against ``original``.
 
@@ -665,7 +672,9 @@ def verify_model(
        graph inputs.
     2. Both run on ``runs`` random input sets plus a ``special`` and an ``extreme`` one (see
        :func:`random_inputs`). The original runs in onnxruntime when it can load it, else in
-       ``onnx.reference``; the rewritten model in onnxruntime. Each output must have the
+       ``onnx.reference``; the rewritten model on the target's own runtime when it is
+       installed here (:func:`rewriter.runtimes.runner_for`), else in onnxruntime. Each
+       output must have the
        original's element type and its declared shape; integers must be equal; floats equal
        in NaN / inf / signed-zero positions and within ``bound_ulps`` elsewhere. A run the
        rewritten model fails and the original does not is a mismatch; an adversarial run
@@ -685,7 +694,21 @@ def verify_model(
     except Exception:  # noqa: BLE001 - an ORT without CumProd: use the spec
         reference_session = None
         reference = "onnx.reference"
-    session = _ort_session(rewritten)
+    runner = runtimes.runner_for(target) if target else None
+    if runner is not None:
+        runtime = str(target)
+
+        def run_rewritten(feeds: dict[str, Any]) -> list[Any]:
+            assert runner is not None
+            return runner(Path(rewritten), feeds)
+    else:
+        missing = target in runtimes.RUNNERS and target is not None
+        runtime = "onnxruntime" + (f" ({target} is not installed here)" if missing else "")
+        session = _ort_session(rewritten)
+
+        def run_rewritten(feeds: dict[str, Any]) -> list[Any]:
+            return list(session.run(None, feeds))
+
     old_names = [o.name for o in original_proto.graph.output]
     new_names = [o.name for o in rewritten_proto.graph.output]
     declared = {o.name: _declared_dims(o) for o in original_proto.graph.output}
@@ -707,7 +730,7 @@ def verify_model(
                 ) from exc
             continue
         try:
-            actual = session.run(None, feeds)
+            actual = run_rewritten(feeds)
         except Exception as exc:  # noqa: BLE001 - reported as a mismatch
             problems.append(
                 _failed(
@@ -739,11 +762,17 @@ def verify_model(
     outputs = tuple(problems) + tuple(worst[n] for n in old_names if n in worst)
     sites = tuple(
         check_sites(
-            plans, strategy=strategy, target=target, target_opset=target_opset, dims=dims, seed=seed
+            plans,
+            strategy=strategy,
+            target=target,
+            target_opset=target_opset,
+            dims=dims,
+            seed=seed,
+            max_length=max_length,
         )
     )
     ok = all(o.ok for o in outputs) and all(s.ok for s in sites)
-    return VerifyResult(ok, runs, reference, outputs, sites)
+    return VerifyResult(ok, runs, reference, outputs, sites, runtime)
 
 
 # -- each CumProd standalone on adversarial values ------------------------------------------
@@ -850,6 +879,7 @@ def check_sites(
     target_opset: int | None = None,
     dims: Mapping[str, int] | None = None,
     seed: int = 0,
+    max_length: int | None = None,
 ) -> list[OutputCheck]:
     """Each planned CumProd alone: a one-node model at the site's type, shape (symbolic dims
     from ``dims``, else :data:`DEFAULT_DIM`), axis and attributes, lowered as the model was
@@ -878,7 +908,11 @@ def check_sites(
             continue
         try:
             lowered = decompose_cumprod(
-                model, strategy=strategy, target=target or DEFAULT_TARGET, target_opset=target_opset
+                model,
+                strategy=strategy,
+                target=target or DEFAULT_TARGET,
+                target_opset=target_opset,
+                max_length=max_length,
             )
         except ValueError as exc:  # e.g. a lowering that needs more than the pass was given
             checks.append(

@@ -330,3 +330,28 @@ def test_target_opset(tmp_path: Path) -> None:
         "and the model's own opset 26"
     ]
     assert not (tmp_path / "bad.onnx").exists()
+
+
+def test_list_shows_each_nodes_lowering_for_the_target(tmp_path: Path) -> None:
+    model = _save(cumprod_model(TensorProto.FLOAT, ["N", 6], 0), tmp_path / "m.onnx")
+    default = cli(str(model), "--list")
+    assert default.returncode == 0 and "-> dynamic" in default.stdout
+    refused = cli(str(model), "--list", "--target", "iree")
+    assert refused.returncode == 2 and "--max-length N" in refused.stderr
+    bounded = cli(str(model), "--list", "--target", "iree", "--max-length", "64")
+    assert bounded.returncode == 0 and "-> doubling" in bounded.stdout
+    assert files(tmp_path) == ["m.onnx"]  # --list writes nothing
+
+
+def test_max_length_bounds_a_run_time_length(tmp_path: Path) -> None:
+    model = _save(cumprod_model(TensorProto.INT64, ["N", 3], 0), tmp_path / "m.onnx")
+    out = tmp_path / "out.onnx"
+    done = cli(str(model), "-o", str(out), "--target", "portable", "--max-length", "8")
+    assert done.returncode == 0, done.stderr
+    rewritten = onnx.load(out)
+    assert not {"Loop", "Scan", "If"} & set(op_types(rewritten))
+    x = np.arange(1, 16, dtype=np.int64).reshape(5, 3)
+    np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], np.cumprod(x, axis=0))
+    with pytest.raises(Exception, match=r"(?i)reshape"):  # 9 > 8: fails, never wrong
+        run_ort(rewritten, {"x": np.ones((9, 3), dtype=np.int64)})
+    assert cli(str(model), "--max-length", "0").returncode == 2

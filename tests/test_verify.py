@@ -28,7 +28,7 @@ from rewriter.verify import (
     random_inputs,
     verify_model,
 )
-from tests.helpers import cumprod_model
+from tests.helpers import cumprod_model, run_ort
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "rewriter" / "examples" / "example.onnx"
 BOUND = 4.0  # ulps: the models below only multiply, no lowering is looser than this here
@@ -399,3 +399,26 @@ def test_cli_verify_takes_a_positive_count(tmp_path: Path) -> None:
         )
         assert result.returncode == 2 and "must be a whole number >= 1" in result.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+
+
+def test_verify_runs_the_rewritten_model_on_the_targets_runtime(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With the target's runtime installed, --verify runs the rewritten model there (here a
+    stand-in runtime that doubles every output: the mismatch shows it was used) and says so."""
+    from rewriter import runtimes
+
+    source = tmp_path / "m.onnx"
+    onnx.save(cumprod_model(TensorProto.FLOAT, [3, 4], 1), source)
+    rewritten = tmp_path / "r.onnx"
+    onnx.save(rewriter.decompose_cumprod(onnx.load(source), target="tract"), rewritten)
+    calls = []
+
+    def fake(path, feeds):  # type: ignore[no-untyped-def]
+        calls.append(path)
+        return [2 * y for y in run_ort(onnx.load(path), feeds)]
+
+    monkeypatch.setattr(runtimes, "runner_for", lambda target: fake if target == "tract" else None)
+    result = verify_model(source, rewritten, bound_ulps=4.0, target="tract")
+    assert calls and result.runtime == "tract" and not result.ok
+    assert verify_model(source, rewritten, bound_ulps=4.0, target="spec").ok
+    plain = verify_model(source, rewritten, bound_ulps=4.0, target="openvino")
+    assert plain.runtime.startswith("onnxruntime")
