@@ -18,11 +18,13 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
 - ``tract``: no Loop and no bfloat16 (warned); a shape computed from a run-time value (the axis
   input) fails at load, so a run-time axis becomes an If over the axes; Slice with step -1
   over a symbolic dim fails (Scan's own directions are used for reverse).
-- ``iree``: Scan ignores its directions (reversed scans flip explicitly); Loop with scan
-  outputs is not lowered; Scan over a symbolic length returns a wrong shape (a length known
-  only at run time takes ``doubling``, which needs ``max_length``). float64 needs
-  ``--iree-input-demote-f64-to-f32=false`` at compile time.
-- ``tflite`` (onnx2tf): no Loop, no Scan; float64 is computed in float32 (warned).
+- ``iree``: Scan ignores its directions and breaks on symbolic lengths, Loop with scan outputs
+  is not lowered: neither is used (a length known only at run time takes ``doubling``, which
+  needs ``max_length``). CumSum, ReduceProd and Reshape shapes from a run-time axis do not
+  compile: a run-time axis becomes an If over the axes. float64 needs
+  ``--iree-input-demote-f64-to-f32=false`` at compile time; subnormal results flush to zero.
+- ``tflite`` (onnx2tf): no Loop, no Scan, no bfloat16; a Cast to float64 is kept as float32
+  (so nothing is computed in float64); shapes from a run-time axis break (an If over the axes).
 - ``tinygrad``: no Loop, no Scan (If runs both branches, which is harmless here).
 - ``portable``: the strictest profile, for runtimes we cannot run here (TensorRT, CoreML,
   NPUs): no Loop, Scan or If, no float64 compute of our own (a float64 model stays float64).
@@ -121,19 +123,33 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "iree",
-            "IREE (llvm-cpu): Scan directions ignored, no Loop; lengths known only at run "
-            "time need max_length",
-            missing_ops=frozenset({"Loop", "Scan", "If"}),
+            "IREE (llvm-cpu): no Loop or Scan (Scan ignores directions, breaks on symbolic "
+            "lengths); lengths known only at run time need --max-length",
+            missing_ops=frozenset({"Loop", "Scan"}),
             scan_directions=False,
+            runtime_view=False,
             auto="static",
+            limits=(
+                Limit(
+                    frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}),
+                    "IREE (llvm-cpu) flushes subnormal results to zero",
+                ),
+            ),
         ),
         Target(
             "tflite",
-            "TFLite via onnx2tf: no Loop or Scan; float64 computed in float32 (warned)",
-            missing_ops=_NO_CONTROL_FLOW,
+            "TFLite via onnx2tf: no Loop or Scan; no bfloat16; float16 runs as float32",
+            missing_ops=frozenset({"Loop", "Scan"}),
             float64=False,
+            runtime_view=False,
             auto="static",
-            limits=(Limit(frozenset({_F64}), "TFLite (onnx2tf) computes float64 in float32"),),
+            limits=(
+                Limit(frozenset({ir.DataType.BFLOAT16}), "onnx2tf converts no bfloat16 at all"),
+                Limit(
+                    frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16}),
+                    "TFLite (XNNPACK) flushes subnormal results to zero",
+                ),
+            ),
         ),
         Target(
             "tinygrad",
@@ -146,6 +162,7 @@ TARGETS: dict[str, Target] = {
             "strictest: no Loop, Scan, If or float64 compute (TensorRT, CoreML, NPUs)",
             missing_ops=_NO_CONTROL_FLOW,
             float64=False,
+            runtime_view=False,
             auto="static",
         ),
     )

@@ -6,8 +6,9 @@
     y3 = lowering(x3)                      inner = prod(dims after it)
     y  = Reshape(y3, Shape(x))
 
-When the rank, the axis and the dims are static the two shapes are constants. Otherwise they
-are computed at run time from ``Shape(x)`` and the axis: ``n = Gather(Shape(x), axis)``
+When the rank, the axis and the dims are static the two shapes are constants; symbolic dims
+are read from ``Shape(x)`` and multiplied. With a run-time axis or an unknown rank they are
+computed at run time from ``Shape(x)`` and the axis: ``n = Gather(Shape(x), axis)``
 (Gather refuses an axis outside [-r, r-1], as the native op does), the axis normalised by
 ``Mod(axis + r, r)``, ``outer`` and ``inner`` the ReduceProd of the dims on either side (1
 for none). A Reshape copies nothing, so the view costs no pass over memory; every lowering
@@ -21,6 +22,7 @@ sits in ``If(Size(x) == 0, x, lowering)``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -93,7 +95,9 @@ def _one(b: Builder, x: ir.Value, dtype: ir.DataType | None) -> ir.Value:
 
 
 def _static_dims(b: Builder, x: ir.Value, spec: ScanSpec) -> tuple[Dim, Dim, Dim]:
-    """(outer, n, inner) for a static rank and axis: static where the dims are."""
+    """(outer, n, inner) for a static rank and axis: static where the dims are; a product with
+    symbolic dims multiplies the dims read from Shape(x) one by one (no ReduceProd, which
+    IREE cannot compile over symbolic dims)."""
     assert spec.dims is not None and spec.axis is not None
     dims, axis = spec.dims, spec.axis
     shape: ir.Value | None = None
@@ -103,8 +107,15 @@ def _static_dims(b: Builder, x: ir.Value, spec: ScanSpec) -> tuple[Dim, Dim, Dim
         if static is not None:
             return static
         shape = shape or b.op("Shape", x)
-        sizes = b.op("Slice", shape, b.const([lo]), b.const([hi]))
-        return b.op("ReduceProd", sizes, keepdims=1)
+        known = math.prod(d for d in dims[lo:hi] if isinstance(d, int))
+        result: ir.Value | None = None if known == 1 else b.const([known])
+        for k in range(lo, hi):
+            if isinstance(dims[k], int):
+                continue
+            dim = b.slice_axis(shape, 0, k, k + 1)
+            result = dim if result is None else b.op("Mul", result, dim)
+        assert result is not None
+        return result
 
     return (
         product(0, axis, spec.outer),
