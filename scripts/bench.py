@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnx_ir as ir
 import onnxruntime as ort
 from onnx import TensorProto, helper
@@ -40,6 +41,7 @@ from rewriter.verify import ulp_error
 DTYPES = {
     "float32": TensorProto.FLOAT,
     "int64": TensorProto.INT64,
+    "int32": TensorProto.INT32,
     "float64": TensorProto.DOUBLE,
     "float16": TensorProto.FLOAT16,
 }
@@ -104,13 +106,20 @@ def session(model: onnx.ModelProto, threads: int) -> tuple[ort.InferenceSession,
 def data_for(
     elem_type: int, shape: tuple[int, ...], rng: np.random.Generator, zeros: float = 0.0
 ) -> np.ndarray:
-    if elem_type == TensorProto.INT64:
-        x = rng.integers(-3, 4, shape).astype(np.int64)
-        return x
-    x = np.exp2(rng.uniform(-1, 1, shape)) * rng.choice([-1.0, 1.0], shape)
+    if elem_type in (TensorProto.INT64, TensorProto.INT32):
+        return rng.integers(-3, 4, shape).astype(helper.tensor_dtype_to_np_dtype(elem_type))
+    # |x| in [2^-s, 2^s], s shrinking with the scanned length (the largest dim here) so that the
+    # running products stay normal: subnormal arithmetic is 10-100x slower on x86 and would
+    # time the data, not the lowering.
+    spread = min(1.0, 24.0 / float(np.sqrt(max(shape))))
+    x = np.exp2(rng.uniform(-spread, spread, shape)) * rng.choice([-1.0, 1.0], shape)
     if zeros:
         x[rng.random(shape) < zeros] = 0.0
     return x.astype(helper.tensor_dtype_to_np_dtype(elem_type))
+
+
+# The clock ``interleaved`` reads: wall time, or the calling thread's CPU time (--clock).
+CLOCK: dict[str, Callable[[], float]] = {"now": time.perf_counter}
 
 
 def interleaved(
@@ -135,9 +144,9 @@ def interleaved(
         for name in order:
             runs = []
             for _ in range(repeat[name]):
-                start = time.perf_counter()
+                start = CLOCK["now"]()
                 contenders[name]()
-                runs.append(time.perf_counter() - start)
+                runs.append(CLOCK["now"]() - start)
             times[name].append(statistics.median(runs[repeat[name] // 2 :]))
         if done >= 6 and time.perf_counter() - began > max_seconds:
             break
@@ -157,9 +166,29 @@ def count_nodes(model: onnx.ModelProto) -> int:
     return walk(list(model.graph.node))
 
 
-def strategies_for(elem_type: int) -> list[str]:
-    names = ["auto", *LOWERINGS]
-    return [s for s in names if not (s == "logsum" and elem_type == TensorProto.INT64)]
+def strategies_for(elem_type: int, chosen: list[str] | None = None) -> list[str]:
+    names = chosen or ["auto", AUTO_BEFORE, *LOWERINGS]
+    return [s for s in names if not (s.startswith("logsum") and elem_type in _INTS)]
+
+
+_INTS = (TensorProto.INT64, TensorProto.INT32)
+AUTO_BEFORE = "auto_before"
+
+
+def auto_before(outer: int, n: int, inner: int, itemsize: int) -> str:
+    """``auto``'s onnxruntime choice before issue 13 (commit 90bd1af), for a static view:
+    kept here so that one run measures the old and the new choice side by side."""
+    if n <= 1:
+        return "chain"
+    wide = itemsize >= 8
+    if outer == 1:
+        return "scan" if n <= (4096 if wide else 512) else "radix"
+    last = inner == 1
+    if n <= (64 if not (wide or last) else 16):
+        return "chain"
+    if last and not wide:
+        return "scan" if n <= 512 else "blocked"
+    return "radix"
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:
@@ -170,6 +199,14 @@ def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:
         return None
 
 
+def _view(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
+    return (
+        int(np.prod(shape[:axis], dtype=np.int64)),
+        shape[axis],
+        int(np.prod(shape[axis + 1 :], dtype=np.int64)),
+    )
+
+
 def bench_cell(
     cell: tuple[str, int, int, str, int, int],
     *,
@@ -177,6 +214,8 @@ def bench_cell(
     rounds: int,
     rng: np.random.Generator,
     symbolic: bool = False,
+    chosen: list[str] | None = None,
+    max_seconds: float = 60.0,
 ) -> dict[str, object]:
     """One grid cell: (dtype name, total elements, scan length, axis position, exclusive,
     reverse)."""
@@ -187,14 +226,31 @@ def bench_cell(
     x = data_for(elem_type, shape, rng)
     native, native_create = session(model, threads)
     contenders: dict[str, Callable[[], object]] = {"native": lambda: native.run(None, {"x": x})}
-    info: dict[str, dict[str, float]] = {"native": {"create_ms": native_create * 1e3, "nodes": 1}}
-    for strategy in strategies_for(elem_type):
-        rewritten = lowered(model, strategy)
+    info: dict[str, dict[str, object]] = {"native": {"create_ms": native_create * 1e3, "nodes": 1}}
+    itemsize = 8 if elem_type in (TensorProto.INT64, TensorProto.DOUBLE) else 4
+    for strategy in strategies_for(elem_type, chosen):
+        actual = auto_before(*_view(shape, axis), itemsize) if strategy == AUTO_BEFORE else strategy
+        if symbolic and strategy == AUTO_BEFORE:
+            actual = "dynamic"
+        start = time.perf_counter()
+        rewritten = lowered(model, actual)
+        pass_ms = (time.perf_counter() - start) * 1e3
         if rewritten is None or (strategy == "loop" and n >= 4096):
             continue  # refused; loop at 4096+ takes seconds per cell (88x at 65536, field notes)
         sess, created = session(rewritten, threads)
         contenders[strategy] = lambda s=sess: s.run(None, {"x": x})
-        info[strategy] = {"create_ms": created * 1e3, "nodes": count_nodes(rewritten)}
+        info[strategy] = {
+            "create_ms": created * 1e3,
+            "pass_ms": pass_ms,
+            "nodes": count_nodes(rewritten),
+            "picks": actual,
+        }
+        if strategy == "auto":
+            info[strategy]["picks"] = "dynamic" if symbolic else _auto_pick(model)
+    # One pass over memory: a Mul by 1 (reads x, writes a tensor of its size). Any lowering
+    # here needs a few of these (separate, multiply, assemble): the measured unit of its floor.
+    one_pass, _ = session(_one_pass_model(elem_type, shape), threads)
+    contenders["pass"] = lambda: one_pass.run(None, {"x": x})
     np_x = x
 
     def run_numpy() -> object:
@@ -203,7 +259,7 @@ def bench_cell(
         return y
 
     contenders["numpy"] = run_numpy
-    medians = interleaved(contenders, rounds)
+    medians = interleaved(contenders, rounds, max_seconds)
     base = medians["native"]
     return {
         "dtype": onnx.helper.tensor_dtype_to_np_dtype(elem_type).name,
@@ -218,6 +274,38 @@ def bench_cell(
         "ratio": {k: v / base for k, v in medians.items() if k != "native"},
         "info": info,
     }
+
+
+def _one_pass_model(elem_type: int, shape: tuple[int, ...]) -> onnx.ModelProto:
+    one = helper.make_tensor("one", elem_type, [], [1])
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "one"], ["y"])],
+        "one_pass",
+        [helper.make_tensor_value_info("x", elem_type, list(shape))],
+        [helper.make_tensor_value_info("y", elem_type, list(shape))],
+        [one],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _auto_pick(model: onnx.ModelProto) -> str:
+    """The lowering ``auto`` picks on onnxruntime for the model's one CumProd (static dims)."""
+    from rewriter.lowerings import auto as auto_module
+    from rewriter.site import ScanSpec
+    from rewriter.targets import DEFAULT_TARGET, TARGETS
+
+    graph = model.graph
+    x = graph.input[0].type.tensor_type
+    attrs = {a.name: a.i for a in graph.node[0].attribute}
+    spec = ScanSpec(
+        dtype=ir.DataType(x.elem_type),
+        exclusive=bool(attrs.get("exclusive", 0)),
+        reverse=bool(attrs.get("reverse", 0)),
+        dims=tuple(d.dim_value for d in x.shape.dim),
+        axis=int(onnx.numpy_helper.to_array(graph.initializer[0])),
+    )
+    itemsize = 8 if x.elem_type in (TensorProto.INT64, TensorProto.DOUBLE) else 4
+    return auto_module.pick(spec, TARGETS[DEFAULT_TARGET], itemsize)
 
 
 def accuracy(
@@ -270,13 +358,41 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small grid, for a smoke run")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="per cell")
     parser.add_argument("--out", default="bench")
-    parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "thread"),
+        default="wall",
+        help="thread: CPU time of the calling thread (with --threads 1 onnxruntime runs every "
+        "kernel on it), which leaves out the time other processes hold the core",
+    )
+    parser.add_argument(
+        "--from-json", nargs="+", help="only re-render the markdown of earlier runs (merged)"
+    )
+    parser.add_argument("--dtypes", default="float32,float64,int32,int64")
+    parser.add_argument("--totals", default="1,4", help="total elements, in units of 2^20")
+    parser.add_argument("--lengths", default="8,64,512,4096,65536")
+    parser.add_argument("--positions", default="last,first,middle")
+    parser.add_argument(
+        "--attributes", action="store_true", help="also exclusive=reverse=1 on the last axis"
+    )
+    parser.add_argument(
+        "--strategies",
+        help=f"comma-separated contenders (default: auto, {AUTO_BEFORE} and every lowering)",
+    )
+    parser.add_argument(
+        "--no-extras", action="store_true", help="skip the accuracy table and the pass time"
+    )
     parser.add_argument(
         "--symbolic",
         action="store_true",
@@ -284,13 +400,27 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.from_json:
-        result = json.loads(Path(args.from_json).read_text())
+        parts = [json.loads(Path(f).read_text()) for f in args.from_json]
+        result = dict(parts[0])
+        result["cells"] = [c for part in parts for c in part["cells"]]
+        for part in parts:
+            for key in ("accuracy", "pass_seconds_per_node"):
+                if part.get(key) is not None:
+                    result[key] = part[key]
+        Path(f"{args.out}.json").write_text(json.dumps(result, indent=1))
         Path(f"{args.out}.md").write_text(markdown(result))
         print(markdown(result))
         return
+    if args.clock == "thread":
+        if args.threads != 1:
+            parser.error("--clock thread measures one thread: use it with --threads 1")
+        CLOCK["now"] = time.thread_time
     rng = np.random.default_rng(0)
-    totals = [1 << 20] if args.quick else [1 << 20, 1 << 22]
-    lengths = [8, 512, 65536] if args.quick else [8, 64, 512, 4096, 65536]
+    chosen = args.strategies.split(",") if args.strategies else None
+    dtypes = args.dtypes.split(",")
+    totals = [1 << 20] if args.quick else [t << 20 for t in _ints(args.totals)]
+    lengths = [8, 512, 65536] if args.quick else _ints(args.lengths)
+    positions = args.positions.split(",")
     cells = []
     if args.symbolic:
         rows = [
@@ -308,21 +438,22 @@ def main() -> None:
         return
     grid = [
         (dt, total, n, pos, 0, 0)
-        for dt in ("float32", "int64")
+        for dt in dtypes
         for total in totals
         for n in lengths
-        for pos in ("last", "first", "middle")
+        for pos in positions
     ]
-    grid += [(dt, 1 << 20, n, "last", 1, 1) for dt in ("float32", "int64") for n in lengths]
-    if not args.quick:
-        grid += [
-            (dt, 1 << 20, n, pos, 0, 0)
-            for dt in ("float64", "float16")
-            for n in lengths
-            for pos in ("last", "first")
-        ]
+    if args.attributes:
+        grid += [(dt, 1 << 20, n, "last", 1, 1) for dt in dtypes for n in lengths]
     for spec in grid:
-        cell = bench_cell(spec, threads=args.threads, rounds=args.rounds, rng=rng)
+        cell = bench_cell(
+            spec,
+            threads=args.threads,
+            rounds=args.rounds,
+            rng=rng,
+            chosen=chosen,
+            max_seconds=args.max_seconds,
+        )
         cells.append(cell)
         dt, total, n, pos, ex, rev = spec
         ratios = " ".join(f"{k}={v:.2f}" for k, v in cell["ratio"].items())  # type: ignore[union-attr]
@@ -331,17 +462,21 @@ def main() -> None:
             f"native {cell['native_ms']:.2f} ms; {ratios}",
             flush=True,
         )
-    acc = {
-        "nonzero": accuracy(4096, 64, 0.0, rng),
-        "zeros": accuracy(4096, 64, 0.01, rng),
-    }
-    per_node = pass_time(100 if args.quick else 1000)
+    acc = None
+    per_node = None
+    if not args.no_extras:
+        acc = {
+            "nonzero": accuracy(4096, 64, 0.0, rng),
+            "zeros": accuracy(4096, 64, 0.01, rng),
+        }
+        per_node = pass_time(100 if args.quick else 1000)
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {
             "cpu": _cpu_name(),
             "cores": __import__("os").cpu_count(),
             "python": platform.python_version(),
+            "load_average": __import__("os").getloadavg(),
         },
         "versions": {
             "onnxruntime": ort.__version__,
@@ -350,6 +485,7 @@ def main() -> None:
             "onnx_ir": ir.__version__,
         },
         "threads": args.threads,
+        "clock": args.clock,
         "rounds": args.rounds,
         "cells": cells,
         "accuracy": acc,
@@ -360,53 +496,80 @@ def main() -> None:
     print(markdown(result))
 
 
+def _summary(cells: list[dict], name: str) -> str:
+    values = [c["ratio"][name] for c in cells if name in c["ratio"]]
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.2f}× / {max(values):.2f}×"
+
+
 def markdown(result: dict) -> str:
     cells = result["cells"]
     names = list(dict.fromkeys(k for c in cells for k in c["ratio"]))
     lines = [
         f"Benchmark {result['date']}, {result['machine']}, {result['versions']}, "
-        f"{result['threads']} threads, median of {result['rounds']} interleaved rounds.",
+        f"{result['threads']} threads, {result.get('clock', 'wall')} clock, "
+        f"median of up to {result['rounds']} interleaved rounds.",
         "",
     ]
-    lines.append("| type | N | n | axis | ex,rev | native ms | " + " | ".join(names) + " |")
-    lines.append("|" + "---|" * (6 + len(names)))
+    picks = "auto picks" if any("auto" in c["info"] for c in cells) else None
+    head = ["type", "N", "n", "axis", "ex,rev", "native ms", *names] + ([picks] if picks else [])
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
     for c in cells:
         ratios = " | ".join(f"{c['ratio'][k]:.2f}×" if k in c["ratio"] else "-" for k in names)
+        pick = f" | {c['info']['auto'].get('picks', '?')}" if picks and "auto" in c["info"] else ""
         lines.append(
             f"| {c['dtype']} | {c['total'] >> 20}M | {c['n']} | {c['position']} | "
-            f"{c['exclusive']},{c['reverse']} | {c['native_ms']:.2f} | {ratios} |"
+            f"{c['exclusive']},{c['reverse']} | {c['native_ms']:.2f} | {ratios}{pick} |"
         )
-    auto = [c["ratio"]["auto"] for c in cells if c["dtype"] in ("float32", "int64")]
-    lines += [
-        "",
-        f"auto over the float32/int64 grid: median {statistics.median(auto):.2f}×, "
-        f"worst {max(auto):.2f}× of native (goal: 2× median, 4× worst).",
-        "",
-    ]
-    lines.append("| float32 accuracy, n=4096 | " + " | ".join(result["accuracy"]["nonzero"]) + " |")
-    lines.append("|---|" + "---|" * len(result["accuracy"]["nonzero"]))
-    for kind, acc in result["accuracy"].items():
-        lines.append(
-            f"| {kind}: max / median ulp | "
-            + " | ".join(f"{v['max_ulp']:.3g} / {v['median_ulp']:.3g}" for v in acc.values())
-            + " |"
-        )
-    lines += [
-        "",
-        f"Pass time: {result['pass_seconds_per_node'] * 1e3:.2f} ms per CumProd node "
-        "(model with 1,000 nodes).",
-        "",
-    ]
-    longest = [c for c in cells if c["n"] == max(x["n"] for x in cells) and c["total"] == 1 << 20]
-    lines.append("| n=65536, 1M: nodes / session creation ms | " + " | ".join(names) + " |")
+    lines += ["", "Median / worst ratio to native:", ""]
+    groups: dict[str, list[dict]] = {"all cells": cells}
+    for c in cells:
+        width = "8-byte" if c["dtype"] in ("int64", "float64") else "4-byte"
+        groups.setdefault(f"{width} {c['position']}", []).append(c)
+    shown = [k for k in ("auto", AUTO_BEFORE) if k in names] or names[:1]
+    lines.append("| cells | count | " + " | ".join(shown) + " |")
+    lines.append("|---|---|" + "---|" * len(shown))
+    for label, group in groups.items():
+        row = " | ".join(_summary(group, k) for k in shown)
+        lines.append(f"| {label} | {len(group)} | {row} |")
+    lines.append("")
+    if result.get("accuracy"):
+        acc_all = result["accuracy"]
+        lines.append("| float32 accuracy, n=4096 | " + " | ".join(acc_all["nonzero"]) + " |")
+        lines.append("|---|" + "---|" * len(acc_all["nonzero"]))
+        for kind, acc in acc_all.items():
+            lines.append(
+                f"| {kind}: max / median ulp | "
+                + " | ".join(f"{v['max_ulp']:.3g} / {v['median_ulp']:.3g}" for v in acc.values())
+                + " |"
+            )
+        lines.append("")
+    if result.get("pass_seconds_per_node"):
+        lines += [
+            f"Pass time: {result['pass_seconds_per_node'] * 1e3:.2f} ms per CumProd node "
+            "(model with 1,000 nodes).",
+            "",
+        ]
+    longest = [c for c in cells if c["n"] == max(x["n"] for x in cells)]
+    lines.append(
+        f"| n={longest[0]['n'] if longest else '-'}: nodes / session creation ms / pass ms | "
+        + " | ".join(names)
+        + " |"
+    )
     lines.append("|---|" + "---|" * len(names))
     for c in longest:
         info = c["info"]
         row = " | ".join(
-            f"{info[k]['nodes']} / {info[k]['create_ms']:.1f}" if k in info else "-" for k in names
+            f"{info[k]['nodes']} / {info[k]['create_ms']:.1f} / {info[k].get('pass_ms', 0):.1f}"
+            if k in info
+            else "-"
+            for k in names
         )
         lines.append(
-            f"| {c['dtype']} {c['position']} ex,rev={c['exclusive']},{c['reverse']} | {row} |"
+            f"| {c['dtype']} {c['total'] >> 20}M {c['position']} "
+            f"ex,rev={c['exclusive']},{c['reverse']} | {row} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -29,6 +29,7 @@ from rewriter.lowerings import (
     loop,
     radix,
     scan,
+    tiled,
 )
 from rewriter.lowerings.builder import Builder, NameSource
 from rewriter.lowerings.view import View, in_view
@@ -79,9 +80,9 @@ LOWERINGS: dict[str, Lowering] = {
         compute_dtype=module.compute_dtype,
         build=module.build,
         max_ulps=module.max_ulps,
-        static_length=module in (chain, blocked, radix),
+        static_length=module in (chain, blocked, radix, tiled),
     )
-    for module in (logsum, logsum32, loop, scan, chain, blocked, radix, dynamic, doubling)
+    for module in (logsum, logsum32, loop, scan, chain, blocked, radix, dynamic, doubling, tiled)
 }
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
 # Lowerings that compute in the input's own type and need nothing but Mul and data movement:
