@@ -8,9 +8,25 @@ import onnx
 import pytest
 
 import rewriter
-from tests.helpers import EXACT_STRATEGIES, lower_or_refused, op_types, reference, run_ort
+from tests.bounds import check, factor_counts, ulp_bound
+from tests.helpers import (
+    EXACT_STRATEGIES,
+    lower_or_refused,
+    op_types,
+    reference,
+    run_ort,
+    wide_reference,
+)
 
 STRATEGIES = list(rewriter.STRATEGIES)
+
+
+def _within(strategy: str, y: np.ndarray, x: np.ndarray, axis: int, *, ex: int, rev: int) -> None:
+    """y is CumProd(x) within the contract (tests/bounds.py); auto: an exact kernel."""
+    lowering = "scan" if strategy in ("auto", "dynamic") else strategy
+    bound = ulp_bound(lowering, x.dtype, factor_counts(x.shape, axis, bool(ex), bool(rev)))
+    problem = check(y, wide_reference(x, axis, ex, rev), x.dtype, bound)
+    assert problem is None, problem
 
 
 def _rewrite(text: str, strategy: str) -> tuple[onnx.ModelProto, onnx.ModelProto | None]:
@@ -49,9 +65,9 @@ def test_if_branches(strategy: str) -> None:
     if rewritten is None:
         return
     x = np.random.default_rng(0).uniform(0.5, 2, (2, 5)).astype(np.float32)
-    for cond, expected in ((True, reference(x, 1, 1, 0)), (False, reference(x, 0, 0, 1))):
+    for cond, axis, ex, rev in ((True, 1, 1, 0), (False, 0, 0, 1)):
         (y,) = run_ort(rewritten, {"x": x, "cond": np.array(cond)})
-        np.testing.assert_allclose(y, expected, rtol=4 * 2.0**-24 * 5)
+        _within(strategy, y, x, axis, ex=ex, rev=rev)
 
 
 LOOP_MODEL = """
@@ -114,8 +130,8 @@ def test_model_local_functions_called_twice(strategy: str) -> None:
     b = rng.uniform(-2, 2, (4, 2)).astype(np.float32)
     n = rng.integers(-9, 9, 5).astype(np.int64)
     ya, yb, yn = run_ort(rewritten, {"a": a, "b": b, "n": n})
-    np.testing.assert_allclose(ya, reference(a, 0, 1, 1), rtol=3 * 2.0**-24)
-    np.testing.assert_allclose(yb, reference(b, 0, 1, 1), rtol=4 * 2.0**-24)
+    _within(strategy, ya, a, 0, ex=1, rev=1)
+    _within(strategy, yb, b, 0, ex=1, rev=1)
     np.testing.assert_array_equal(yn, reference(2 * n, 0, 0, 0))
 
 
@@ -152,8 +168,15 @@ def test_function_if_loop_runtime_axis_symbolic_dims(strategy: str, axis: int) -
         return
     x = np.random.default_rng(3).uniform(0.5, 1.5, (3, 6))
     (y,) = run_ort(rewritten, {"x": x, "cond": np.array(True), "ax": np.array(axis)})
-    expected = reference(reference(x, axis, 0, 0), axis, 0, 0)
-    # Two nested scans of <= 6 factors: well inside any lowering's bound at this size.
-    np.testing.assert_allclose(y, expected, rtol=1e-12)
+    wide = x.astype(np.longdouble)
+    expected = np.cumprod(np.cumprod(wide, axis=axis), axis=axis)
+    # CumProd of CumProd: output j multiplies j inner results, inner result i carries at most
+    # i - 1 roundings (k - 1 ulps each, relative 2^-53 per ulp or less); with the outer j - 1:
+    # sum(i - 1 for i <= j) + j - 1 = (j - 1)(j + 2) / 2 roundings, 20 for j = 6. logsum:
+    # its own bound on each of the two scans (1490 k + 2), summed the same way.
+    j = factor_counts(x.shape, axis, False, False).astype(np.float64)
+    bound = (1490.0 * j + 2) * j * 2 if strategy == "logsum" else (j - 1) * (j + 2) / 2
+    problem = check(y, expected, x.dtype, bound)
+    assert problem is None, problem
     (y,) = run_ort(rewritten, {"x": x, "cond": np.array(False), "ax": np.array(axis)})
     np.testing.assert_array_equal(y, x)

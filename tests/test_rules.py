@@ -1,11 +1,10 @@
-"""The onnxscript rule set (rewriter.rules) against the pass on the same models: every type,
-all four attribute combinations, the three axis forms and each strategy; If / Loop bodies and
+"""The onnxscript rule set (rewriter.rules) against the pass on the same models: each lowering
+once per axis form (every type and attribute combination among them); If / Loop bodies and
 functions; types known only from inference; composition with other rules; and every check
-that refuses a node says why."""
+that refuses a node says why. Results are held to the contract of tests/bounds.py."""
 
 from __future__ import annotations
 
-import itertools
 import zlib
 
 import numpy as np
@@ -20,12 +19,12 @@ from onnxscript.rewriter.rules.common import successive_relu_rule
 
 import rewriter
 from rewriter.rules import cumprod_rule, cumprod_rules
-from rewriter.verify import compare
+from tests.bounds import check, factor_counts, ulp_bound
 from tests.helpers import (
     ALL_TYPES,
     TYPE_NAMES,
+    check_result,
     cumprod_model,
-    expected_and_bound,
     feed,
     lower_or_refused,
     op_types,
@@ -39,13 +38,28 @@ SHAPE = (3, 4, 5)
 AXIS_FORMS = {"initializer": 1, "constant": -1, "input": -2}
 
 
-GRID = [
-    (elem_type, ex, rev, form, strategy)
-    for elem_type in ALL_TYPES
-    for ex, rev in itertools.product([0, 1], [0, 1])
-    for form in AXIS_FORMS
-    for strategy in strategies_for(elem_type)
-]
+ATTRS = [(0, 0), (1, 1), (1, 0), (0, 1)]
+
+
+def _grid() -> list[tuple]:
+    """Each lowering once per axis form, the types and attributes rotating so that every type
+    and every attribute combination meets the rules. ``auto`` and ``dynamic`` at a static
+    length emit another strategy's graph (asserted in test_auto_and_dynamic_are_aliases)."""
+    cells, k = [], 0
+    for strategy in rewriter.STRATEGIES:
+        if strategy == "auto":
+            continue
+        types = [t for t in ALL_TYPES if strategy in strategies_for(t)]
+        for form in AXIS_FORMS:
+            if strategy == "dynamic" and form != "input":
+                continue
+            ex, rev = ATTRS[k % len(ATTRS)]
+            cells.append((types[k % len(types)], ex, rev, form, strategy))
+            k += 1
+    return cells
+
+
+GRID = _grid()
 
 
 def _case_id(case: tuple) -> str:
@@ -104,9 +118,8 @@ def test_rules_and_pass_agree(case: tuple) -> None:
         feeds["axis"] = np.array(axis, np.int64)
     got = run_ort(by_rules, feeds)
     _same(got, run_ort(by_pass, feeds))
-    expected, bound = expected_and_bound(elem_type, used, x, axis, exclusive=ex, reverse=rev)
-    result = compare(got[0], expected, ir.DataType(elem_type), bound)
-    assert result.ok, result.detail
+    problem = check_result(elem_type, used, got[0], x, axis, exclusive=ex, reverse=rev)
+    assert problem is None, problem
 
 
 NESTED = {"if": IF_MODEL, "loop": LOOP_MODEL, "function": FUNCTION_MODEL, "nested": NESTED_MODEL}
@@ -134,9 +147,8 @@ NESTED_FEEDS = {
 
 NESTED_CASES = [
     (name, strategy)
-    for name in NESTED
-    for strategy in rewriter.STRATEGIES
-    if not (strategy == "logsum" and name in {"loop", "function"})  # integer CumProds
+    for name, other in zip(NESTED, ("logsum", "radix", "scan", "doubling"))
+    for strategy in ("auto", other)
 ]
 
 
@@ -162,6 +174,15 @@ def test_subgraphs_and_functions(name: str, strategy: str) -> None:
                 np.testing.assert_array_equal(y, want)
             else:
                 np.testing.assert_allclose(y, want, rtol=8 * np.finfo(want.dtype).eps)
+
+
+def test_auto_and_dynamic_are_aliases() -> None:
+    """Through the rules too, auto emits the graph of the lowering it picks, and dynamic at
+    a static length emits scan's: the grid runs each graph once."""
+    model = cumprod_model(TensorProto.FLOAT, SHAPE, 1, exclusive=1, reverse=1)
+    _, (picked,) = _pass_and_lowerings(model, "auto")
+    assert op_types(_with_rules(model, "auto")) == op_types(_with_rules(model, picked))
+    assert op_types(_with_rules(model, "dynamic")) == op_types(_with_rules(model, "scan"))
 
 
 UNTYPED = """
@@ -206,10 +227,10 @@ def test_composes_with_other_rules() -> None:
     assert "CumProd" not in types and types.count("Relu") == 1
     x = np.random.default_rng(4).uniform(-2, 2, (3, 4)).astype(np.float32)
     (y,) = run_ort(rewritten, {"x": x})
-    # auto lowers float32 with logsum: within 1 ulp of the float64 product
+    # auto lowers it with an exact kernel: within k - 1 ulps of the float64 product
     want = np.flip(np.cumprod(np.flip(np.maximum(x, 0).astype(np.float64), 0), 0), 0)
-    result = compare(y, want, ir.DataType.FLOAT, 1.0)
-    assert result.ok, result.detail
+    bound = ulp_bound("scan", np.float32, factor_counts(x.shape, 0, False, True))
+    assert check(y, want, np.float32, bound) is None
 
 
 def test_ai_onnx_domain_spelled_out() -> None:
@@ -218,10 +239,9 @@ def test_ai_onnx_domain_spelled_out() -> None:
     rewritten = _with_rules(model)
     assert "CumProd" not in op_types(rewritten)
     x = np.random.default_rng(6).uniform(0.5, 2, (2, 3)).astype(np.float32)
-    result = compare(
-        run_ort(rewritten, {"x": x})[0], np.cumprod(x.astype(np.float64), 1), ir.DataType.FLOAT, 1.0
-    )
-    assert result.ok, result.detail
+    (y,) = run_ort(rewritten, {"x": x})
+    bound = ulp_bound("chain", np.float32, factor_counts(x.shape, 1, False, False))
+    assert check(y, np.cumprod(x.astype(np.float64), 1), np.float32, bound) is None
 
 
 def test_graph_output_name_is_kept() -> None:

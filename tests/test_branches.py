@@ -1,0 +1,656 @@
+"""Every lowering at the lengths where its code branches, one cell per distinct graph.
+
+Each cell lowers one model, runs it on onnxruntime and holds the result to the contract
+(tests/bounds.py): integers bit-exact, floats within the stated ulps of the true product.
+Where a lowering's code branches on the length (rewriter/lowerings/*.py), the cells sit on
+both sides of the branch:
+
+- chain: n = 1, 2, 17, 256 (MAX_LENGTH; 257 is refused); Split's three forms (opsets 11, 13, 18+)
+- scan / loop: the scanned axis first (a Reshape instead of Transpose) or not; n = 1
+- blocked (block_sizes): n = 2 (one block), 3 (padded), 255 / 256 / 257 (B = 16: m = 16
+  chained, m = 17 scanned), 8192 (one level, B = 64) and 8193 (two levels of 16)
+- radix (radix_levels): r = 8 on the last axis at 8 / 9 / 64 / 65 / 513; on other axes
+  r = 8 up to 512 and 16 above: 512 / 513, 4096 / 4097
+- dynamic: static 513 / 1025 (blocks of 32, one and two levels); a symbolic length fed
+  0, 1, 512, 513, 1024, 1025, 2049 through one graph (its If and the run-time padding)
+- doubling: 1 (no step), 2, 4 / 5 (2^k +- 1), 1025; a run-time length up to its bound,
+  and past it (a run-time failure, not a wrong result)
+- the view: static, rank-3 axis-1 (no Reshape), symbolic outer dims, run-time axis (every
+  axis, negative too), unknown rank; empty axes and empty outer dims at opsets 11, 13, 14
+  and 26 (below 14 the If around the lowering)
+- lengths known only at run time for the static-length lowerings (padded to max_length)
+- auto: every row of each table, for every target; aliases (graphs that are identical to
+  another strategy's) asserted identical once instead of run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import rewriter
+from rewriter.decompose import plan_cumprods
+from rewriter.targets import TARGETS
+from tests.helpers import (
+    INTS,
+    TYPE_NAMES,
+    check_result,
+    cumprod_model,
+    feed,
+    io_type,
+    np_dtype,
+    op_types,
+    random_data,
+)
+
+F16, BF16, F32, F64 = (
+    TensorProto.FLOAT16,
+    TensorProto.BFLOAT16,
+    TensorProto.FLOAT,
+    TensorProto.DOUBLE,
+)
+I32, I64, U32, U64 = TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64
+
+
+def lower(
+    model: onnx.ModelProto,
+    strategy: str,
+    *,
+    target: str = "onnxruntime",
+    opset: int | None = None,
+    max_length: int | None = None,
+) -> tuple[onnx.ModelProto, list[str]]:
+    """The model lowered (no CumProd left) and the lowering chosen for each CumProd."""
+    rewrite = rewriter.DecomposeCumProdPass(
+        strategy, target_opset=opset, target=target, max_length=max_length
+    )
+    ir_model = ir.serde.deserialize_model(model)
+    rewrite(ir_model)
+    proto = ir.serde.serialize_model(ir_model)
+    assert "CumProd" not in op_types(proto)
+    return proto, [plan.lowering.name for plan in rewrite.plans]
+
+
+def session(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda feeds: sess.run(None, feeds)
+
+
+def _rng(*key: object) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def run_checked(
+    run: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
+    elem_type: int,
+    lowering: str,
+    shape: tuple[int, ...],
+    axis: int,
+    *,
+    ex: int,
+    rev: int,
+    axis_input: bool = False,
+    key: object = None,
+) -> None:
+    x = random_data(elem_type, shape, _rng(key, shape, axis, ex, rev))
+    feeds = {"x": feed(elem_type, x)}
+    if axis_input:
+        feeds["axis"] = np.array(axis, np.int64)
+    (y,) = run(feeds)
+    problem = check_result(elem_type, lowering, y, x, axis, exclusive=ex, reverse=rev)
+    assert problem is None, (
+        f"{TYPE_NAMES[elem_type]} {shape} axis {axis} ex{ex} rev{rev}: {problem}"
+    )
+
+
+# -- static lengths: each lowering on both sides of each branch --------------------------------
+
+# (strategy, elem_type, shape, axis, exclusive, reverse, opset or None)
+STATIC = [
+    # chain: one slice, two, 17, MAX_LENGTH; Split with num_outputs (18+), input (13), attr (11)
+    ("chain", F32, (3, 1), 1, 0, 0, None),
+    ("chain", I64, (2, 2, 3), 1, 1, 1, None),
+    ("chain", U32, (17, 2), 0, 0, 1, None),
+    ("chain", I32, (2, 256), 1, 1, 0, None),
+    ("chain", F16, (3, 5, 2), 1, 1, 1, 13),
+    ("chain", I64, (4, 6), 1, 0, 1, 11),
+    # scan: first axis (Reshape to the front), middle (Transpose), one step
+    ("scan", F32, (7, 3), 0, 1, 1, None),
+    ("scan", I64, (2, 7, 3), 1, 0, 1, None),
+    ("scan", U64, (3, 1), 1, 1, 0, None),
+    ("scan", BF16, (4, 9), 1, 0, 0, None),
+    # loop: as scan; and below opset 14
+    ("loop", F32, (7, 3), 0, 1, 1, None),
+    ("loop", I32, (2, 7, 3), 1, 1, 0, None),
+    ("loop", F64, (3, 1), 1, 0, 1, None),
+    ("loop", U32, (5, 6), 1, 0, 0, None),
+    ("loop", I64, (3, 4), 1, 1, 1, 11),
+    # blocked: block_sizes(n) and the prefix level (chained up to 16 blocks, scanned above)
+    ("blocked", I64, (3, 2), 1, 1, 1, None),  # n = B = 2: one block
+    ("blocked", I32, (4, 3), 1, 0, 1, None),  # B = 2, padded to 4
+    ("blocked", F32, (2, 255), 1, 0, 1, None),  # B = 16, m = 16, padded
+    ("blocked", I32, (256, 2), 0, 1, 0, None),  # B = 16, m = 16, no padding
+    ("blocked", F16, (2, 257), 1, 0, 0, None),  # B = 16, m = 17: prefix Scan
+    ("blocked", U64, (2, 257, 2), 1, 1, 1, 13),
+    ("blocked", F64, (8192, 2), 0, 1, 1, None),  # one level, B = 64, m = 128
+    ("blocked", I64, (2, 8193), 1, 0, 1, None),  # two levels of 16: 513, then 33 blocks
+    ("blocked", F32, (8193,), 0, 1, 0, None),
+    # radix: r = 8 on the last axis
+    ("radix", I64, (3, 8), 1, 1, 1, None),  # no level
+    ("radix", F32, (2, 9), 1, 0, 1, None),  # one level, padded
+    ("radix", U32, (2, 64), 1, 1, 0, None),  # one level, 8 blocks
+    ("radix", I32, (65,), 0, 0, 0, None),  # two levels
+    ("radix", F64, (2, 513), 1, 1, 1, None),  # three levels of 8
+    ("radix", I64, (2, 9), 1, 1, 0, 11),
+    # radix: other axes, r = 8 up to 512, 16 above
+    ("radix", F16, (2, 512, 2), 1, 0, 0, None),  # [8, 8]
+    ("radix", I64, (513, 3), 0, 1, 1, None),  # [16, 16]
+    ("radix", U64, (4096, 2), 0, 0, 1, None),  # [16, 16], exact
+    ("radix", BF16, (2, 4097, 2), 1, 1, 0, None),  # [16, 16, 16]
+    # dynamic with a static length: blocks of 32 above 512 (below it is scan: an alias)
+    ("dynamic", I64, (2, 513), 1, 1, 1, None),  # 17 blocks
+    ("dynamic", F32, (1025, 2), 0, 0, 1, None),  # 33 blocks: a second level
+    # doubling: K = ceil(log2 n) steps
+    ("doubling", F32, (3, 1), 1, 0, 0, None),  # no step
+    ("doubling", I32, (2, 2), 1, 1, 1, None),
+    ("doubling", U32, (4, 3), 0, 1, 0, None),
+    ("doubling", I64, (2, 5, 2), 1, 0, 1, None),
+    ("doubling", F16, (2, 1025), 1, 1, 1, None),
+    ("doubling", I64, (3, 7), 1, 1, 1, 11),
+    # logsum / logsum32: no length branch; long, short, every float type
+    ("logsum", F32, (3, 2000), 1, 1, 1, None),
+    ("logsum", F64, (4, 6), 1, 0, 0, None),
+    ("logsum", F16, (2, 40, 3), 1, 0, 1, None),
+    ("logsum", BF16, (5, 7), 0, 1, 0, 13),
+    ("logsum32", F32, (3, 2000), 1, 0, 1, None),
+    ("logsum32", F16, (2, 9), 1, 1, 1, None),
+    ("logsum32", BF16, (3, 6), 0, 0, 0, None),
+]
+
+
+def _static_id(cell: tuple) -> str:
+    strategy, elem, shape, axis, ex, rev, opset = cell
+    dims = "x".join(map(str, shape))
+    return f"{strategy}-{TYPE_NAMES[elem]}-{dims}-ax{axis}-ex{ex}rev{rev}-opset{opset or 26}"
+
+
+@pytest.mark.parametrize("cell", STATIC, ids=_static_id)
+def test_static_length(cell: tuple) -> None:
+    strategy, elem, shape, axis, ex, rev, opset = cell
+    model = cumprod_model(elem, shape, axis, exclusive=ex, reverse=rev)
+    lowered, used = lower(model, strategy, opset=opset)
+    assert used == [strategy]
+    run = session(lowered)
+    run_checked(run, elem, strategy, shape, axis, ex=ex, rev=rev, key=_static_id(cell))
+
+
+def test_chain_refuses_more_than_its_maximum() -> None:
+    model = cumprod_model(F32, (2, 257), 1)
+    with pytest.raises(rewriter.StrategyError, match="unrolls at most 256 steps, the axis has 257"):
+        lower(model, "chain")
+
+
+def test_radix_and_blocked_build_their_levels() -> None:
+    """The cells above reach the levels they are meant to: count the in-block scans."""
+    counts = {}
+    for strategy, shape, axis in (
+        ("radix", (2, 8), 1),
+        ("radix", (2, 9), 1),
+        ("radix", (2, 513), 1),
+        ("radix", (513, 3), 0),
+        ("blocked", (2, 256), 1),
+        ("blocked", (2, 257), 1),
+        ("blocked", (2, 8193), 1),
+    ):
+        lowered, _ = lower(cumprod_model(F32, shape, axis), strategy)
+        kinds = op_types(lowered)
+        counts[(strategy, shape)] = (kinds.count("Split"), kinds.count("Scan"), kinds.count("Pad"))
+    assert counts[("radix", (2, 8))] == (1, 0, 0)  # one chain, no level
+    assert counts[("radix", (2, 9))] == (2, 0, 1)  # one level: in-block chain + prefix chain
+    assert counts[("radix", (2, 513))] == (4, 0, 3)  # three levels of 8, each padded
+    assert counts[("radix", (513, 3))] == (3, 0, 2)  # two levels of 16
+    assert counts[("blocked", (2, 256))] == (1, 1, 0)  # in-block Scan, 16 blocks chained
+    assert counts[("blocked", (2, 257))] == (0, 2, 1)  # 17 blocks: the prefix is a Scan
+    assert counts[("blocked", (2, 8193))] == (0, 3, 2)  # two levels and a final Scan
+
+
+# -- lengths known only at run time ---------------------------------------------------------
+
+
+def _symbolic_cases() -> list[tuple]:
+    """(strategy, elem_type, dims, axis, exclusive, reverse, max_length, lengths, too long)."""
+    dyn = (0, 1, 512, 513, 1024, 1025, 2049)
+    return [
+        ("dynamic", F32, ("N", 3), 0, 0, 0, None, dyn, None),
+        ("dynamic", I64, (2, "N"), 1, 1, 1, None, dyn, None),
+        ("dynamic", U32, ("B", "N", 2), 1, 1, 0, None, (0, 5, 600), None),
+        ("scan", F32, ("N", 3), 0, 1, 1, None, (0, 1, 5), None),
+        ("scan", U64, (2, "N"), 1, 0, 1, None, (0, 1, 6), None),
+        ("loop", I32, (2, "N"), 1, 1, 1, None, (0, 1, 5), None),
+        ("loop", F16, ("N", 2), 0, 1, 0, None, (0, 1, 5), None),
+        ("doubling", I64, ("N", 2), 0, 1, 1, 64, (0, 1, 63, 64), 65),
+        ("doubling", F32, (2, "N"), 1, 0, 0, 5, (1, 4, 5), 6),
+        ("chain", I64, (3, "N"), 1, 1, 1, 40, (0, 1, 39, 40), 41),
+        ("blocked", F64, (3, "N"), 1, 0, 1, 300, (1, 17, 300), 301),
+        ("radix", U32, ("N", 2), 0, 1, 0, 100, (1, 9, 100), 101),
+        ("logsum", F32, ("N", 3), 0, 1, 1, None, (0, 1, 700), None),
+        ("logsum32", BF16, (2, "N"), 1, 0, 1, None, (1, 30), None),
+    ]
+
+
+SYMBOLIC = _symbolic_cases()
+
+
+@pytest.mark.parametrize("case", SYMBOLIC, ids=lambda c: f"{c[0]}-{TYPE_NAMES[c[1]]}-{c[2]}")
+def test_length_known_at_run_time(case: tuple) -> None:
+    """One graph for every length: both sides of each run-time branch; a length past the
+    bound of a padded lowering fails at run time instead of giving a wrong result."""
+    strategy, elem, dims, axis, ex, rev, bound, lengths, too_long = case
+    model = cumprod_model(elem, dims, axis, exclusive=ex, reverse=rev)
+    lowered, used = lower(model, strategy, max_length=bound)
+    assert used == [strategy]
+    run = session(lowered)
+    for n in lengths:
+        shape = tuple(n if d == "N" else (2 if isinstance(d, str) else d) for d in dims)
+        run_checked(run, elem, strategy, shape, axis, ex=ex, rev=rev, key=case[:3])
+    if too_long is not None:
+        shape = tuple(too_long if d == "N" else (2 if isinstance(d, str) else d) for d in dims)
+        x = feed(elem, random_data(elem, shape, _rng("long", case[:3])))
+        with pytest.raises(Exception, match=r"(?i)reshape|shape|size|dimension"):
+            run({"x": x})
+
+
+# -- the view: run-time axis, unknown rank, empty tensors ----------------------------------
+
+RUNTIME_AXIS = [
+    ("loop", I64),
+    ("scan", F32),
+    ("dynamic", U32),
+    ("doubling", F16),
+    ("chain", I32),
+    ("blocked", F64),
+    ("radix", U64),
+    ("logsum", F32),
+    ("logsum32", F16),
+]
+
+
+@pytest.mark.parametrize(("strategy", "elem"), RUNTIME_AXIS, ids=str)
+def test_run_time_axis_every_axis(strategy: str, elem: int) -> None:
+    """The axis a graph input: every axis of a rank-3 x, negative ones too, through one
+    graph (the view's run-time normalisation; static-length lowerings padded to the
+    largest dim)."""
+    shape = (3, 5, 4)
+    model = cumprod_model(elem, shape, 0, exclusive=1, reverse=0, axis_form="input")
+    lowered, used = lower(model, strategy)
+    assert used == [strategy]
+    run = session(lowered)
+    for axis in range(-3, 3):
+        run_checked(run, elem, strategy, shape, axis, ex=1, rev=0, axis_input=True, key=strategy)
+    model = cumprod_model(elem, shape, 0, exclusive=0, reverse=1, axis_form="input")
+    run = session(lower(model, strategy)[0])
+    for axis in (-1, 1, -3):
+        run_checked(run, elem, strategy, shape, axis, ex=0, rev=1, axis_input=True, key=strategy)
+
+
+def test_run_time_axis_out_of_range_fails_like_the_native_op() -> None:
+    model = cumprod_model(F32, (2, 3), 0, axis_form="input")
+    run = session(lower(model, "scan")[0])
+    x = np.ones((2, 3), np.float32)
+    for bad in (2, -3):
+        with pytest.raises(Exception, match=r"(?i)indices|out of|range|bounds"):
+            run({"x": x, "axis": np.array(bad, np.int64)})
+
+
+def _unknown_rank_model(
+    elem: int, axis: int, ex: int, rev: int, allowzero: int = 1
+) -> onnx.ModelProto:
+    """y = Flatten-to-1-D(CumProd(Reshape(x, shape))): the shape is an input of symbolic
+    length, so the CumProd's input has an unknown rank."""
+    io = io_type(elem)
+    zero = {"allowzero": 1} if allowzero else {}  # Reshape-14's; absent below 14
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["xr"], **zero)]
+    x = "xr"
+    if elem == BF16:
+        nodes.append(helper.make_node("Cast", ["xr"], ["xb"], to=elem))
+        x = "xb"
+    attrs = {"exclusive": ex, "reverse": rev}
+    nodes.append(helper.make_node("CumProd", [x, "axis"], ["yr"], **attrs))
+    y = "yr"
+    if elem == BF16:
+        nodes.append(helper.make_node("Cast", ["yr"], ["yf"], to=io))
+        y = "yf"
+    nodes.append(helper.make_node("Reshape", [y, "flat"], ["y"], **zero))
+    graph = helper.make_graph(
+        nodes,
+        "main",
+        [
+            helper.make_tensor_value_info("x", io, ["T"]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, ["r"]),
+        ],
+        [helper.make_tensor_value_info("y", io, ["T"])],
+        [
+            helper.make_tensor("axis", TensorProto.INT64, [], [axis]),
+            helper.make_tensor("flat", TensorProto.INT64, [1], [-1]),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+UNKNOWN_RANK = [
+    ("loop", I64, None, 26),
+    ("scan", F32, None, 26),
+    ("dynamic", U32, None, 26),
+    ("logsum", F64, None, 26),
+    ("doubling", I32, 16, 26),
+    ("radix", BF16, 16, 26),
+    ("scan", I64, None, 13),
+    ("logsum32", F16, None, 11),
+]
+
+
+@pytest.mark.parametrize(("strategy", "elem", "bound", "opset"), UNKNOWN_RANK)
+def test_unknown_rank(strategy: str, elem: int, bound: int | None, opset: int) -> None:
+    """x of unknown rank: the view from Shape(Shape(x)) at run time; ranks 1 to 3 through
+    one graph; below opset 14 an empty x goes around the Reshapes."""
+    for axis, ex, rev in ((-1, 1, 1), (0, 0, 1)):
+        model = _unknown_rank_model(elem, axis, ex, rev, allowzero=int(opset >= 14))
+        target_opset = opset if opset != 26 else None
+        lowered, used = lower(model, strategy, max_length=bound, opset=target_opset)
+        assert used == [strategy]
+        run = session(lowered)
+        for shape in ((7,), (3, 5), (2, 3, 4), (2, 0, 3))[: 4 if opset >= 14 else 3]:
+            x = random_data(elem, shape, _rng(strategy, shape, axis))
+            feeds = {"x": feed(elem, x).reshape(-1), "shape": np.array(shape, np.int64)}
+            (y,) = run(feeds)
+            y = y.reshape(shape)
+            if elem == BF16:
+                y = y.astype(np_dtype(elem))
+            problem = check_result(elem, strategy, y, x, axis, exclusive=ex, reverse=rev)
+            assert problem is None, f"{shape} axis {axis} ex{ex} rev{rev}: {problem}"
+
+
+EMPTY_STRATEGIES = [
+    ("loop", I64),
+    ("scan", U32),
+    ("dynamic", I32),
+    ("doubling", U64),
+    ("chain", F32),
+    ("blocked", I64),
+    ("radix", F64),
+    ("logsum", F32),
+    ("logsum32", F16),
+]
+
+
+@pytest.mark.parametrize("opset", [11, 13, 14, 26])
+@pytest.mark.parametrize(("strategy", "elem"), EMPTY_STRATEGIES, ids=str)
+def test_empty_axes_and_empty_outer_dims(strategy: str, elem: int, opset: int) -> None:
+    """Dims known only at run time that turn out 0: the scanned axis, the dims before it
+    and after it. Below opset 14 a Reshape would copy a 0 dim: the If around the lowering."""
+    if elem == F16 and opset < 13:
+        elem = F32
+    bound = 8 if strategy in ("doubling", "chain", "blocked", "radix") else None
+    target_opset = None if opset == 26 else opset
+    # a run-time length (axis 0 of [N, M]) and a static length with run-time outer dims
+    for dims, axis, shapes in (
+        (("N", "M"), 0, ((0, 0), (0, 3), (2, 0), (5, 3))),
+        (("N", 5, "M"), 1, ((0, 5, 2), (2, 5, 0), (3, 5, 2))),
+    ):
+        model = cumprod_model(elem, dims, axis, exclusive=1, reverse=1)
+        lowered, used = lower(model, strategy, opset=target_opset, max_length=bound)
+        assert used == [strategy]
+        run = session(lowered)
+        for shape in shapes:
+            run_checked(run, elem, strategy, shape, axis, ex=1, rev=1, key=(strategy, dims))
+
+
+def test_statically_empty_tensors_are_their_own_result() -> None:
+    for strategy in ("loop", "scan", "chain", "radix", "doubling", "logsum"):
+        for shape, axis in (((0, 3), 0), ((2, 0), 0), ((2, 0, 3), -1)):
+            model = cumprod_model(F32, shape, axis, exclusive=1)
+            lowered, _ = lower(model, strategy)
+            (y,) = session(lowered)({"x": np.ones(shape, np.float32)})
+            assert y.shape == shape
+
+
+# -- run-time length past the bound; compute types ------------------------------------------
+
+
+def test_uint32_products_wrap_through_int64_on_onnxruntime() -> None:
+    """onnxruntime multiplies uint32 as int64: the low 32 bits must come back (Mod 2^32 before
+    the Cast), for products far past 2^32; `spec` keeps uint32 (no Cast at all)."""
+    model = cumprod_model(U32, (2, 40), 1, exclusive=1)
+    x = np.full((2, 40), 0xFFFF_FFFB, np.uint32)  # -5 mod 2^32: products alternate in sign
+    x[1] = np.arange(1, 41, dtype=np.uint32) * 0x10001
+    want = np.cumprod(np.concatenate([np.ones((2, 1), np.uint64), x[:, :-1]], 1), 1)
+    for target, casts in (("onnxruntime", True), ("spec", False)):
+        lowered, _ = lower(model, "scan", target=target)
+        assert ("Cast" in op_types(lowered)) == casts
+        (y,) = session(lowered)({"x": x})
+        np.testing.assert_array_equal(y, want.astype(np.uint32))
+
+
+# -- test-only targets for the flags no shipped target exercises ----------------------------
+
+
+@pytest.fixture
+def quirky_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`iree` ignores Scan directions but has no Scan, `tract` cannot Slice backwards over a
+    symbolic dim but has no Loop: these register the flags on targets that keep Scan / Loop,
+    so the code that honours them runs."""
+    spec = TARGETS["spec"]
+    for name, changes in (
+        ("test-no-scan-directions", {"scan_directions": False}),
+        ("test-no-negative-slice", {"slice_negative_step": False}),
+    ):
+        monkeypatch.setitem(TARGETS, name, dataclasses.replace(spec, name=name, **changes))
+
+
+@pytest.mark.usefixtures("quirky_targets")
+@pytest.mark.parametrize(
+    ("target", "strategy", "dims"),
+    [
+        ("test-no-scan-directions", "scan", (3, 6, 2)),
+        ("test-no-scan-directions", "scan", (2, "N")),
+        ("test-no-scan-directions", "blocked", (2, 300)),
+        ("test-no-scan-directions", "dynamic", ("N", 2)),
+        ("test-no-negative-slice", "loop", (2, "N")),
+    ],
+)
+def test_reverse_without_scan_directions_or_negative_slices(
+    target: str, strategy: str, dims: tuple
+) -> None:
+    axis = 1 if dims[1] != 2 else 0
+    for ex in (0, 1):
+        model = cumprod_model(I64, dims, axis, exclusive=ex, reverse=1)
+        lowered, _ = lower(model, strategy, target=target)
+        kinds = op_types(lowered)
+        if target == "test-no-scan-directions":
+            assert "Scan" in kinds
+        else:
+            assert "ReverseSequence" in kinds
+        run = session(lowered)
+        for n in (1, 7, 600):
+            shape = tuple(n if isinstance(d, str) else d for d in dims)
+            run_checked(run, I64, strategy, shape, axis, ex=ex, rev=1, key=(target, strategy))
+            if not any(isinstance(d, str) for d in dims):
+                break
+
+
+# -- auto: every row of every table, for every target ---------------------------------------
+
+_4, _8 = F32, I64  # a 4-byte and an 8-byte compute type (on every target)
+
+# (elem_type, dims, axis, onnxruntime table's choice, static table's choice)
+AUTO_ROWS = [
+    (_4, (3, 1), 1, "chain", "chain"),  # n <= 1
+    (_4, (512, 4), 0, "scan", "radix"),  # first axis, 4-byte, n <= 512
+    (_4, (513, 4), 0, "radix", "radix"),
+    (_8, (4096, 2), 0, "scan", "radix"),  # first axis, 8-byte, n <= 4096
+    (_8, (4097, 2), 0, "radix", "radix"),
+    (_4, (2, 16), 1, "chain", "chain"),  # last axis, n <= 16
+    (_4, (2, 17), 1, "scan", "radix"),  # last axis, 4-byte, n <= 512
+    (_4, (2, 512), 1, "scan", "radix"),
+    (_4, (2, 513), 1, "blocked", "radix"),
+    (_8, (2, 16), 1, "chain", "chain"),
+    (_8, (2, 17), 1, "radix", "radix"),  # last axis, 8-byte
+    (_4, (2, 64, 2), 1, "chain", "radix"),  # middle, 4-byte, n <= 64
+    (_4, (2, 65, 2), 1, "radix", "radix"),
+    (_8, (2, 16, 2), 1, "chain", "chain"),  # middle, 8-byte, n <= 16
+    (_8, (2, 17, 2), 1, "radix", "radix"),
+    (_4, ("N", 4), 0, "dynamic", None),  # a length known only at run time
+    (_4, ("B", 4), 1, "chain", "chain"),  # a symbolic outer dim does not matter
+]
+# What the static table takes for a length known only at run time, per target.
+RUN_TIME_LENGTH = {
+    "openvino": "scan",
+    "tract": "scan",
+    "iree": "doubling",
+    "tflite": "doubling",
+    "tinygrad": "doubling",
+    "portable": "doubling",
+}
+
+
+def _planned(model: onnx.ModelProto, target: str, **options: object) -> str:
+    (plan,) = plan_cumprods(
+        ir.serde.deserialize_model(model), "auto", target=TARGETS[target], **options
+    )
+    return plan.lowering.name
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_auto_picks_each_row_of_its_table(target: str) -> None:
+    table = TARGETS[target].auto
+    for elem, dims, axis, by_ort, by_static in AUTO_ROWS:
+        want = by_ort if table == "onnxruntime" else (by_static or RUN_TIME_LENGTH[target])
+        model = cumprod_model(elem, dims, axis)
+        got = _planned(model, target, max_length=64)
+        assert got == want, (target, TYPE_NAMES[elem], dims, axis)
+    if table != "onnxruntime":
+        assert set(RUN_TIME_LENGTH) == {t for t in TARGETS if TARGETS[t].auto != "onnxruntime"}
+
+
+def test_auto_uint32_is_8_byte_on_onnxruntime_and_4_byte_on_spec() -> None:
+    """uint32 is multiplied as int64 on onnxruntime: the 8-byte column."""
+    model = cumprod_model(U32, (2, 17), 1)
+    assert _planned(model, "onnxruntime") == "radix"
+    assert _planned(model, "spec") == "scan"
+
+
+def test_auto_without_a_bound_where_only_doubling_fits_is_refused() -> None:
+    model = cumprod_model(F32, ("N", 4), 0)
+    with pytest.raises(rewriter.StrategyError, match="max_length"):
+        lower(model, "auto", target="portable")
+
+
+# -- aliases: graphs that are another strategy's, asserted identical once ----------------------
+
+
+def _graph_bytes(model: onnx.ModelProto) -> bytes:
+    return model.graph.SerializeToString() + b"".join(
+        f.SerializeToString() for f in model.functions
+    )
+
+
+def test_aliases_emit_identical_graphs() -> None:
+    """Cells that would build these graphs again are left out of the tables above."""
+    # dynamic with a static length up to 512 is scan
+    model = cumprod_model(F32, (3, 512), 1, exclusive=1, reverse=1)
+    assert _graph_bytes(lower(model, "dynamic")[0]) == _graph_bytes(lower(model, "scan")[0])
+    # auto is the lowering it picks, for each table
+    for elem, dims, axis, target in (
+        (F32, (2, 17), 1, "onnxruntime"),
+        (I64, (2, 17, 2), 1, "onnxruntime"),
+        (F32, (2, 8), 1, "onnxruntime"),
+        (F32, (2, 40), 1, "tinygrad"),
+        (F32, ("N", 4), 0, "onnxruntime"),
+    ):
+        model = cumprod_model(elem, dims, axis)
+        auto, (picked,) = lower(model, "auto", target=target)
+        assert _graph_bytes(auto) == _graph_bytes(lower(model, picked, target=target)[0])
+    # targets only change what differs: the same static float32 graph on each of them
+    model = cumprod_model(F32, (2, 40), 1, reverse=1)
+    for strategy in ("chain", "radix", "doubling", "logsum"):
+        graphs = {_graph_bytes(lower(model, strategy, target=t)[0]) for t in TARGETS}
+        assert len(graphs) == 1, strategy
+    # onnxruntime and spec differ only for uint32 / uint64
+    for elem in (F16, BF16, F32, F64, I32, I64):
+        model = cumprod_model(elem, (3, 5), 1)
+        ort_graph = _graph_bytes(lower(model, "scan", target="onnxruntime")[0])
+        assert ort_graph == _graph_bytes(lower(model, "scan", target="spec")[0])
+
+
+# -- every target's output runs on onnxruntime -----------------------------------------------
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_every_target_output_runs(target: str) -> None:
+    """auto for each target: a static short and long axis, a length known only at run time
+    (with a bound where the target needs one), a run-time axis (tract: an If over the axes);
+    run on onnxruntime, which has every op any target may emit."""
+    missing = TARGETS[target].missing_ops
+    for elem, dims, axis, ex, rev, form, lengths in (
+        (F32, (3, 20), 1, 1, 1, "initializer", (20,)),
+        (U32, (300, 2), 0, 0, 1, "initializer", (300,)),
+        (I64, ("N", 3), 0, 1, 0, "initializer", (0, 1, 50)),
+        (BF16, (3, 4, 5), 0, 0, 0, "input", (None,)),
+    ):
+        model = cumprod_model(elem, dims, axis, exclusive=ex, reverse=rev, axis_form=form)
+        lowered, (used,) = lower(model, "auto", target=target, max_length=64)
+        assert not missing & set(op_types(lowered)), (target, used)
+        if form == "input" and not TARGETS[target].runtime_view:
+            assert "If" in op_types(lowered)
+        run = session(lowered)
+        for n in lengths:
+            shape = tuple(n if isinstance(d, str) else d for d in dims)
+            runtime_axis = form == "input"
+            for a in range(-3, 3) if runtime_axis else (axis,):
+                run_checked(
+                    run, elem, used, shape, a, ex=ex, rev=rev, axis_input=runtime_axis, key=target
+                )
+
+
+def test_integer_and_float_types_on_every_lowering() -> None:
+    """One small cell per (lowering, type) not covered above, so each of the eight types
+    meets each lowering that takes it at least once."""
+    seen = {(s, e) for s, e, *_ in STATIC} | {(c[0], c[1]) for c in SYMBOLIC}
+    seen |= set(RUNTIME_AXIS) | set(EMPTY_STRATEGIES)
+    for strategy in rewriter.STRATEGIES[1:]:
+        for elem in (F16, BF16, F32, F64, I32, I64, U32, U64):
+            if (strategy, elem) in seen:
+                continue
+            if strategy in ("logsum", "logsum32") and elem in INTS:
+                continue
+            if strategy == "logsum32" and elem == F64:
+                continue
+            shape = (3, 6)
+            model = cumprod_model(elem, shape, 1, exclusive=1, reverse=1)
+            lowered, _ = lower(model, strategy)
+            run_checked(session(lowered), elem, strategy, shape, 1, ex=1, rev=1, key=strategy)
+
+
+@pytest.mark.parametrize("strategy", ["chain", "doubling", "radix", "blocked"])
+def test_tract_run_time_axis_with_symbolic_dims_and_a_bound(strategy: str) -> None:
+    """tract's If over the axes with a dim known only at run time: a lowering that needs a
+    bound gets the user's max_length in every branch (a bug: `_axis_switch` drops it and
+    the lowering's assertion fails)."""
+    model = cumprod_model(F32, ("N", 3), 0, exclusive=1, axis_form="input")
+    lowered, used = lower(model, strategy, target="tract", max_length=8)
+    assert used == [strategy]
+    run = session(lowered)
+    for n, axis in ((5, 0), (8, 0), (4, 1), (2, -1)):
+        run_checked(run, F32, strategy, (n, 3), axis, ex=1, rev=0, axis_input=True, key=strategy)
