@@ -143,7 +143,7 @@ def _axis_switch(
     a = b.op("Gather", table, b.op("Reshape", b.cast(axis, ir.DataType.INT64), b.const([])))
 
     def at(sb: Builder, k: int) -> ir.Value:
-        fixed = dataclasses.replace(spec, axis=k, max_length=None)
+        fixed = dataclasses.replace(spec, axis=k)
         if k == rank - 1:
             return emit(sb, fixed)
         return sb.op(
