@@ -261,28 +261,27 @@ def run_all(root: Path, runtimes: tuple[str, ...] = RUNTIMES) -> Runs:
         done.inputs[_key(case)] = input_data(case)
         if case[0] in OPENVINO_32BIT_INTS:
             done.inputs[_key(case, True)] = input_data(case, in_int32=True)
-    jobs = {}
-    for runtime in runtimes:
-        if runtime_harness.python_for(runtime) is None:
-            continue
-        cases = {}
-        for case in CASES:
-            lowered = done.lowered[runtime, case] = Lowered(runtime, case)
-            if lowered.model is None:
+    root.mkdir(parents=True, exist_ok=True)
+    futures = {}
+    # tinygrad first: the slowest runtime starts while the others are being lowered
+    order = sorted(runtimes, key=lambda rt: rt != "tinygrad")
+    with ThreadPoolExecutor(max_workers=len(runtimes) or 1) as pool:
+        for runtime in order:
+            if runtime_harness.python_for(runtime) is None:
                 continue
-            keys = [_key(case)]
-            if runtime == "openvino" and case[0] in OPENVINO_32BIT_INTS:
-                keys.append(_key(case, True))
-            for key in keys:
-                cases[key] = (lowered.model, feeds_for(case, done.inputs[key]))
-        jobs[runtime] = cases
-    with ThreadPoolExecutor(max_workers=len(jobs) or 1) as pool:
-        futures = {
-            rt: pool.submit(runtime_harness.run_cases, rt, cases, root)
-            for rt, cases in jobs.items()
-        }
-        for rt, future in futures.items():
-            done.results[rt] = future.result()
+            cases = {}
+            for case in CASES:
+                lowered = done.lowered[runtime, case] = Lowered(runtime, case)
+                if lowered.model is None:
+                    continue
+                keys = [_key(case)]
+                if runtime == "openvino" and case[0] in OPENVINO_32BIT_INTS:
+                    keys.append(_key(case, True))
+                for key in keys:
+                    cases[key] = (lowered.model, feeds_for(case, done.inputs[key]))
+            futures[runtime] = pool.submit(runtime_harness.run_cases, runtime, cases, root)
+        for runtime, future in futures.items():
+            done.results[runtime] = future.result()
     return done
 
 
