@@ -169,6 +169,12 @@ STATIC = [
     ("doubling", I64, (2, 5, 2), 1, 0, 1, None),
     ("doubling", F16, (2, 1025), 1, 1, 1, None),
     ("doubling", I64, (3, 7), 1, 1, 1, 11),
+    # tiled: B = 16 up to 256, 32 to 1024, 64 to 4096, 128 above; n <= B is scan (an alias)
+    ("tiled", F32, (2, 17), 1, 1, 1, None),  # B = 16, m = 2, padded
+    ("tiled", I64, (256, 3), 0, 0, 1, None),  # B = 16, m = 16: one radix level of totals
+    ("tiled", U32, (2, 257, 2), 1, 1, 0, None),  # B = 32, m = 9
+    ("tiled", F64, (4097,), 0, 0, 0, None),  # B = 128, m = 33: two radix levels
+    ("tiled", BF16, (2, 300), 1, 0, 1, 13),
     # logsum / logsum32: no length branch; long, short, every float type
     ("logsum", F32, (3, 2000), 1, 1, 1, None),
     ("logsum", F64, (4, 6), 1, 0, 0, None),
@@ -568,9 +574,11 @@ def _graph_bytes(model: onnx.ModelProto) -> bytes:
 
 def test_aliases_emit_identical_graphs() -> None:
     """Cells that would build these graphs again are left out of the tables above."""
-    # dynamic with a static length up to 512 is scan
+    # dynamic with a static length up to 512 is scan; so is tiled up to its block length
     model = cumprod_model(F32, (3, 512), 1, exclusive=1, reverse=1)
     assert _graph_bytes(lower(model, "dynamic")[0]) == _graph_bytes(lower(model, "scan")[0])
+    model = cumprod_model(I64, (3, 16), 1, exclusive=1, reverse=1)
+    assert _graph_bytes(lower(model, "tiled")[0]) == _graph_bytes(lower(model, "scan")[0])
     # auto is the lowering it picks, for each table
     for elem, dims, axis, target in (
         (F32, (2, 17), 1, "onnxruntime"),
@@ -646,11 +654,45 @@ def test_integer_and_float_types_on_every_lowering() -> None:
 @pytest.mark.parametrize("strategy", ["chain", "doubling", "radix", "blocked"])
 def test_tract_run_time_axis_with_symbolic_dims_and_a_bound(strategy: str) -> None:
     """tract's If over the axes with a dim known only at run time: a lowering that needs a
-    bound gets the user's max_length in every branch (a bug: `_axis_switch` drops it and
-    the lowering's assertion fails)."""
+    bound gets the user's max_length in every branch (it was dropped: an assertion failed)."""
     model = cumprod_model(F32, ("N", 3), 0, exclusive=1, axis_form="input")
     lowered, used = lower(model, strategy, target="tract", max_length=8)
     assert used == [strategy]
     run = session(lowered)
     for n, axis in ((5, 0), (8, 0), (4, 1), (2, -1)):
         run_checked(run, F32, strategy, (n, 3), axis, ex=1, rev=0, axis_input=True, key=strategy)
+
+
+# -- the code's own stated bounds (used by --verify) are no looser than the contract ------------
+
+
+@pytest.mark.parametrize("lowering", [s for s in rewriter.STRATEGIES if s != "auto"])
+def test_stated_bounds_are_no_looser_than_the_contract(lowering: str) -> None:
+    """Each lowering's ``max_ulps`` (what `--verify` holds a rewrite to) is at most the
+    contract's figure (tests/bounds.py), up to a 2^-16 relative slack for the second-order
+    rounding terms the code may add. A loosened bound in the code fails here; the accuracy
+    tests never read it."""
+    from rewriter.lowerings import LOWERINGS
+    from tests.bounds import ulp_bound
+
+    k = np.array([1, 2, 3, 17, 1000, 8193])
+    for elem in (F16, BF16, F32, F64):
+        if lowering == "logsum32" and elem == F64:
+            continue
+        stated = LOWERINGS[lowering].max_ulps(ir.DataType(elem), k)
+        contract = ulp_bound(lowering, np_dtype(elem), k)
+        assert np.all(stated <= contract * (1 + 2.0**-16)), (lowering, TYPE_NAMES[elem])
+
+
+@pytest.mark.parametrize("target", [t for t in TARGETS if "If" in TARGETS[t].missing_ops])
+@pytest.mark.parametrize("strategy", ["auto", "doubling", "radix", "logsum32"])
+def test_a_target_without_if_gets_no_if_for_a_run_time_axis(target: str, strategy: str) -> None:
+    """A target that lacks If (portable) and cannot take a shape from a run-time axis: the
+    lowering must either avoid If or be refused with a StrategyError; an If in the output is
+    a model the target cannot run (a bug: the If over the axes is emitted regardless)."""
+    model = cumprod_model(F32, (3, 4), 0, axis_form="input")
+    try:
+        lowered, _ = lower(model, strategy, target=target)
+    except rewriter.StrategyError:
+        return
+    assert "If" not in op_types(lowered)

@@ -1,0 +1,229 @@
+"""Mutation check: does the fast test tier notice deliberate bugs?
+
+Copies the project (the ``rewriter`` package, the tests, pyproject.toml) to a temporary
+folder, runs the fast tier (``pytest -m "not slow"``) there once unchanged, then applies one
+deliberate bug at a time to the copy's ``rewriter`` and runs the fast tier again with
+PYTHONPATH pointing at the copy. A mutant is *killed* when a test that passed unchanged
+fails; tests that already fail on the unchanged code are deselected (and listed), so they
+cannot kill a mutant. Prints a table mutant -> killed / survived; exit status 1 when a
+mutant survives (or a mutation no longer applies: the code it targets moved).
+
+    .venv/bin/python scripts/mutation_check.py [--only NAME ...] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COPIED = ("rewriter", "tests", "pyproject.toml", "scripts")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "results")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # in the package copy
+    old: str  # must occur exactly once
+    new: str
+
+
+MUTANTS = [
+    Mutant(
+        "shift_exclusive: shift by 0, not 1 (off by one)",
+        "rewriter/lowerings/builder.py",
+        "        return self.slice_axis(padded, 1, 0, -1)\n",
+        "        return self.slice_axis(padded, 1, 1, 1 << 62)\n",
+    ),
+    Mutant(
+        "blocked.scan3: block prefix not multiplied back",
+        "rewriter/lowerings/blocked.py",
+        '    y = b.reshape(b.op("Mul", inner, prefix), shape_of(b, o, padded, i))\n',
+        "    y = b.reshape(inner, shape_of(b, o, padded, i))\n",
+    ),
+    Mutant(
+        "logsum: sign of -0.0 lost (no Reciprocal term)",
+        "rewriter/lowerings/logsum.py",
+        'b.op("Or", b.op("Less", x3, zero), b.op("Less", b.op("Reciprocal", x3), zero))',
+        'b.op("Less", x3, zero)',
+    ),
+    Mutant(
+        "lower: uint32 wraparound masked to 2^31, not 2^32",
+        "rewriter/lowerings/__init__.py",
+        '        y = b.op("Mod", y, b.const(1 << 32))',
+        '        y = b.op("Mod", y, b.const(1 << 31))',
+    ),
+    Mutant(
+        "view._runtime_dims: negative run-time axis not normalised",
+        "rewriter/lowerings/view.py",
+        '    pos = b.op("Mod", b.op("Add", raw, rank), rank)\n',
+        "    pos = raw\n",
+    ),
+    Mutant(
+        "bounds: the exact kernels' stated bound doubled (loop.max_ulps)",
+        "rewriter/lowerings/loop.py",
+        "    return k1 * (1 + 2.0**-20)\n",
+        "    return 2 * k1 * (1 + 2.0**-20)\n",
+    ),
+    Mutant(
+        "scan_front: no input flip for reverse where Scan ignores directions",
+        "rewriter/lowerings/scan.py",
+        "    if flip:\n        x = b.flip(x, 0)\n",
+        "",
+    ),
+]
+
+
+def _copy_project(into: Path) -> None:
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, into / name, ignore=IGNORED)
+        else:
+            shutil.copy2(source, into / name)
+
+
+def _environment(project: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(project)
+    env.pop("CI", None)  # derandomized hypothesis: every run sees the same examples
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _check_import(project: Path) -> None:
+    """The copy, not the installed project, is what the tests import."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import rewriter; print(rewriter.__file__)"],
+        cwd=project,
+        env=_environment(project),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if not out.startswith(str(project)):
+        sys.exit(f"the tests would import {out}, not the copy in {project}")
+
+
+def _run_tier(
+    project: Path, deselect: list[str], *, stop_first: bool, report: Path, timeout: int
+) -> tuple[int, list[str], float]:
+    """(pytest's exit status, the failed test ids, seconds)."""
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-m",
+        "not slow",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={report}",
+        "-o",
+        "addopts=",
+    ]
+    if stop_first:
+        command.append("-x")
+    for test in deselect:
+        command += ["--deselect", test]
+    start = time.monotonic()
+    try:
+        result = subprocess.run(
+            command,
+            cwd=project,
+            env=_environment(project),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        code = result.returncode
+    except subprocess.TimeoutExpired:
+        return -1, ["(timed out)"], time.monotonic() - start
+    return code, _failed(report), time.monotonic() - start
+
+
+def _failed(report: Path) -> list[str]:
+    if not report.exists():
+        return []
+    failed = []
+    for case in ET.parse(report).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            module = case.get("classname", "").replace(".", "/")
+            failed.append(f"{module}.py::{case.get('name')}")
+    return failed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per tier run")
+    args = parser.parse_args()
+    mutants = [m for m in MUTANTS if not args.only or any(s in m.name for s in args.only)]
+
+    work = Path(tempfile.mkdtemp(prefix="cumprod-mutation-"))
+    project = work / "project"
+    project.mkdir()
+    try:
+        _copy_project(project)
+        _check_import(project)
+        print(f"fast tier, unchanged code ({project}) ...", flush=True)
+        code, baseline_failures, seconds = _run_tier(
+            project, [], stop_first=False, report=work / "baseline.xml", timeout=args.timeout
+        )
+        print(f"  exit {code}, {seconds:.0f} s, {len(baseline_failures)} failing already")
+        for test in baseline_failures:
+            print(f"  deselected (fails unchanged): {test}")
+        if code not in (0, 1):
+            print("the unchanged run did not complete: no verdict")
+            return 2
+
+        rows = []
+        for mutant in mutants:
+            target = project / mutant.path
+            original = target.read_text()
+            if original.count(mutant.old) != 1:
+                rows.append((mutant.name, "NOT APPLIED", "the code it targets changed", 0.0))
+                continue
+            target.write_text(original.replace(mutant.old, mutant.new))
+            try:
+                code, failures, seconds = _run_tier(
+                    project,
+                    baseline_failures,
+                    stop_first=True,
+                    report=work / "mutant.xml",
+                    timeout=args.timeout,
+                )
+            finally:
+                target.write_text(original)
+            verdict = "killed" if code != 0 else "SURVIVED"
+            rows.append((mutant.name, verdict, failures[0] if failures else "", seconds))
+            print(f"  {verdict:8}  {mutant.name}", flush=True)
+
+        width = max(len(r[0]) for r in rows)
+        print()
+        print(f"{'mutant':{width}}  verdict   seconds  first failing test")
+        for name, verdict, by, seconds in rows:
+            print(f"{name:{width}}  {verdict:8}  {seconds:7.0f}  {by}")
+        survived = [r for r in rows if r[1] != "killed"]
+        print(f"\n{len(rows) - len(survived)} of {len(rows)} mutants killed")
+        return 1 if survived else 0
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
