@@ -6,11 +6,13 @@ ranks 1-4 (two axes for ranks 2-4) is lowered with ``decompose_cumprod(model, ta
 run on the runtime and compared with numpy here: integers bit-exact (full-range random
 inputs, so products wrap), floats with ``rewriter.verify.compare`` within FLOAT_ULPS.
 
-The cases of one (type, axis form) go into one model with many outputs, so IREE compiles 24
-models, not 672. Each runtime runs in its own environment (scripts/runtimes/RT.sh creates
-``.venv-RT``), through tests/runtimes/run_RT.py (CASE.onnx + CASE.in.npz -> CASE.out.npz or
-CASE.err.txt). TFLite is the opt-in heavy tier: it runs only with CUMPROD_TFLITE=1.
-A missing environment skips, except on CI (CI=true), where it fails.
+The 28 cases of one (type, axis form) go into one model with 28 outputs, so IREE compiles 24
+models, not 672. A model that fails as a whole (lowering, conversion, compilation) is split:
+each of its cases then runs alone, so every case gets its own verdict (CUMPROD_RUNTIME_SPLIT=0
+turns that off). Each runtime runs in its own environment (scripts/runtimes/RT.sh creates
+``.venv-RT``), through tests/runtime_harness.py and tests/runtimes/run_RT.py. TFLite is the
+opt-in heavy tier: it runs only with CUMPROD_TFLITE=1. A missing environment skips, except on
+CI (CI=true), where it fails. Facts behind the choices: docs/runtime-probe-iree-tflite.md.
 """
 
 from __future__ import annotations
@@ -57,12 +59,16 @@ AXES = {1: [0], 2: [0, -1], 3: [1, -1], 4: [0, 2]}
 ATTRS = list(itertools.product([0, 1], [0, 1]))  # (exclusive, reverse)
 FORMS = ("static", "symbolic", "runtime_axis")
 CASES = [(rank, axis, ex, rev) for rank in SHAPES for axis in AXES[rank] for ex, rev in ATTRS]
+MAX_LENGTH = 8  # the bound a user declares for a symbolic scanned dim (here <= 5)
+
+Case = tuple[int, int, int, int]  # rank, axis, exclusive, reverse
+Key = tuple[int, str, Case]  # element type, axis form, case
 
 
 @dataclasses.dataclass(frozen=True)
 class Runtime:
     name: str
-    shards: int  # runner processes at once (IREE compiles on one core each)
+    shards: int  # runner processes at once (each compiles / converts on one core)
     opt_in: str | None = None  # an environment variable that must be "1"
     # element types the runtime cannot take at all, whatever the lowering: the reason
     unsupported: tuple[tuple[int, str], ...] = ()
@@ -80,42 +86,38 @@ RUNTIMES = {
     ),
 }
 
-# How the models are lowered: decompose_cumprod(model, target=RT). CUMPROD_RUNTIME_LOWERING
-# ("strategy=chain,target=spec") overrides it, to try a lowering on a runtime by hand.
+# How the models are lowered: decompose_cumprod(model, target=RT), with max_length for
+# symbolic dims. CUMPROD_RUNTIME_LOWERING ("strategy=chain,target=spec") overrides it, to try
+# a lowering on a runtime by hand.
 _OVERRIDE = os.environ.get("CUMPROD_RUNTIME_LOWERING", "")
+SPLIT = os.environ.get("CUMPROD_RUNTIME_SPLIT", "1") != "0"
 
 
-def lower_options(runtime: str) -> dict[str, object]:
+def lower_options(runtime: str, form: str) -> dict[str, object]:
     if _OVERRIDE:
         pairs = (item.split("=", 1) for item in _OVERRIDE.split(","))
         return {k: int(v) if v.isdigit() else v for k, v in pairs}
+    if form == "symbolic":
+        return {"target": runtime, "max_length": MAX_LENGTH}
     return {"target": runtime}
 
 
-def _case_id(elem_type: int, form: str, case: tuple[int, int, int, int]) -> str:
-    rank, axis, ex, rev = case
+def case_id(key: Key) -> str:
+    elem_type, form, (rank, axis, ex, rev) = key
     return f"{TYPE_NAMES[elem_type]}-{form}-r{rank}-ax{axis}-ex{ex}-rev{rev}"
 
 
-def _group_name(elem_type: int, form: str) -> str:
-    return f"{TYPE_NAMES[elem_type]}-{form}"
+def case_input(key: Key) -> np.ndarray:
+    """The x of a case: the same whichever model the case is in."""
+    elem_type, _, (rank, _, _, _) = key
+    rng = np.random.default_rng(zlib.crc32(case_id(key).encode()))
+    return random_data(elem_type, SHAPES[rank], rng)
 
 
-@dataclasses.dataclass
-class Group:
-    """One model holding every case of a (type, form): output k is case k."""
-
-    name: str
-    model: onnx.ModelProto | None  # None when the lowering raised
-    feeds: dict[str, np.ndarray]
-    inputs: list[np.ndarray]  # x of each case (in its own type)
-    error: str = ""
-
-
-def build_group(elem_type: int, form: str) -> onnx.ModelProto:
+def build_model(elem_type: int, form: str, cases: list[Case]) -> onnx.ModelProto:
     """CumProd(x_k, axis_k) -> y_k for every case; bfloat16 goes in and out as float32."""
     nodes, inputs, outputs, inits = [], [], [], []
-    for k, (rank, axis, ex, rev) in enumerate(CASES):
+    for k, (rank, axis, ex, rev) in enumerate(cases):
         shape = list(SHAPES[rank])
         dims = [f"x{k}_d{j}" for j in range(rank)] if form == "symbolic" else shape
         inputs.append(helper.make_tensor_value_info(f"x{k}", io_type(elem_type), dims))
@@ -137,66 +139,85 @@ def build_group(elem_type: int, form: str) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
 
 
-def make_group(runtime: str, elem_type: int, form: str) -> Group:
-    name = _group_name(elem_type, form)
-    rng = np.random.default_rng(zlib.crc32(name.encode()))
+@dataclasses.dataclass
+class Model:
+    """Some cases of one (type, form) in one model: output k is ``keys[k]``."""
+
+    name: str
+    keys: list[Key]
+    model: onnx.ModelProto | None  # None when the lowering raised
+    feeds: dict[str, np.ndarray]
+    error: str = ""
+
+
+def make_model(runtime: str, name: str, keys: list[Key]) -> Model:
+    elem_type, form = keys[0][0], keys[0][1]
     feeds: dict[str, np.ndarray] = {}
-    xs = []
-    for k, (rank, axis, _, _) in enumerate(CASES):
-        x = random_data(elem_type, SHAPES[rank], rng)
-        xs.append(x)
-        feeds[f"x{k}"] = feed(elem_type, x)
+    for k, key in enumerate(keys):
+        feeds[f"x{k}"] = feed(elem_type, case_input(key))
         if form == "runtime_axis":
-            feeds[f"axis{k}"] = np.array(axis, np.int64)
+            feeds[f"axis{k}"] = np.array(key[2][1], np.int64)
+    original = build_model(elem_type, form, [key[2] for key in keys])
     try:
-        lowered = rewriter.decompose_cumprod(build_group(elem_type, form), **lower_options(runtime))
+        lowered = rewriter.decompose_cumprod(original, **lower_options(runtime, form))
     except (ValueError, rewriter.CumProdError) as error:
-        return Group(name, None, feeds, xs, f"{type(error).__name__}: {error}")
+        return Model(name, keys, None, feeds, f"lowering failed: {type(error).__name__}: {error}")
     assert isinstance(lowered, onnx.ModelProto)
-    return Group(name, lowered, feeds, xs)
+    return Model(name, keys, lowered, feeds)
 
 
 @dataclasses.dataclass
 class Run:
-    """The results of every group on one runtime: outputs, or the error (a str)."""
+    """Per case: its output, or why there is none (a str); and how long the runs took."""
 
-    groups: dict[str, Group]
-    results: dict[str, list[np.ndarray] | str]
+    results: dict[Key, np.ndarray | str]
     seconds: float
+    models: int
 
 
-def _skip_unless_opted_in(rt: Runtime) -> None:
-    if rt.opt_in and os.environ.get(rt.opt_in) != "1":
-        pytest.skip(
-            f"{rt.name} is the opt-in heavy tier: set {rt.opt_in}=1 "
-            f"(scripts/runtimes/{rt.name}.sh installs it)"
-        )
-
-
-def run_groups(rt: Runtime, folder: Path) -> Run:
-    """Lower every group, run them on the runtime (``rt.shards`` runner processes at once)."""
-    groups: dict[str, Group] = {}
-    results: dict[str, list[np.ndarray] | str] = {}
+def _run_models(rt: Runtime, models: list[Model], folder: Path) -> dict[Key, np.ndarray | str]:
+    """Run the lowered models (``rt.shards`` runner processes at once): per case results."""
+    results: dict[Key, np.ndarray | str] = {}
     shards: list[dict[str, runtime_harness.Case]] = [{} for _ in range(rt.shards)]
-    for elem_type in ALL_TYPES:
-        if any(t == elem_type for t, _ in rt.unsupported):
-            continue
-        for form in FORMS:
-            group = make_group(rt.name, elem_type, form)
-            groups[group.name] = group
-            if group.model is None:
-                results[group.name] = f"lowering failed: {group.error}"
-                continue
-            shards[len(groups) % rt.shards][group.name] = (group.model, group.feeds)
-    start = time.perf_counter()
+    for i, model in enumerate(m for m in models if m.model is not None):
+        shards[i % rt.shards][model.name] = (model.model, model.feeds)
     with concurrent.futures.ThreadPoolExecutor(rt.shards) as pool:
         futures = [
             pool.submit(runtime_harness.run_cases, rt.name, cases, folder / f"shard{i}")
             for i, cases in enumerate(shards)
+            if cases
         ]
+        outputs: dict[str, list[np.ndarray] | str] = {}
         for future in futures:
-            results.update(future.result())
-    return Run(groups, results, time.perf_counter() - start)
+            outputs.update(future.result())
+    for model in models:
+        got = outputs.get(model.name, model.error)
+        for k, key in enumerate(model.keys):
+            results[key] = got if isinstance(got, str) else got[k]
+    return results
+
+
+def run_all(rt: Runtime, folder: Path) -> Run:
+    """One model per (type, form); the cases of a model that failed as a whole, alone."""
+    start = time.perf_counter()
+    groups = [
+        make_model(
+            rt.name,
+            f"{TYPE_NAMES[elem_type]}-{form}",
+            [(elem_type, form, case) for case in CASES],
+        )
+        for elem_type in ALL_TYPES
+        if not any(t == elem_type for t, _ in rt.unsupported)
+        for form in FORMS
+    ]
+    results = _run_models(rt, groups, folder / "groups")
+    count = len(groups)
+    if SPLIT:
+        failed = [m for m in groups if isinstance(results[m.keys[0]], str)]
+        singles = [make_model(rt.name, case_id(key), [key]) for m in failed for key in m.keys]
+        results.update(_run_models(rt, singles, folder / "singles"))
+        count += len(singles)
+    return Run(results, time.perf_counter() - start, count)
 
 
 _RUNS: dict[str, Run] = {}  # one run per runtime per session, made by its first test
@@ -204,15 +225,19 @@ _RUNS: dict[str, Run] = {}  # one run per runtime per session, made by its first
 
 def _run_for(runtime: str, tmp_path_factory: pytest.TempPathFactory) -> Run:
     rt = RUNTIMES[runtime]
-    _skip_unless_opted_in(rt)
+    if rt.opt_in and os.environ.get(rt.opt_in) != "1":
+        pytest.skip(
+            f"{runtime} is the opt-in heavy tier: set {rt.opt_in}=1 "
+            f"(scripts/runtimes/{runtime}.sh installs it)"
+        )
     runtime_harness.require(runtime)  # skips, or fails on CI, when the environment is missing
     if runtime not in _RUNS:
-        _RUNS[runtime] = run_groups(rt, tmp_path_factory.mktemp(runtime))
+        _RUNS[runtime] = run_all(rt, tmp_path_factory.mktemp(runtime))
     return _RUNS[runtime]
 
 
 MATRIX = [
-    (runtime, elem_type, form, case)
+    (runtime, (elem_type, form, case))
     for runtime in RUNTIMES
     for elem_type in ALL_TYPES
     for form in FORMS
@@ -220,27 +245,20 @@ MATRIX = [
 ]
 
 
-def _matrix_id(item: tuple) -> str:
-    runtime, elem_type, form, case = item
-    return f"{runtime}-{_case_id(elem_type, form, case)}"
-
-
-@pytest.mark.parametrize("item", MATRIX, ids=_matrix_id)
-def test_cumprod_on_runtime(item: tuple, tmp_path_factory: pytest.TempPathFactory) -> None:
-    runtime, elem_type, form, case = item
-    rt = RUNTIMES[runtime]
-    for unsupported, reason in rt.unsupported:
+@pytest.mark.parametrize(
+    ("runtime", "key"), MATRIX, ids=[f"{rt}-{case_id(key)}" for rt, key in MATRIX]
+)
+def test_cumprod_on_runtime(
+    runtime: str, key: Key, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elem_type, _, (rank, axis, ex, rev) = key
+    for unsupported, reason in RUNTIMES[runtime].unsupported:
         if unsupported == elem_type:
             pytest.skip(f"{runtime}: {reason}")
-    run = _run_for(runtime, tmp_path_factory)
-    name = _group_name(elem_type, form)
-    outputs = run.results[name]
-    if isinstance(outputs, str):
-        pytest.fail(f"{runtime}, model {name}: {outputs}")
-    k = CASES.index(case)
-    rank, axis, ex, rev = case
-    x = run.groups[name].inputs[k]
-    got = outputs[k]
+    got = _run_for(runtime, tmp_path_factory).results[key]
+    if isinstance(got, str):
+        pytest.fail(f"{runtime}: {case_id(key)}: {got}")
+    x = case_input(key)
     dtype = ir.DataType(elem_type)
     if elem_type in INTS:
         result = compare(got, reference(x, axis, ex, rev), dtype)
@@ -250,4 +268,4 @@ def test_cumprod_on_runtime(item: tuple, tmp_path_factory: pytest.TempPathFactor
         got = got.astype(dtype.numpy())
         bound = FLOAT_ULPS(factor_counts(x.shape, axis % rank, bool(ex), bool(rev)))
         result = compare(got, wide_reference(x, axis, ex, rev), dtype, bound)
-    assert result.ok, f"{runtime}: {_case_id(elem_type, form, case)}: {result.detail}"
+    assert result.ok, f"{runtime}: {case_id(key)}: {result.detail}"

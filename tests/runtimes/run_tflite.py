@@ -61,8 +61,11 @@ def _expected_shapes(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> li
 def _convert_error(exc: Exception) -> Exception:
     """The converter's MLIR diagnostic instead of the stack it is wrapped in."""
     message = " ".join(str(exc).split())
-    if " error: " in message:
+    if " error: " in message:  # an MLIR diagnostic
         return type(exc)(message.split(" error: ", 1)[1].split(" ^ ", 1)[0])
+    keras = "raise e.with_traceback(filtered_tb) from None "
+    if keras in message:  # a Keras layer's error, after the traceback it is wrapped in
+        return type(exc)(message.split(keras, 1)[1])
     return exc
 
 
