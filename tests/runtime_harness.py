@@ -105,16 +105,3 @@ def run_cases(
         else:
             results[name] = f"NoResult: the {runtime} runner wrote nothing for this case"
     return results
-
-
-def runner_version(runtime: str) -> str:
-    """The first line the runtime's runner prints (its version), on an empty folder."""
-    python = require(runtime)
-    done = subprocess.run(
-        [str(python), str(RUNNERS / f"run_{runtime}.py"), os.devnull + "-none"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    return done.stdout.splitlines()[0] if done.stdout else ""
