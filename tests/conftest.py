@@ -20,15 +20,34 @@ SLOW_MODULES = frozenset(
         "test_pytorch.py",  # torch
     }
 )
-# Single tests that take tens of seconds (multi-GiB files).
-SLOW_TESTS = frozenset({"test_io.py::test_weights_above_2_gib"})
+# Single tests in the slow tier: multi-GiB files, and command-line runs (a subprocess each,
+# about 2 s of imports) beyond one per command-line path, which the fast tier keeps:
+# --help, -o FILE, a folder, --in-place, a bad input (exit 2), --list, --report, --verify
+# (exit 0 and exit 1), --target-opset, --max-length, the README's commands, a signal.
+SLOW_TESTS = (
+    "test_io.py::test_weights_above_2_gib",
+    "test_cli.py::test_default_output_goes_beside_the_input",
+    "test_cli.py::test_external_data_output_folder_is_self_contained",
+    "test_cli.py::test_bad_input_is_one_line_exit_2_nothing_written[",  # but one, below
+    "test_cli.py::test_verbose_shows_the_traceback",
+    "test_cli.py::test_running_on_its_own_output_changes_nothing",
+    "test_cli.py::test_quiet_prints_nothing_on_success",
+    "test_cli.py::test_list_shows_each_nodes_lowering_for_the_target",
+    "test_verify.py::test_cli_verify_takes_a_positive_count",
+    "test_file_safety.py::",  # but the two below
+)
+FAST_ANYWAY = (
+    "test_cli.py::test_bad_input_is_one_line_exit_2_nothing_written[not ONNX]",
+    "test_file_safety.py::test_a_signal_cleans_up_and_exits[15-143]",
+    "test_file_safety.py::test_in_place_keeps_mode_and_owner_of_model_and_data",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.path.name
-        name = f"{module}::{item.originalname}" if hasattr(item, "originalname") else item.name
-        if module in SLOW_MODULES or name in SLOW_TESTS:
+        name = f"{item.path.name}::{item.name}"
+        slow = item.path.name in SLOW_MODULES or name.startswith(SLOW_TESTS)
+        if slow and not name.startswith(FAST_ANYWAY):
             item.add_marker(pytest.mark.slow)
 
 

@@ -244,3 +244,28 @@ def lower_or_refused(
     except rewriter.StrategyError as error:
         assert any(reason in str(error) for reason in REFUSALS), str(error)
         return None
+
+
+_CONFORMANCE: list = []
+
+
+def conformance_cases() -> list:
+    """The onnx package's CumProd node test cases (built on first use, not at import). Only
+    the CumProd case module is imported when onnx's layout allows it (``collect_testcases``
+    imports every op's generators: ~10 s); otherwise through ``collect_testcases``."""
+    if not _CONFORMANCE:
+        import importlib
+        import warnings
+
+        with warnings.catch_warnings():  # other ops' case generators divide by zero on purpose
+            warnings.simplefilter("ignore")
+            node = importlib.import_module("onnx.backend.test.case.node")
+            cases: list = []
+            if hasattr(node, "_TargetOpType") and hasattr(node, "_NodeTestCases"):
+                node._TargetOpType = "CumProd"
+                importlib.import_module("onnx.backend.test.case.node.cumprod")
+                cases = [c for c in node._NodeTestCases if c.model is not None]
+            if not cases:
+                cases = [c for c in node.collect_testcases("CumProd") if c.model is not None]
+        _CONFORMANCE.extend(c for c in cases if c.model.graph.node[0].op_type == "CumProd")
+    return _CONFORMANCE

@@ -500,25 +500,28 @@ def test_reverse_without_scan_directions_or_negative_slices(
 
 _4, _8 = F32, I64  # a 4-byte and an 8-byte compute type (on every target)
 
-# (elem_type, dims, axis, onnxruntime table's choice, static table's choice)
+# (elem_type, dims, axis, onnxruntime table's choice, static table's choice): both sides of
+# every threshold in rewriter/lowerings/auto.py, written out here.
 AUTO_ROWS = [
     (_4, (3, 1), 1, "chain", "chain"),  # n <= 1
-    (_4, (512, 4), 0, "scan", "radix"),  # first axis, 4-byte, n <= 512
+    (_4, (512, 4), 0, "scan", "radix"),  # first axis: n <= 512
     (_4, (513, 4), 0, "radix", "radix"),
-    (_8, (4096, 2), 0, "scan", "radix"),  # first axis, 8-byte, n <= 4096
-    (_8, (4097, 2), 0, "radix", "radix"),
-    (_4, (2, 16), 1, "chain", "chain"),  # last axis, n <= 16
-    (_4, (2, 17), 1, "scan", "radix"),  # last axis, 4-byte, n <= 512
-    (_4, (2, 512), 1, "scan", "radix"),
-    (_4, (2, 513), 1, "blocked", "radix"),
-    (_8, (2, 16), 1, "chain", "chain"),
-    (_8, (2, 17), 1, "radix", "radix"),  # last axis, 8-byte
-    (_4, (2, 64, 2), 1, "chain", "radix"),  # middle, 4-byte, n <= 64
+    (_8, (512, 4), 0, "scan", "radix"),
+    (_8, (513, 1023), 0, "radix", "radix"),  # 8-byte, slab below 1024
+    (_8, (4096, 1024), 0, "scan", "radix"),  # 8-byte, n <= 4096 on 1024-element slabs
+    (_8, (4097, 1024), 0, "radix", "radix"),
+    (_4, (2, 16), 1, "scan", "chain"),  # last axis: n <= 16
+    (_4, (2, 17), 1, "tiled", "radix"),  # 4-byte: n <= 8192
+    (_4, (2, 8192), 1, "tiled", "radix"),
+    (_4, (2, 8193), 1, "blocked", "radix"),
+    (_8, (2, 16), 1, "scan", "chain"),
+    (_8, (2, 17), 1, "radix", "radix"),  # 8-byte
+    (_4, (2, 64, 2), 1, "chain", "radix"),  # middle: n <= 64
     (_4, (2, 65, 2), 1, "radix", "radix"),
-    (_8, (2, 16, 2), 1, "chain", "chain"),  # middle, 8-byte, n <= 16
-    (_8, (2, 17, 2), 1, "radix", "radix"),
+    (_8, (2, 64, 2), 1, "chain", "radix"),
+    (_8, (2, 65, 2), 1, "radix", "radix"),
     (_4, ("N", 4), 0, "dynamic", None),  # a length known only at run time
-    (_4, ("B", 4), 1, "chain", "chain"),  # a symbolic outer dim does not matter
+    (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
 ]
 # What the static table takes for a length known only at run time, per target.
 RUN_TIME_LENGTH = {
@@ -554,7 +557,7 @@ def test_auto_uint32_is_8_byte_on_onnxruntime_and_4_byte_on_spec() -> None:
     """uint32 is multiplied as int64 on onnxruntime: the 8-byte column."""
     model = cumprod_model(U32, (2, 17), 1)
     assert _planned(model, "onnxruntime") == "radix"
-    assert _planned(model, "spec") == "scan"
+    assert _planned(model, "spec") == "tiled"
 
 
 def test_auto_without_a_bound_where_only_doubling_fits_is_refused() -> None:

@@ -127,31 +127,6 @@ def test_structure_of_each_lowering() -> None:
     assert loop.count("Slice") == 3  # flip in, drop-last for exclusive, flip out
 
 
-def test_auto_choice_follows_the_benchmark_table() -> None:
-    """rewriter/lowerings/auto.py's table, one row each; 8-byte compute types avoid Transposes."""
-    expected = [
-        (TensorProto.FLOAT, [4096, 256], 0, "radix"),  # first, long
-        (TensorProto.FLOAT, [512, 256], 0, "scan"),  # first, <= 512
-        (TensorProto.FLOAT, [256, 8], 1, "chain"),  # last, very short
-        (TensorProto.FLOAT, [256, 500], 1, "scan"),  # last, <= 512
-        (TensorProto.FLOAT16, [64, 4096], 1, "blocked"),  # last, long (computed in float32)
-        (TensorProto.BFLOAT16, [4, 40, 4], 1, "chain"),  # middle, short
-        (TensorProto.INT32, [4, 400, 4], 1, "radix"),  # middle, long
-        (TensorProto.INT64, [4096, 4], 0, "scan"),  # first, <= 4096
-        (TensorProto.INT64, [8192, 4], 0, "radix"),  # first, long
-        (TensorProto.UINT32, [4, 32], 1, "radix"),  # computed as int64: 8-byte
-        (TensorProto.DOUBLE, [4, 16, 4], 1, "chain"),
-        (TensorProto.DOUBLE, [4, 17, 4], 1, "radix"),
-        (TensorProto.FLOAT, ["N", 64], 0, "dynamic"),  # a length that is not static
-        (TensorProto.INT64, ["N", 64], 0, "dynamic"),
-        (TensorProto.FLOAT, ["N", 64], 1, "scan"),  # a symbolic outer dim does not matter
-    ]
-    for elem_type, shape, axis, lowering in expected:
-        rewrite = rewriter.DecomposeCumProdPass()
-        rewrite(ir.serde.deserialize_model(cumprod_model(elem_type, shape, axis)))
-        assert [p.lowering.name for p in rewrite.plans] == [lowering], (elem_type, shape, axis)
-
-
 def test_composes_in_a_pass_manager() -> None:
     from onnx_ir.passes.common import CheckerPass, RemoveUnusedNodesPass
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import warnings
 import zlib
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tests.helpers import (
     ALL_TYPES,
     TYPE_NAMES,
     check_result,
+    conformance_cases,
     cumprod_model,
     feed,
     lower_or_refused,
@@ -259,14 +259,6 @@ NESTED_STRATEGIES = {
 }
 
 
-def _conformance() -> list:
-    with warnings.catch_warnings():  # other ops' case generators divide by zero on purpose
-        warnings.simplefilter("ignore")
-        from onnx.backend.test.case.node import collect_testcases
-
-        return [c for c in collect_testcases("CumProd") if c.model is not None]
-
-
 def _close(expected: list[np.ndarray], name: str) -> object:
     """Integers equal; floats within 8 ulps of onnx.reference's sequential product (every
     scan here has <= 6 factors: the contract's k - 1 <= 5 ulps plus the reference's own)."""
@@ -309,7 +301,7 @@ def _branch_cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray], o
 def _extra_cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray], object]]:
     cases = _branch_cases()
     rng = np.random.default_rng(7)
-    conformance = _conformance()
+    conformance = conformance_cases()
     lowerings = [s for s in rewriter.STRATEGIES if s not in ("auto", "dynamic")]
     for k, opset in enumerate(OPSETS):
         for name, text in NESTED.items():
