@@ -116,7 +116,7 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
     if reason is None and spec.axis is None and spec.rank is None and not runtime.runtime_view:
         reason = (
             f"{runtime.name} cannot take a shape computed from a run-time axis, and the rank "
-            "of x is not known (an If over the axes needs it)"
+            "of x is not known (a select over the axes needs it)"
         )
     if reason is None and spec.dtype is None and wanted not in _TYPE_GENERIC:
         reason = f"strategy '{wanted}' needs the element type of x, which is not known"
@@ -125,35 +125,23 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
     return lowering
 
 
-def _axis_switch(
-    b: Builder,
-    axis: ir.Value,
-    spec: ScanSpec,
-    emit: Callable[[Builder, ScanSpec], ir.Value],
-    *,
-    dtype: ir.DataType | None,
+def _axis_select(
+    b: Builder, axis: ir.Value, spec: ScanSpec, emit: Callable[[Builder, ScanSpec], ir.Value]
 ) -> ir.Value:
-    """``If(a == 0, emit(axis 0), If(a == 1, ..., emit(axis r - 1)))`` for a run-time axis on
-    runtimes that cannot take a shape computed from a run-time value (tract). The axis is
-    normalised by ``Gather(range(r), axis)``, which fails outside [-r, r - 1] like the native
-    op (a constant table: no shape depends on the axis)."""
+    """``Where(a == 0, y_0, Where(a == 1, y_1, ... y_{r-1}))``, each ``y_k`` the lowering at
+    the static axis k, for runtimes that cannot take a shape computed from a run-time value
+    (tract, IREE, TFLite) or have no If (portable). The axis is normalised by
+    ``Gather(range(r), axis)``, which fails outside [-r, r - 1] like the native op (a constant
+    table: no shape depends on the axis). No control flow; it computes r lowerings."""
     rank = spec.rank
     assert rank is not None
     table = b.const(list(range(rank)))
     a = b.op("Gather", table, b.op("Reshape", b.cast(axis, ir.DataType.INT64), b.const([])))
-
-    def at(sb: Builder, k: int) -> ir.Value:
-        fixed = dataclasses.replace(spec, axis=k)
-        if k == rank - 1:
-            return emit(sb, fixed)
-        return sb.op(
-            "If",
-            sb.op("Equal", a, sb.const(k)),
-            then_branch=sb.subgraph(lambda tb: emit(tb, fixed), dtype, "cumprod_axis"),
-            else_branch=sb.subgraph(lambda eb: at(eb, k + 1), dtype, "cumprod_axes"),
-        )
-
-    return at(b, 0)
+    y = emit(b, dataclasses.replace(spec, axis=rank - 1))
+    for k in range(rank - 2, -1, -1):
+        y_k = emit(b, dataclasses.replace(spec, axis=k))
+        y = b.op("Where", b.op("Equal", a, b.const(k)), y_k, y)
+    return y
 
 
 def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> ir.Value:
@@ -175,7 +163,7 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
         )
 
     if spec.axis is None and not target.runtime_view and site.axis_value is not None:
-        y = _axis_switch(b, site.axis_value, spec, emit, dtype=compute)
+        y = _axis_select(b, site.axis_value, spec, emit)
     else:
         y = emit(b, spec)
     if compute == spec.dtype or spec.dtype is None:
