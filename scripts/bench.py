@@ -288,6 +288,137 @@ def _one_pass_model(elem_type: int, shape: tuple[int, ...]) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
+def _graph_model(
+    nodes: list[onnx.NodeProto],
+    elem_type: int,
+    shape: tuple[int, ...],
+    initializers: list[onnx.TensorProto],
+    opset: int = 21,
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "floor",
+        [helper.make_tensor_value_info("x", elem_type, list(shape))],
+        [helper.make_tensor_value_info("y", elem_type, None)],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str, onnx.ModelProto]:
+    """The data movement and launches every exact lowering here needs at least, as models:
+
+    - ``mul``: one elementwise pass (onnxruntime drops a Mul by 1, so this is the copy into
+      the output: one read and one write of the tensor);
+    - ``split+concat``: the tensor cut into 8 slices along the axis and put back (the
+      unrolled lowerings' data movement at their first level);
+    - ``transpose``: the axis moved to the front (the Scan-based lowerings do it twice; a
+      pair would be cancelled by onnxruntime's transpose optimizer);
+    - ``64 launches``: 64 chained Muls on a 16-element tensor (onnxruntime's cost per node);
+    - ``scan 512 steps``: a Scan of 512 steps over 16-element slabs (its cost per step).
+    """
+    one = helper.make_tensor("one", elem_type, [], [1])
+    outer, n, inner = _view(shape, axis)
+    view = helper.make_tensor("view", TensorProto.INT64, [3], [outer, n, inner])
+    blocks = helper.make_tensor("blocks", TensorProto.INT64, [4], [outer, 8, n // 8, inner])
+    parts = [f"s{k}" for k in range(8)]
+    small = helper.make_tensor("small", TensorProto.INT64, [1], [16])
+    zero = helper.make_tensor("zero", TensorProto.INT64, [1], [0])
+    flat = helper.make_tensor("flat", TensorProto.INT64, [1], [-1])
+    chained = [
+        helper.make_node("Reshape", ["x", "flat"], ["xf"]),
+        helper.make_node("Slice", ["xf", "zero", "small"], ["c0"]),
+    ]
+    chained += [helper.make_node("Mul", [f"c{k}", "c0"], [f"c{k + 1}"]) for k in range(64)]
+    chained.append(helper.make_node("Identity", ["c64"], ["y"]))
+    state = helper.make_tensor_value_info("st", elem_type, [16])
+    item = helper.make_tensor_value_info("it", elem_type, [16])
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["st", "it"], ["p"]), helper.make_node("Identity", ["p"], ["q"])],
+        "body",
+        [state, item],
+        [
+            helper.make_tensor_value_info("p", elem_type, [16]),
+            helper.make_tensor_value_info("q", elem_type, [16]),
+        ],
+    )
+    steps = helper.make_tensor("steps", TensorProto.INT64, [1], [512 * 16])
+    slabs = helper.make_tensor("slabs", TensorProto.INT64, [2], [512, 16])
+    ones16 = helper.make_tensor("ones16", elem_type, [16], [1] * 16)
+    models = {
+        "mul": _graph_model(
+            [helper.make_node("Mul", ["x", "one"], ["y"])], elem_type, shape, [one]
+        ),
+        "transpose": _graph_model(
+            [
+                helper.make_node("Reshape", ["x", "view"], ["v"]),
+                helper.make_node("Transpose", ["v"], ["y"], perm=[1, 0, 2]),
+            ],
+            elem_type,
+            shape,
+            [view],
+        ),
+        "64 launches": _graph_model(chained, elem_type, shape, [one, zero, small, flat]),
+        "scan 512 steps": _graph_model(
+            [
+                helper.make_node("Reshape", ["x", "flat"], ["xf"]),
+                helper.make_node("Slice", ["xf", "zero", "steps"], ["xs"]),
+                helper.make_node("Reshape", ["xs", "slabs"], ["x2"]),
+                helper.make_node(
+                    "Scan", ["ones16", "x2"], ["tot", "y"], body=body, num_scan_inputs=1
+                ),
+            ],
+            elem_type,
+            shape,
+            [flat, zero, steps, slabs, ones16],
+        ),
+    }
+    if n % 8 == 0:
+        models["split+concat"] = _graph_model(
+            [
+                helper.make_node("Reshape", ["x", "blocks"], ["v"]),
+                helper.make_node("Split", ["v"], parts, axis=1, num_outputs=8),
+                helper.make_node("Concat", parts, ["y"], axis=1),
+            ],
+            elem_type,
+            shape,
+            [blocks],
+        )
+    return models
+
+
+def floors(
+    cells: list[tuple[str, int, int, str]], *, threads: int, rounds: int, max_seconds: float
+) -> list[dict[str, object]]:
+    """Time of each floor model (:func:`floor_models`) against native, per cell."""
+    rng = np.random.default_rng(1)
+    out = []
+    for dtype_name, total, n, position in cells:
+        elem_type = DTYPES[dtype_name]
+        shape, axis = shape_for(total, n, position)
+        x = data_for(elem_type, shape, rng)
+        native, _ = session(model_for(elem_type, shape, axis, 0, 0), threads)
+        feed = {"x": x}
+        contenders: dict[str, Callable[[], object]] = {
+            "native": lambda s=native, f=feed: s.run(None, f)
+        }
+        for name, model in floor_models(elem_type, shape, axis).items():
+            sess, _ = session(model, threads)
+            contenders[name] = lambda s=sess, f=feed: s.run(None, f)
+        medians = interleaved(contenders, rounds, max_seconds)
+        row = {
+            "dtype": dtype_name,
+            "total": total,
+            "n": n,
+            "position": position,
+            "native_us": medians["native"] * 1e6,
+            "us": {k: v * 1e6 for k, v in medians.items() if k != "native"},
+        }
+        print(row, flush=True)
+        out.append(row)
+    return out
+
+
 def _auto_pick(model: onnx.ModelProto) -> str:
     """The lowering ``auto`` picks on onnxruntime for the model's one CumProd (static dims)."""
     from rewriter.lowerings import auto as auto_module
@@ -317,7 +448,7 @@ def accuracy(
     reference = np.cumprod(x.astype(np.float64), axis=1)
     results = {}
     sessions = {"native": session(model, 2)[0]}
-    for strategy in strategies_for(TensorProto.FLOAT):
+    for strategy in strategies_for(TensorProto.FLOAT, ["auto", *LOWERINGS]):
         rewritten = lowered(model, strategy)
         if rewritten is not None:
             sessions[strategy] = session(rewritten, 2)[0]
@@ -394,6 +525,12 @@ def main() -> None:
         "--no-extras", action="store_true", help="skip the accuracy table and the pass time"
     )
     parser.add_argument(
+        "--floors",
+        action="store_true",
+        help="only time the floor models (the least data movement and launches a lowering "
+        "needs) against native, on the grid's first and middle cells",
+    )
+    parser.add_argument(
         "--symbolic",
         action="store_true",
         help="a small grid whose dims are all declared symbolic (auto then picks 'dynamic')",
@@ -415,6 +552,21 @@ def main() -> None:
         if args.threads != 1:
             parser.error("--clock thread measures one thread: use it with --threads 1")
         CLOCK["now"] = time.thread_time
+    if args.floors:
+        floor_cells = [
+            (dt, t << 20, n, pos)
+            for dt in args.dtypes.split(",")
+            for t in _ints(args.totals)
+            for n in _ints(args.lengths)
+            for pos in args.positions.split(",")
+        ]
+        rows = floors(
+            floor_cells, threads=args.threads, rounds=args.rounds, max_seconds=args.max_seconds
+        )
+        Path(f"{args.out}.json").write_text(json.dumps(rows, indent=1))
+        Path(f"{args.out}.md").write_text(floors_markdown(rows))
+        print(floors_markdown(rows))
+        return
     rng = np.random.default_rng(0)
     chosen = args.strategies.split(",") if args.strategies else None
     dtypes = args.dtypes.split(",")
@@ -455,6 +607,7 @@ def main() -> None:
             max_seconds=args.max_seconds,
         )
         cells.append(cell)
+        Path(f"{args.out}.cells.json").write_text(json.dumps(cells))  # survives a crash below
         dt, total, n, pos, ex, rev = spec
         ratios = " ".join(f"{k}={v:.2f}" for k, v in cell["ratio"].items())  # type: ignore[union-attr]
         print(
@@ -494,6 +647,24 @@ def main() -> None:
     Path(f"{args.out}.json").write_text(json.dumps(result, indent=1))
     Path(f"{args.out}.md").write_text(markdown(result))
     print(markdown(result))
+
+
+def floors_markdown(rows: list[dict]) -> str:
+    names = list(dict.fromkeys(k for r in rows for k in r["us"]))
+    lines = [
+        "| type | N | n | axis | native µs | " + " | ".join(names) + " |",
+        "|" + "---|" * (5 + len(names)),
+    ]
+    for r in rows:
+        cells = " | ".join(
+            f"{r['us'][k]:.0f} ({r['us'][k] / r['native_us']:.2f}×)" if k in r["us"] else "-"
+            for k in names
+        )
+        lines.append(
+            f"| {r['dtype']} | {r['total'] >> 20}M | {r['n']} | {r['position']} | "
+            f"{r['native_us']:.0f} | {cells} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _summary(cells: list[dict], name: str) -> str:

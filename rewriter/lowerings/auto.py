@@ -1,21 +1,25 @@
 """``auto``: the one place that picks a lowering for a CumProd, per target, from what is
 known statically.
 
-``onnxruntime`` table: thresholds from ``scripts/bench.py`` (onnxruntime 1.32, CPU, 2 threads,
-1M and 4M elements; the run of 2026-11-30 in ``docs/performance.md``). The scanned tensor is
-viewed as (o, n, i). "8-byte" means the compute type has 8-byte elements (int64, uint64,
-double, and uint32 computed as int64): onnxruntime moves those 2-4x slower through Transposes
-and strided Split / Concat, which decides where Transpose-based lowerings pay.
+``onnxruntime`` table: from ``scripts/bench.py`` (onnxruntime 1.32, CPU, one intra-op thread,
+the calling thread's CPU time; float32, float64, int32, int64; 1M and 4M elements; the run of
+2026-11-30 in ``docs/performance.md``). The scanned tensor is viewed as (o, n, i). "8-byte"
+means the compute type has 8-byte elements (int64, uint64, double, and uint32 computed as
+int64): onnxruntime moves those slower through Transposes and strided Split / Concat.
 
 =========  ========================================  =========================================
 position   4-byte compute types (float32, float16,   8-byte compute types (int64, double, ...)
            bfloat16, int32)
 =========  ========================================  =========================================
-first o=1  n <= 512: scan; else radix                n <= 4096: scan; else radix
-last i=1   n <= 16: chain; n <= 512: scan;           n <= 16: chain; else radix
+first o=1  n <= 512: scan; else radix                n <= 512, or n <= 4096 with i >= 1024:
+                                                     scan; else radix
+last i=1   n <= 16: scan; n <= 8192: tiled;          n <= 16: scan; else radix
            else blocked
-middle     n <= 64: chain; else radix                n <= 16: chain; else radix
+middle     n <= 64: chain; else radix                n <= 64: chain; else radix
 =========  ========================================  =========================================
+
+The first and middle axes stay several times native: ``docs/performance.md`` has the
+figures and the measured floor.
 
 A length known only at run time (a symbolic dim, a run-time axis, an unknown rank) gets
 ``dynamic``: an If on the length at run time between ``scan`` (up to 512) and a blocked scan
@@ -51,14 +55,19 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     if n <= 1:
         return "chain"
     wide = compute_itemsize >= _WIDE
-    if spec.outer == 1:  # the scanned axis is the outermost
-        return "scan" if n <= (4096 if wide else 512) else "radix"
-    last = spec.inner == 1
-    if n <= (64 if not (wide or last) else 16):
-        return "chain"
-    if last and not wide:
-        return "scan" if n <= 512 else "blocked"
-    return "radix"
+    if spec.outer == 1:  # the scanned axis is the outermost: Scan slabs are contiguous
+        # 8-byte types: the Scan's per-step cost pays off to 4096 steps on 1024-element slabs
+        slab = spec.inner or 0
+        if n <= 512 or (wide and n <= 4096 and slab >= 1024):
+            return "scan"
+        return "radix"
+    if spec.inner == 1:  # the last axis
+        if n <= 16:
+            return "scan"
+        if wide:
+            return "radix"
+        return "tiled" if n <= 8192 else "blocked"
+    return "chain" if n <= 64 else "radix"  # a middle axis
 
 
 def _static(spec: ScanSpec, target: Target) -> str:
