@@ -700,3 +700,17 @@ def test_a_target_without_if_gets_no_if_for_a_run_time_axis(target: str, strateg
     except rewriter.StrategyError:
         return
     assert "If" not in op_types(lowered)
+
+
+@pytest.mark.parametrize("target", [t for t in TARGETS if not TARGETS[t].runtime_view])
+def test_run_time_axis_keeps_the_sign_of_zero(target: str) -> None:
+    """Where a target cannot take a shape from a run-time axis, the lowering at each axis is
+    selected at run time; -0.0 must come out as -0.0 (onnxruntime's Where turns a selected
+    -0.0 into +0.0, so selecting with Where loses it when the output runs there)."""
+    model = cumprod_model(F32, (2, 3), 0, axis_form="input")
+    run = session(lower(model, "auto", target=target, max_length=8)[0])
+    x = np.array([[-0.0, 2.0, -0.0], [1.0, -0.0, 0.5]], np.float32)
+    for axis in (0, 1, -1):
+        (y,) = run({"x": x, "axis": np.array(axis, np.int64)})
+        want = np.cumprod(x, axis=axis)
+        assert np.array_equal(np.signbit(y), np.signbit(want)), (axis, y, want)
