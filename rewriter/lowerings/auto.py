@@ -15,7 +15,8 @@ first o=1  n <= 512: scan; else radix                n <= 512, or n <= 4096 with
                                                      scan; else radix
 last i=1   n <= 16: scan; n <= 8192: tiled;          n <= 16: scan; else radix
            else blocked
-middle     n <= 64: chain; else radix                n <= 64: chain; else radix
+middle     n <= 64: chain; n <= 512 with o * i >=    as for 4-byte types
+           8192: scan; else radix
 =========  ========================================  =========================================
 
 The first and middle axes stay several times native: ``docs/performance.md`` has the
@@ -67,7 +68,10 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
         if wide:
             return "radix"
         return "tiled" if n <= 8192 else "blocked"
-    return "chain" if n <= 64 else "radix"  # a middle axis
+    if n <= 64:  # a middle axis
+        return "chain"
+    slab = (spec.outer or 0) * (spec.inner or 0)
+    return "scan" if n <= 512 and slab >= 8192 else "radix"
 
 
 def _static(spec: ScanSpec, target: Target) -> str:
