@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COPIED = ("rewriter", "tests", "pyproject.toml", "scripts")
+COPIED = ("rewriter", "tests", "scripts", "docs", "pyproject.toml", "README.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "results")
 
 
@@ -86,6 +86,8 @@ MUTANTS = [
 def _copy_project(into: Path) -> None:
     for name in COPIED:
         source = ROOT / name
+        if not source.exists():
+            continue
         if source.is_dir():
             shutil.copytree(source, into / name, ignore=IGNORED)
         else:

@@ -88,6 +88,10 @@ def session(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[np
     return lambda feeds: sess.run(None, feeds)
 
 
+def _pair_id(value: object) -> str:
+    return TYPE_NAMES.get(value, str(value)) if isinstance(value, int) else str(value)
+
+
 def _rng(*key: object) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
@@ -293,7 +297,7 @@ RUNTIME_AXIS = [
 ]
 
 
-@pytest.mark.parametrize(("strategy", "elem"), RUNTIME_AXIS, ids=str)
+@pytest.mark.parametrize(("strategy", "elem"), RUNTIME_AXIS, ids=_pair_id)
 def test_run_time_axis_every_axis(strategy: str, elem: int) -> None:
     """The axis a graph input: every axis of a rank-3 x, negative ones too, through one
     graph (the view's run-time normalisation; static-length lowerings padded to the
@@ -402,7 +406,7 @@ EMPTY_STRATEGIES = [
 
 
 @pytest.mark.parametrize("opset", [11, 13, 14, 26])
-@pytest.mark.parametrize(("strategy", "elem"), EMPTY_STRATEGIES, ids=str)
+@pytest.mark.parametrize(("strategy", "elem"), EMPTY_STRATEGIES, ids=_pair_id)
 def test_empty_axes_and_empty_outer_dims(strategy: str, elem: int, opset: int) -> None:
     """Dims known only at run time that turn out 0: the scanned axis, the dims before it
     and after it. Below opset 14 a Reshape would copy a 0 dim: the If around the lowering."""

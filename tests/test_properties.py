@@ -138,7 +138,7 @@ def run_case(case: dict) -> None:
     assert problem is None, f"{TYPE_NAMES[elem_type]} {plan.lowering.name} {case}: {problem}"
 
 
-@_settings(40)
+@_settings(25)
 @given(case=cases(long=False))
 def test_sweep(case: dict) -> None:
     """Short lengths, every strategy, target and type: the fast tier's sweep."""
