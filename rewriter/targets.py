@@ -17,15 +17,15 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
   but a Cast uint32 -> int64 is not, so integers are computed in their own type.
 - ``tract``: no Loop, and a model with two If nodes fails to load (If is not used); no
   bfloat16 (warned); a shape computed from a run-time value (the axis
-  input) fails at load, so a run-time axis becomes a Where-select over the axes; Slice with step -1
+  input) fails at load, so a run-time axis becomes a Gather-select over the axes; Slice with step -1
   over a symbolic dim fails (Scan's own directions are used for reverse).
 - ``iree``: Scan ignores its directions and breaks on symbolic lengths, Loop with scan outputs
   is not lowered: neither is used (a length known only at run time takes ``doubling``, which
   needs ``max_length``). CumSum, ReduceProd and Reshape shapes from a run-time axis do not
-  compile: a run-time axis becomes a Where-select over the axes. float64 needs
+  compile: a run-time axis becomes a Gather-select over the axes. float64 needs
   ``--iree-input-demote-f64-to-f32=false`` at compile time; subnormal results flush to zero.
 - ``tflite`` (onnx2tf): no Loop, no Scan, no bfloat16; a Cast to float64 is kept as float32
-  (so nothing is computed in float64); shapes from a run-time axis break (a Where-select).
+  (so nothing is computed in float64); shapes from a run-time axis break (a Gather-select).
 - ``tinygrad``: no Loop, no Scan (If runs both branches, which is harmless here).
 - ``portable``: the strictest profile, for runtimes we cannot run here (TensorRT, CoreML,
   NPUs): no Loop, Scan or If, no float64 compute of our own (a float64 model stays float64).
@@ -67,7 +67,7 @@ class Target:
         float64: Whether the runtime computes float64 in float64.
         runtime_view: Whether a Reshape may take a shape computed from a run-time value (the
             axis input): else a run-time axis computes the lowering at every axis and
-            selects one with Where (no control flow).
+            picks one with Gather (no control flow).
         auto: Which of ``auto``'s tables picks the lowering (:mod:`rewriter.lowerings.auto`).
         limits: Results the runtime cannot compute exactly (a warning per node).
     """
@@ -116,8 +116,9 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "tract",
-            "tract: no Loop; a run-time axis becomes a Where-select over the axes; no bfloat16",
-            missing_ops=frozenset({"Loop"}),
+            "tract: no Loop, at most one If (none used); a run-time axis becomes a "
+            "Gather-select over the axes; no bfloat16",
+            missing_ops=frozenset({"Loop", "If"}),
             slice_negative_step=False,
             runtime_view=False,
             auto="static",

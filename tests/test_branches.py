@@ -616,7 +616,7 @@ def test_aliases_emit_identical_graphs() -> None:
 def test_every_target_output_runs(target: str) -> None:
     """auto for each target: a static short and long axis, a length known only at run time
     (with a bound where the target needs one), a run-time axis (tract, IREE, TFLite, portable:
-    a Where-select over the axes);
+    a Gather-select over the axes);
     run on onnxruntime, which has every op any target may emit."""
     missing = TARGETS[target].missing_ops
     for elem, dims, axis, ex, rev, form, lengths in (
@@ -628,8 +628,8 @@ def test_every_target_output_runs(target: str) -> None:
         model = cumprod_model(elem, dims, axis, exclusive=ex, reverse=rev, axis_form=form)
         lowered, (used,) = lower(model, "auto", target=target, max_length=64)
         assert not missing & set(op_types(lowered)), (target, used)
-        if form == "input" and not TARGETS[target].runtime_view:  # a Where-select over axes
-            assert "Where" in op_types(lowered) and "If" not in op_types(lowered)
+        if form == "input" and not TARGETS[target].runtime_view:  # a Gather-select over axes
+            assert "Gather" in op_types(lowered) and "If" not in op_types(lowered)
         run = session(lowered)
         for n in lengths:
             shape = tuple(n if isinstance(d, str) else d for d in dims)

@@ -128,20 +128,24 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
 def _axis_select(
     b: Builder, axis: ir.Value, spec: ScanSpec, emit: Callable[[Builder, ScanSpec], ir.Value]
 ) -> ir.Value:
-    """``Where(a == 0, y_0, Where(a == 1, y_1, ... y_{r-1}))``, each ``y_k`` the lowering at
-    the static axis k, for runtimes that cannot take a shape computed from a run-time value
-    (tract, IREE, TFLite) or have no If (portable). The axis is normalised by
-    ``Gather(range(r), axis)``, which fails outside [-r, r - 1] like the native op (a constant
-    table: no shape depends on the axis). No control flow; it computes r lowerings."""
+    """``Gather(Concat(y_0, ..., y_{r-1}), a)``: each ``y_k`` the lowering at the static axis
+    k (given a new leading axis), one picked at run time, for runtimes that cannot take a
+    shape computed from a run-time value (tract, IREE, TFLite) or have no If (portable).
+    Gather copies the chosen slab bit for bit (Where would not: onnxruntime's turns -0.0 into
+    +0.0). The axis is normalised by ``Gather(range(r), axis)``, which fails outside
+    [-r, r - 1] like the native op. No control flow; it computes r lowerings."""
     rank = spec.rank
     assert rank is not None
     table = b.const(list(range(rank)))
     a = b.op("Gather", table, b.op("Reshape", b.cast(axis, ir.DataType.INT64), b.const([])))
-    y = emit(b, dataclasses.replace(spec, axis=rank - 1))
-    for k in range(rank - 2, -1, -1):
-        y_k = emit(b, dataclasses.replace(spec, axis=k))
-        y = b.op("Where", b.op("Equal", a, b.const(k)), y_k, y)
-    return y
+    candidates = [
+        b.op("Unsqueeze", emit(b, dataclasses.replace(spec, axis=k)), b.const([0]))
+        if b.opset >= 13
+        else b.op("Unsqueeze", emit(b, dataclasses.replace(spec, axis=k)), axes=[0])
+        for k in range(rank)
+    ]
+    stacked = candidates[0] if rank == 1 else b.op("Concat", *candidates, axis=0)
+    return b.op("Gather", stacked, a, axis=0)
 
 
 def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> ir.Value:

@@ -27,9 +27,10 @@ A length known only at run time (a symbolic dim, a run-time axis, an unknown ran
 with run-time padding.
 
 ``static`` table (tract, IREE, TFLite, tinygrad, portable: runtimes without some control
-flow, where the unrolled forms are also the fast ones): n <= 16: chain; else radix. A length
-known only at run time: ``scan`` where the target has Scan, else ``doubling`` (which needs a
-bound, ``max_length``).
+flow, where the unrolled forms are also the fast ones): n <= 16: chain; else radix (with a
+run-time axis over static dims, n is the longest dim, and x is padded to it). A length known
+only at run time: ``scan`` where the target has Scan, else ``doubling`` (which needs a bound,
+``max_length``).
 
 ``openvino`` table: as ``static`` (its Scan and Loop ran 10-67x its CumSum, radix 0.57-1x),
 but a length known only at run time takes ``scan`` (OpenVINO runs Scan).
@@ -76,6 +77,8 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
 
 def _static(spec: ScanSpec, target: Target) -> str:
     n = spec.length
+    if n is None and spec.dims is not None and all(isinstance(d, int) for d in spec.dims):
+        n = spec.max_length  # a run-time axis over static dims: the longest dim bounds n
     if n is None:
         return "scan" if "Scan" not in target.missing_ops else "doubling"
     return "chain" if n <= _CHAIN_UP_TO else "radix"

@@ -16,7 +16,8 @@ at position k); float16 / bfloat16 multiplied in float32, rounded once.
 Cost: n Scan iterations, each one Mul over an (o, i) slab (vectorised); two Transposes unless
 o = 1. Good for short and medium n; n iterations of per-step overhead make it slow for long
 axes with small slabs (see ``blocked``). Any rank, run-time axis and dims (an If skips the
-Scan when n = 0 at run time: onnxruntime's Scan fails on zero iterations).
+Scan when n = 0 at run time: onnxruntime's Scan fails on zero iterations; on targets without
+If a slab of ones is scanned first instead, and sliced off).
 """
 
 from __future__ import annotations
@@ -89,6 +90,22 @@ def scan_front(
     return y, total
 
 
+def _scan_padded(b: Builder, front: ir.Value, v: View) -> ir.Value:
+    """The scan of ``front`` (n, o, i) without an If for n = 0, for targets without If: one
+    slab of ones is put before the first item scanned (after the last when reverse), so the
+    Scan always runs at least once; the inclusive scan of that is [1, y_0, ..., y_{n-1}],
+    whose first n slabs are the exclusive result and last n the inclusive one (in scan
+    order). One extra slab copy (Pad) and a Slice."""
+    pads = [0, 0, 0, 1, 0, 0] if v.reverse else [1, 0, 0, 0, 0, 0]
+    padded = b.op("Pad", front, b.const(pads), v.one)
+    y, _ = scan_front(b, padded, v, exclusive=False, reverse=v.reverse, slice_rank=2)
+    n = v.tensor(b, v.length)
+    drop_first = v.exclusive == v.reverse  # forward inclusive / reverse exclusive
+    if drop_first:
+        return b.op("Slice", y, b.const([1]), b.op("Add", n, b.const([1])), b.const([0]))
+    return b.op("Slice", y, b.const([0]), n, b.const([0]))
+
+
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
     if v.length == 0:
@@ -111,6 +128,8 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
             then_branch=b.subgraph(lambda sb: sb.op("Identity", front), v.dtype, "cumprod_empty"),
             else_branch=b.subgraph(scanned, v.dtype, "cumprod_scan"),
         )
+    elif v.static_length is None:
+        y = _scan_padded(b, front, v)
     else:
         y = scanned(b)
     if v.outer == 1:
