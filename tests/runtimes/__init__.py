@@ -13,6 +13,7 @@ so a crash of the whole process is blamed on that case. The runtime's version is
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,25 @@ import onnx
 
 # (model path, graph input names, graph output names, feeds) -> outputs in graph-output order
 RunCase = Callable[[Path, list[str], list[str], dict[str, np.ndarray]], list[np.ndarray]]
+
+
+def library_runner(name: str) -> RunCase:
+    """``run_NAME`` of the project's own ``rewriter/runtimes.py`` (what ``--verify`` runs on a
+    target's runtime), loaded by path: the package itself needs onnx_ir, which these
+    environments lack, and that module imports only numpy and onnx."""
+    path = Path(__file__).resolve().parents[2] / "rewriter" / "runtimes.py"
+    spec = importlib.util.spec_from_file_location("cumprod_runtimes", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = getattr(module, f"run_{name}")
+
+    def run_case(
+        model_path: Path, inputs: list[str], outputs: list[str], feeds: dict[str, np.ndarray]
+    ) -> list[np.ndarray]:
+        return list(run(model_path, feeds))
+
+    return run_case
 
 
 def io_names(model_path: Path) -> tuple[list[str], list[str]]:
