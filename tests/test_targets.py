@@ -1,0 +1,99 @@
+"""What each target promises about the graph it gets: ops it must not contain, no float64
+compute where the runtime has none, a warning (naming node and runtime) for each result the
+runtime cannot compute exactly. The values themselves are checked on the real runtimes
+(tests/test_runtimes*.py) and, for every target, on onnxruntime (tests/test_branches.py)."""
+
+from __future__ import annotations
+
+import logging
+
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+
+import rewriter
+from tests.helpers import ALL_TYPES, TYPE_NAMES, cumprod_model
+
+FORMS = [
+    ((4, 40), 1, "initializer"),  # static
+    (("N", 40), 0, "initializer"),  # a length known only at run time
+    ((4, 5, 6), -1, "input"),  # a run-time axis
+]
+
+
+def _nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    found: list[onnx.NodeProto] = []
+
+    def walk(nodes: list[onnx.NodeProto]) -> None:
+        for node in nodes:
+            found.append(node)
+            for attr in node.attribute:
+                for graph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                    walk(list(graph.node))
+
+    walk(list(model.graph.node))
+    return found
+
+
+def _float64_compute(model: onnx.ModelProto) -> list[str]:
+    """Casts to float64 and float64 constants the rewrite introduced."""
+    bad = []
+    for node in _nodes(model):
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.DOUBLE:
+                bad.append(f"Cast {node.name}")
+            if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == TensorProto.DOUBLE:
+                bad.append(f"{node.op_type} {node.name}")
+    return bad
+
+
+@pytest.mark.parametrize("target", [t for t, v in rewriter.TARGETS.items() if v.missing_ops])
+@pytest.mark.parametrize("elem_type", ALL_TYPES, ids=TYPE_NAMES.get)
+def test_no_missing_op_and_no_float64_compute(target: str, elem_type: int) -> None:
+    spec = rewriter.TARGETS[target]
+    for dims, axis, form in FORMS:
+        model = cumprod_model(elem_type, dims, axis, exclusive=1, reverse=1, axis_form=form)
+        lowered = rewriter.decompose_cumprod(model, target=target, max_length=64)
+        assert isinstance(lowered, onnx.ModelProto)
+        ops = {n.op_type for n in _nodes(lowered)}
+        assert not ops & spec.missing_ops, (form, ops & spec.missing_ops)
+        if not spec.float64 and elem_type != TensorProto.DOUBLE:
+            assert _float64_compute(lowered) == [], form
+
+
+def test_portable_is_the_strictest() -> None:
+    portable = rewriter.TARGETS["portable"]
+    assert {"Loop", "Scan", "If"} <= portable.missing_ops
+    assert not portable.float64 and not portable.runtime_view
+
+
+@pytest.mark.parametrize(
+    ("target", "elem_type"),
+    [
+        (t, e)
+        for t, v in rewriter.TARGETS.items()
+        for limit in v.limits
+        for e in ALL_TYPES
+        if v.limit_for(ir.DataType(e)) is limit
+    ],
+)
+def test_a_runtime_limit_is_one_warning_naming_node_and_runtime(
+    target: str, elem_type: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = cumprod_model(elem_type, (3, 4), 1)
+    with caplog.at_level(logging.WARNING, logger="rewriter"):
+        rewriter.decompose_cumprod(model, target=target)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "'cumprod'" in warnings[0] and f"(target {target})" in warnings[0]
+
+
+@pytest.mark.parametrize("target", ["onnxruntime", "spec"])
+def test_no_warning_where_the_runtime_is_exact(
+    target: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="rewriter"):
+        for elem_type in ALL_TYPES:
+            rewriter.decompose_cumprod(cumprod_model(elem_type, (3, 4), 1), target=target)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
