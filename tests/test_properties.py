@@ -131,14 +131,22 @@ def run_case(case: dict) -> None:
     if case["axis_form"] == "input":
         axis_dtype = np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32
         feeds["axis"] = np.array(axis, dtype=axis_dtype)
-    (actual,) = run_ort(proto, feeds)
+    try:
+        (actual,) = run_ort(proto, feeds)
+    except Exception as error:  # noqa: BLE001 - one documented gap of the reference runtime
+        # onnxruntime has no Where for uint64 (its own target computes uint64 as int64); a
+        # run-time axis on tract / iree / tflite / portable selects per axis with Where in
+        # the type: that output runs on those runtimes (tests/test_runtimes*.py), not here.
+        unrunnable = elem_type == TensorProto.UINT64 and target != "onnxruntime"
+        assert unrunnable and "implementation for Where" in str(error), str(error)
+        return
     problem = check_result(
         elem_type, plan.lowering.name, actual, x, axis, exclusive=ex, reverse=rev
     )
     assert problem is None, f"{TYPE_NAMES[elem_type]} {plan.lowering.name} {case}: {problem}"
 
 
-@_settings(25)
+@_settings(100)
 @given(case=cases(long=False))
 def test_sweep(case: dict) -> None:
     """Short lengths, every strategy, target and type: the fast tier's sweep."""
@@ -146,7 +154,7 @@ def test_sweep(case: dict) -> None:
 
 
 @pytest.mark.slow
-@_settings(400)
+@_settings(2000)
 @given(case=cases(long=True))
 def test_long_sweep(case: dict) -> None:
     """Lengths at and around every branch point and up to 5000."""
