@@ -131,15 +131,7 @@ def run_case(case: dict) -> None:
     if case["axis_form"] == "input":
         axis_dtype = np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32
         feeds["axis"] = np.array(axis, dtype=axis_dtype)
-    try:
-        (actual,) = run_ort(proto, feeds)
-    except Exception as error:  # noqa: BLE001 - one documented gap of the reference runtime
-        # onnxruntime has no Where for uint64 (its own target computes uint64 as int64); a
-        # run-time axis on tract / iree / tflite / portable selects per axis with Where in
-        # the type: that output runs on those runtimes (tests/test_runtimes*.py), not here.
-        unrunnable = elem_type == TensorProto.UINT64 and target != "onnxruntime"
-        assert unrunnable and "implementation for Where" in str(error), str(error)
-        return
+    (actual,) = run_ort(proto, feeds)
     problem = check_result(
         elem_type, plan.lowering.name, actual, x, axis, exclusive=ex, reverse=rev
     )
