@@ -183,7 +183,13 @@ def _run_models(rt: Runtime, models: list[Model], folder: Path) -> dict[Key, np.
         shards[i % rt.shards][model.name] = (model.model, model.feeds)
     with concurrent.futures.ThreadPoolExecutor(rt.shards) as pool:
         futures = [
-            pool.submit(runtime_harness.run_cases, rt.name, cases, folder / f"shard{i}")
+            pool.submit(
+                runtime_harness.run_cases,
+                rt.name,
+                cases,
+                folder / f"shard{i}",
+                timeout=600 + 60 * len(cases),  # for the whole runner process
+            )
             for i, cases in enumerate(shards)
             if cases
         ]
