@@ -21,4 +21,6 @@ for pin in sys.argv[1:]:
 PY
     "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"
 fi
-"$venv/bin/python" -c "import onnx2tf, ai_edge_litert.interpreter, onnx, numpy"
+# TensorFlow logs a few harmless lines at import: only a failing import is reported
+TF_CPP_MIN_LOG_LEVEL=3 "$venv/bin/python" -c "import onnx2tf, ai_edge_litert.interpreter, onnx, numpy" \
+    2>/dev/null || { echo "tflite.sh: $venv cannot import onnx2tf / ai_edge_litert" >&2; exit 1; }
