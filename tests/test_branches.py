@@ -718,3 +718,21 @@ def test_run_time_axis_keeps_the_sign_of_zero(target: str) -> None:
         (y,) = run({"x": x, "axis": np.array(axis, np.int64)})
         want = np.cumprod(x, axis=axis)
         assert np.array_equal(np.signbit(y), np.signbit(want)), (axis, y, want)
+
+
+@pytest.mark.parametrize("target", [t for t in TARGETS if not TARGETS[t].float64])
+def test_logsum_on_a_target_without_float64_is_refused_or_warned(
+    target: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """logsum computes in float64 (its 1-ulp bound depends on it); tflite keeps a Cast to
+    float64 as float32 and portable promises no float64 compute of its own. Asked for
+    explicitly there, logsum must be refused (logsum32 is the float32 form) or warned about,
+    not emitted silently with float64 Casts."""
+    model = cumprod_model(F32, (3, 4), 1)
+    try:
+        lower(model, "logsum", target=target)
+    except rewriter.StrategyError as error:
+        assert "float64" in str(error) or "logsum32" in str(error), str(error)
+        return
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("float64" in m for m in warned), (target, warned)
