@@ -157,6 +157,8 @@ def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema)
         return False
     for name, attr in node.attributes.items():
         old = then.attributes.get(name)
+        if old is None and _is_default(attr, now):
+            continue  # spelled out at the newer schema's default: as if absent
         if old is None or str(old.type).rsplit(".", 1)[-1] != attr.type.name:
             return False
     for name, old in then.attributes.items():
@@ -166,6 +168,15 @@ def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema)
         if old.default_value.SerializeToString() != new.default_value.SerializeToString():
             return False
     return True
+
+
+def _is_default(attr: ir.Attr, schema: onnx.defs.OpSchema) -> bool:
+    """Whether ``attr`` has the default value ``schema`` gives it (e.g. ``allowzero=0``)."""
+    declared = schema.attributes.get(attr.name)
+    if declared is None or not declared.default_value.name:
+        return False
+    default = onnx.helper.get_attribute_value(declared.default_value)
+    return attr.type == ir.AttributeType.INT and attr.value == default
 
 
 def _blocker(where: Located, schema: onnx.defs.OpSchema, reason: str) -> Blocker:
@@ -182,10 +193,13 @@ class OpsetPlan:
         last_axis: Softmax / LogSoftmax / Hardmax nodes going below 13 that scan their last
             axis: they mean the same there once ``axis=-1`` is written out (their default
             axis was 1 before 13).
+        drop_defaults: Attributes the older schema lacks, spelled out at their default
+            (``Reshape allowzero=0``): removed, which means the same.
     """
 
     convert: list[ir.Node] = dataclasses.field(default_factory=list)
     last_axis: list[ir.Node] = dataclasses.field(default_factory=list)
+    drop_defaults: list[tuple[ir.Node, str]] = dataclasses.field(default_factory=list)
 
 
 # Before opset 13 these flatten the input to 2-D from ``axis`` on; onnx's version converter
@@ -253,6 +267,11 @@ def check_target_opset(
                 blockers.append(_blocker(where, now, reason))
             plan.convert.append(node)
             continue
+        plan.drop_defaults.extend(
+            (node, name)
+            for name, attr in node.attributes.items()
+            if name not in then.attributes and _is_default(attr, now)
+        )
         bad = _types_not_allowed(where, then, types)
         if bad:
             reason = f"{node.op_type}-{then.since_version} does not allow {', '.join(bad)}"
@@ -355,6 +374,8 @@ class TargetOpsetPass(ir.passes.InPlacePass):
 def apply_target_opset(model: ir.Model, target: int, plan: OpsetPlan) -> None:
     """Set the model (and its functions) to ai.onnx ``target``, carrying out what
     :func:`check_target_opset` planned. In place."""
+    for node, name in plan.drop_defaults:
+        node.attributes.pop(name, None)
     for node in plan.last_axis:
         node.attributes["axis"] = ir.AttrInt64("axis", -1)
     if plan.convert:

@@ -600,7 +600,8 @@ def test_aliases_emit_identical_graphs() -> None:
     # targets only change what differs: the same static float32 graph on each of them
     model = cumprod_model(F32, (2, 40), 1, reverse=1)
     for strategy in ("chain", "radix", "doubling", "logsum"):
-        graphs = {_graph_bytes(lower(model, strategy, target=t)[0]) for t in TARGETS}
+        takers = [t for t in TARGETS if strategy != "logsum" or TARGETS[t].float64]
+        graphs = {_graph_bytes(lower(model, strategy, target=t)[0]) for t in takers}
         assert len(graphs) == 1, strategy
     # onnxruntime and spec differ only for uint32 / uint64
     for elem in (F16, BF16, F32, F64, I32, I64):

@@ -489,3 +489,24 @@ def test_subgraph_initializer_named_like_a_generated_value() -> None:
     rewritten = rewriter.decompose_cumprod(model, strategy="chain")
     assert isinstance(rewritten, onnx.ModelProto)
     onnx.checker.check_model(rewritten, full_check=True)
+
+
+@pytest.mark.parametrize("opset", [13, 11])
+def test_a_default_attribute_spelled_out_does_not_block_an_older_opset(opset: int) -> None:
+    """Reshape-14's allowzero=0 is the default: below 14 it is dropped (same meaning), not
+    sent to onnx's converter, which has no 14 -> 13 adapter."""
+    model = _model(
+        [
+            helper.make_node("Reshape", ["x", "s"], ["r"], allowzero=0),
+            helper.make_node("Constant", [], ["axis"], value_int=0),
+            helper.make_node("CumProd", ["r", "axis"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [6])],
+        initializers=[helper.make_tensor("s", TensorProto.INT64, [1], [6])],
+    )
+    x = np.arange(1, 7, dtype=np.int64).reshape(2, 3)
+    rewritten = rewriter.decompose_cumprod(model, target_opset=opset)
+    assert isinstance(rewritten, onnx.ModelProto)
+    assert [o.version for o in rewritten.opset_import if o.domain == ""] == [opset]
+    np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], _native(model, {"x": x})[0])

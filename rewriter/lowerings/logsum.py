@@ -55,6 +55,11 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
             f"strategy 'logsum' is inexact for {kind} (products past 2^53 "
             "are rounded); use 'loop' or 'auto'"
         )
+    if not target.float64:
+        return (
+            f"strategy 'logsum' computes in float64, which {target.name} does not "
+            "(use 'logsum32' or 'auto')"
+        )
     return None
 
 
