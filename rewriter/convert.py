@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from rewriter import io
 from rewriter.decompose import DecomposeCumProdPass, Planned, plan_cumprods
@@ -252,7 +253,8 @@ def convert_file(
             )
             return report.verify.ok
 
-        if io.save_model(model, destination, accept=check, mode_from=source):
+        kept = onnx.load(str(source), load_external_data=False).training_info
+        if io.save_model(model, destination, accept=check, mode_from=source, training_info=kept):
             report.output, report.status = str(destination), "rewritten"
         else:
             report.status = "mismatch"

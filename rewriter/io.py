@@ -28,7 +28,7 @@ import secrets
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import google.protobuf.message
@@ -574,6 +574,7 @@ def save_model(
     check: bool = True,
     accept: Callable[[Path], bool] | None = None,
     mode_from: str | os.PathLike[str] | None = None,
+    training_info: Sequence[onnx.TrainingInfoProto] = (),
 ) -> list[Path]:
     """Write ``model`` to ``target`` atomically; return the files written.
 
@@ -584,6 +585,7 @@ def save_model(
     behind and an existing target is untouched. A replaced target keeps its mode and owner;
     a new one takes the permission bits of ``mode_from``. ``accept`` sees the staged file
     before it is moved: when it returns False nothing is written and the result is empty.
+    ``training_info`` (which onnx_ir does not carry) is written into the model as given.
     """
     target = Path(target)
     source = Path(mode_from) if mode_from is not None else None
@@ -594,6 +596,10 @@ def save_model(
         staged = stage / target.name
         try:
             ir.save(model, staged, external_data=data_name)
+            if training_info:
+                proto = onnx.load(str(staged), load_external_data=False)
+                proto.training_info.extend(training_info)
+                onnx.save(proto, str(staged))
             if check:
                 onnx.checker.check_model(str(staged), full_check=False)
         except onnx.checker.ValidationError as exc:

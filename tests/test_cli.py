@@ -355,3 +355,14 @@ def test_max_length_bounds_a_run_time_length(tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"(?i)reshape"):  # 9 > 8: fails, never wrong
         run_ort(rewritten, {"x": np.ones((9, 3), dtype=np.int64)})
     assert cli(str(model), "--max-length", "0").returncode == 2
+
+
+def test_training_info_is_kept(tmp_path: Path) -> None:
+    model = cumprod_model(TensorProto.FLOAT, [3, 4], 1)
+    training = onnx.TrainingInfoProto()
+    training.algorithm.name = "algo"
+    model.training_info.append(training)
+    source = _save(model, tmp_path / "m.onnx")
+    done = cli(str(source), "-o", str(tmp_path / "out.onnx"))
+    assert done.returncode == 0, done.stderr
+    assert list(onnx.load(tmp_path / "out.onnx").training_info) == [training]
