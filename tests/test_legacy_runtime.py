@@ -382,3 +382,21 @@ def test_extra_cases_in_onnx_reference(extra_cases: dict[str, tuple]) -> None:
         except AssertionError as error:
             failures.append(f"{name}: {str(error).strip().splitlines()[0]}")
     assert not failures, f"{len(failures)} case(s) failed:\n" + "\n".join(failures)
+
+
+def test_logsum_zeros_on_onnxruntime_1_20(legacy_python: Path, tmp_path: Path) -> None:
+    """onnxruntime 1.20.1's vectorised float64 Exp(-inf) is 5.6e-309, not 0: logsum masks
+    zeros explicitly, so a zero factor gives exactly 0 (with numpy's sign) there too."""
+    model = cumprod_model(TensorProto.DOUBLE, (2, 16), 1, exclusive=0, reverse=1)
+    lowered, _ = _lower(model, "logsum", 21)
+    x = np.tile(np.array([2.0, -3.0, 0.0, 5.0, -0.0, 1.5, 0.5, 2.0]), (2, 2))
+    batch = _Batch(tmp_path)
+    batch.add("logsum_zeros", lowered, {"x": x}, None)
+    batch.run(legacy_python)
+    (y,) = batch.outputs("logsum_zeros")
+    expected = np.flip(np.cumprod(np.flip(x, 1), axis=1), 1)
+    zeros = expected == 0
+    assert zeros.any()
+    np.testing.assert_array_equal(y[zeros], expected[zeros])
+    np.testing.assert_array_equal(np.signbit(y[zeros]), np.signbit(expected[zeros]))
+    np.testing.assert_allclose(y[~zeros], expected[~zeros], rtol=2.0**-48)
