@@ -225,6 +225,7 @@ EXACT_STRATEGIES = strategies_for(TensorProto.INT64)  # the ones that take integ
 REFUSALS = (
     "is inexact for",
     "computes in float32 and is inexact",
+    "computes in float64, which",
     "needs the length of the scanned axis",
     "unrolls at most",
 )

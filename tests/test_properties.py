@@ -54,6 +54,7 @@ BRANCH_LENGTHS = [0, 1, 2, 3, 8, 9, 16, 17, 64, 65, 255, 256, 257, 512, 513, 102
 REFUSALS = (
     "is inexact for",
     "computes in float32 and is inexact",
+    "computes in float64, which",
     "needs the length of the scanned axis",
     "needs a bound on the length",
     "unrolls at most",
