@@ -4,21 +4,12 @@
 #   iree-base-compiler  iree-import-onnx, iree-compile (llvm-cpu)
 #   iree-base-runtime   iree.runtime, local-task / local-sync CPU drivers
 #   onnx                iree-import-onnx needs it in the same environment
-# Idempotent: a second run only checks the pins (a few seconds).
+# Idempotent (scripts/runtimes/venv.sh): a second run only checks the pins.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-python=${PYTHON:-python3}
+source scripts/runtimes/venv.sh
 venv=.venv-iree
 pins=("iree-base-compiler==3.13.0" "iree-base-runtime==3.13.0" "onnx==1.23.2" "numpy==2.4.6")
 
-[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-if ! "$venv/bin/python" - "${pins[@]}" <<'PY' 2>/dev/null; then
-import sys
-from importlib.metadata import version
-for pin in sys.argv[1:]:
-    name, want = pin.split("==")
-    assert version(name) == want, pin
-PY
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"
-fi
+pinned_venv "$venv" "${pins[@]}"
 "$venv/bin/python" -c "import iree.compiler, iree.runtime, onnx, numpy"
