@@ -113,6 +113,12 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
         wanted = strategy
     lowering = LOWERINGS[wanted]
     reason = lowering.unsupported(spec, runtime)
+    unbounded = spec.length is None and spec.max_length is None
+    if reason is None and lowering.static_length and unbounded:
+        reason = (
+            f"strategy '{wanted}' needs the length of the scanned axis to be static, or a "
+            "bound on it (max_length=, --max-length N)"
+        )
     if reason is None and spec.axis is None and spec.rank is None and not runtime.runtime_view:
         reason = (
             f"{runtime.name} cannot take a shape computed from a run-time axis, and the rank "

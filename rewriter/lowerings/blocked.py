@@ -31,7 +31,7 @@ import onnx_ir as ir
 from rewriter.lowerings import chain, loop
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.scan import scan_front
-from rewriter.lowerings.view import Dim, View, shape_of
+from rewriter.lowerings.view import Dim, View, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -45,20 +45,7 @@ _CHAIN_BELOW = 16  # a level this short is unrolled (chain) instead of scanned
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     if "Scan" in target.missing_ops:
         return f"strategy 'blocked' needs Scan, which {target.name} lacks (use 'radix')"
-    if spec.length is None and spec.max_length is None:
-        return (
-            "strategy 'blocked' needs the length of the scanned axis to be static, or a bound "
-            "on it (max_length=, --max-length N)"
-        )
     return None
-
-
-def _times(b: Builder, size: Dim, factor: Dim) -> Dim:
-    if isinstance(size, int) and isinstance(factor, int):
-        return size * factor
-    left = b.const([size]) if isinstance(size, int) else size
-    right = b.const([factor]) if isinstance(factor, int) else factor
-    return b.op("Mul", left, right)
 
 
 def block_sizes(n: int) -> list[int]:
@@ -133,7 +120,7 @@ def scan3(
         padded = b.op("Mul", m, b.const([size]))
         pads = b.op("Concat", b.const([0, 0, 0, 0]), b.op("Sub", padded, n), b.const([0]), axis=0)
         t = b.op("Pad", t, pads, one)
-    om = _times(b, o, m)
+    om = times(b, o, m)
     blocks = b.reshape(t, shape_of(b, om, size, i))
     inner, totals = _in_block(
         b, blocks, size, v, exclusive=exclusive, reverse=reverse, method=method

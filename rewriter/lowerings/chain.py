@@ -35,12 +35,7 @@ max_ulps = loop.max_ulps
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     n = spec.length if spec.length is not None else spec.max_length
-    if n is None:
-        return (
-            "strategy 'chain' needs the length of the scanned axis to be static, or a bound "
-            "on it (max_length=, --max-length N)"
-        )
-    if n > MAX_LENGTH:
+    if n is not None and n > MAX_LENGTH:  # no length at all: checked by lowerings.choose
         return f"strategy 'chain' unrolls at most {MAX_LENGTH} steps, the axis has {n}"
     return None
 

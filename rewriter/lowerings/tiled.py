@@ -36,7 +36,7 @@ import onnx_ir as ir
 from rewriter.lowerings import blocked, loop, radix, scan
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.scan import scan_front
-from rewriter.lowerings.view import Dim, View, shape_of
+from rewriter.lowerings.view import View, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -49,11 +49,6 @@ max_ulps = loop.max_ulps
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     if "Scan" in target.missing_ops:
         return f"strategy 'tiled' needs Scan, which {target.name} lacks (use 'radix')"
-    if spec.length is None and spec.max_length is None:
-        return (
-            "strategy 'tiled' needs the length of the scanned axis to be static, or a bound "
-            "on it (max_length=, --max-length N)"
-        )
     return None
 
 
@@ -64,12 +59,6 @@ def block_length(n: int) -> int:
     while size < 128 and size * size < n:
         size *= 2
     return size
-
-
-def _times(b: Builder, size: Dim, factor: int) -> Dim:
-    if isinstance(size, int):
-        return size * factor
-    return b.op("Mul", size, b.const([factor]))
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
@@ -87,7 +76,7 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     t = x3
     if padded != n:
         t = b.op("Pad", t, b.const([0, 0, 0, 0, padded - n, 0]), v.one)
-    om = _times(b, o, m)
+    om = times(b, o, m)
     front = b.op("Transpose", b.reshape(t, shape_of(b, om, size, i)), perm=[1, 0, 2])
     inner, totals = scan_front(
         b, front, v, exclusive=v.exclusive, reverse=v.reverse, slice_rank=2

@@ -86,6 +86,17 @@ def shape_of(b: Builder, *parts: Dim) -> ir.Value:
     return b.op("Concat", *pieces, axis=0)
 
 
+def times(b: Builder, size: Dim, factor: Dim) -> Dim:
+    """``size * factor``: an int when both are static, else a 1-element int64 tensor."""
+    if isinstance(size, int) and isinstance(factor, int):
+        return size * factor
+    return b.op(
+        "Mul",
+        b.const([size]) if isinstance(size, int) else size,
+        b.const([factor]) if isinstance(factor, int) else factor,
+    )
+
+
 def _one(b: Builder, x: ir.Value, dtype: ir.DataType | None) -> ir.Value:
     if dtype is not None:
         return b.const(np.array(1), dtype=dtype)
