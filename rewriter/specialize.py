@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import logging
 
-import onnx
 import onnx_ir as ir
 from onnx_ir import _cloner
 
 from rewriter.graphs import ONNX_DOMAINS
 from rewriter.types import (
     FunctionKey,
-    TypeTable,
     call_sites,
     function_scope,
     functions_in_call_order,
+    infer_function_types,
     infer_types,
 )
 
@@ -113,8 +112,9 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
         if not needs:
             return ir.passes.PassResult(model, modified=False)
         order = functions_in_call_order(model)
-        types = infer_types(model)  # main-graph types; function types are redone below
-        scope_types: dict[str, TypeTable] = {"": types}
+        # The main graph's types do not change here (a call renamed to its specialisation
+        # keeps its output types): inferred once; function bodies after each step.
+        types = infer_types(model)
         # Where calls to functions with a CumProd can be: the main graph and the
         # specializations made so far (a function without CumProd calls none of them).
         graphs: list[tuple[str, ir.Graph | ir.Function]] = [("", model.graph)]
@@ -125,14 +125,12 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
             function = model.functions[key]
             # Every call to it, from the main graph and from functions already settled.
             sites: dict[Signature, list[ir.Node]] = {}
-            first_types: dict[Signature, list[onnx.TypeProto | None]] = {}
             for scope, graph in graphs:
-                table = scope_types.get(scope, types)
                 for node, called in call_sites(model, graph):
                     if called != key:
                         continue
                     in_types = [
-                        table.get_proto(scope, v.name or "") if v is not None else None
+                        types.get_proto(scope, v.name or "") if v is not None else None
                         for v in node.inputs
                     ]
                     elems = tuple(
@@ -144,7 +142,6 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
                     attrs = _attr_map(function, node)
                     sig = (elems, tuple(sorted((k, _attr_repr(a)) for k, a in attrs.items())))
                     sites.setdefault(sig, []).append(node)
-                    first_types.setdefault(sig, in_types)
             del model.functions[key]
             signatures = list(sites) or [((), ())]
             for index, sig in enumerate(signatures):
@@ -171,7 +168,5 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
                 )
             modified = True
             # Types inside the new instances, for the calls they make.
-            types = infer_types(model)
-            for scope, _ in graphs:
-                scope_types[scope] = types
+            infer_function_types(model, types)
         return ir.passes.PassResult(model, modified=modified)

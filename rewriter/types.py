@@ -33,6 +33,7 @@ __all__ = [
     "function_key",
     "function_scope",
     "functions_in_call_order",
+    "infer_function_types",
     "infer_types",
     "proto_nodes",
 ]
@@ -237,6 +238,13 @@ def infer_types(model: ir.Model) -> TypeTable:
     """Infer value types of ``model``; ``model`` is left as it was."""
     table = TypeTable()
     _collect_graph_types(table, _main_graph_types(model))
+    infer_function_types(model, table)
+    return table
+
+
+def infer_function_types(model: ir.Model, table: TypeTable) -> None:
+    """Add the types inside every model-local function to ``table``, which holds the main
+    graph's (from :func:`infer_types`): propagated from the call sites, callers first."""
     seen: dict[FunctionKey, list[onnx.TypeProto | None]] = {}
 
     def record(scope: str, graph: ir.Graph | ir.Function) -> None:
@@ -253,7 +261,6 @@ def infer_types(model: ir.Model) -> TypeTable:
         for name, tp in _propagate_function(function, seen.get(key, [])).items():
             table.set(fscope, name, tp)
         record(fscope, function)
-    return table
 
 
 def stale_shapes(model: ir.Model, types: TypeTable) -> list[ir.Value]:

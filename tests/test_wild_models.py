@@ -510,3 +510,40 @@ def test_a_default_attribute_spelled_out_does_not_block_an_older_opset(opset: in
     assert isinstance(rewritten, onnx.ModelProto)
     assert [o.version for o in rewritten.opset_import if o.domain == ""] == [opset]
     np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], _native(model, {"x": x})[0])
+
+
+def test_a_function_called_from_specialised_callers_gets_their_types() -> None:
+    """A is called with float16 and with uint32 (two specialisations); B, called from A, must
+    be specialised per type too, from the types inside each A, and lowered for its type (a
+    type-generic lowering, CastLike, would mean B's types were lost)."""
+    a = helper.make_function(
+        LOCAL,
+        "A",
+        ["x"],
+        ["y"],
+        [helper.make_node("B", ["x"], ["y"], domain=LOCAL)],
+        [*OPSET, helper.make_opsetid(LOCAL, 1)],
+    )
+    model = _model(
+        [
+            helper.make_node("A", ["h"], ["p"], domain=LOCAL),
+            helper.make_node("A", ["u"], ["q"], domain=LOCAL),
+        ],
+        [
+            helper.make_tensor_value_info("h", TensorProto.FLOAT16, [3, 5]),
+            helper.make_tensor_value_info("u", TensorProto.UINT32, [3, 5]),
+        ],
+        [
+            helper.make_tensor_value_info("p", TensorProto.FLOAT16, [3, 5]),
+            helper.make_tensor_value_info("q", TensorProto.UINT32, [3, 5]),
+        ],
+        [a, _cumprod_function("B")],
+    )
+    rng = np.random.default_rng(5)
+    feeds = {
+        "h": np.exp2(rng.integers(-1, 2, (3, 5))).astype(np.float16),
+        "u": rng.integers(0, 2**32, (3, 5), dtype=np.uint64).astype(np.uint32),
+    }
+    rewritten = _check_against_native(model, feeds)
+    assert sorted(f.name for f in rewritten.functions) == ["A__0", "A__1", "B__0", "B__1"]
+    assert "CastLike" not in op_types(rewritten)
