@@ -169,4 +169,10 @@ def test_sequential_lowerings_are_bitwise_ort_native(strategy: str, case: dict) 
     x = sprinkle_specials(elem_type, random_data(elem_type, shape, rng), rng, case["special_rate"])
     (native,) = run_ort(model, {"x": x})
     (lowered,) = run_ort(rewriter.decompose_cumprod(model, strategy=strategy), {"x": x})
+    # IEEE 754 leaves a NaN result's sign and payload to the implementation (a vectorised
+    # and a scalar loop differ): NaN where native has NaN, every other element bit for bit.
+    if native.dtype.kind == "f":
+        nan = np.isnan(native)
+        np.testing.assert_array_equal(np.isnan(lowered), nan)
+        native, lowered = native[~nan], lowered[~nan]
     assert native.tobytes() == lowered.tobytes()
