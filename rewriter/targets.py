@@ -122,7 +122,7 @@ TARGETS: dict[str, Target] = {
             missing_ops=frozenset({"Loop", "If"}),
             slice_negative_step=False,
             runtime_view=False,
-            auto="static",
+            auto="tract",
             limits=(Limit(frozenset({ir.DataType.BFLOAT16}), "tract has no bfloat16 at all"),),
         ),
         Target(
@@ -132,7 +132,7 @@ TARGETS: dict[str, Target] = {
             missing_ops=frozenset({"Loop", "Scan"}),
             scan_directions=False,
             runtime_view=False,
-            auto="static",
+            auto="iree",
             limits=(
                 Limit(
                     frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}),

@@ -17,6 +17,7 @@ SLOW_MODULES = frozenset(
         "test_legacy_runtime.py",  # onnxruntime 1.20.1 in .venv-ort120
         "test_runtimes.py",  # OpenVINO, tract, tinygrad environments
         "test_runtimes_iree_tflite.py",  # IREE, TFLite environments
+        "test_runtime_tables.py",  # OpenVINO, tract, IREE: auto's tables at long axes
         "test_pytorch.py",  # torch
     }
 )

@@ -528,14 +528,34 @@ AUTO_ROWS = [
     (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
 ]
 # What the static table takes for a length known only at run time, per target.
-RUN_TIME_LENGTH = {
-    "openvino": "scan",
-    "tract": "scan",
-    "iree": "doubling",
-    "tflite": "doubling",
-    "tinygrad": "doubling",
-    "portable": "doubling",
-}
+RUN_TIME_LENGTH = {"tinygrad": "doubling", "tflite": "doubling", "portable": "doubling"}
+
+# The measured per-runtime tables (openvino, tract, iree): both sides of each of their
+# thresholds, and what they leave to the static rule (a middle axis, a run-time length).
+TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, dict[str, str]]] = [
+    (_4, (3, 1), 1, {"openvino": "chain", "tract": "chain", "iree": "chain"}),  # n <= 1
+    (_4, (2, 2), 1, {"openvino": "doubling", "tract": "chain", "iree": "doubling"}),
+    (_4, (2, 16), 1, {"openvino": "doubling", "tract": "chain", "iree": "doubling"}),
+    (_4, (2, 17), 1, {"openvino": "doubling", "tract": "tiled", "iree": "doubling"}),
+    (_4, (2, 8192), 1, {"openvino": "doubling", "tract": "tiled", "iree": "doubling"}),
+    (_4, (2, 8193), 1, {"openvino": "doubling", "tract": "scan", "iree": "doubling"}),
+    (I32, (2, 17), 1, {"openvino": "doubling", "tract": "chain", "iree": "doubling"}),
+    (I32, (2, 64), 1, {"openvino": "doubling", "tract": "chain", "iree": "doubling"}),
+    (I32, (2, 65), 1, {"openvino": "doubling", "tract": "scan", "iree": "doubling"}),
+    (_8, (2, 16), 1, {"openvino": "doubling", "tract": "chain", "iree": "chain"}),
+    (_8, (2, 64), 1, {"openvino": "doubling", "tract": "chain", "iree": "chain"}),
+    (_8, (2, 65), 1, {"openvino": "doubling", "tract": "scan", "iree": "radix"}),
+    (_4, ("B", 65), 1, {"openvino": "doubling", "tract": "tiled", "iree": "doubling"}),
+    (_4, (16, 4), 0, {"openvino": "chain", "tract": "chain", "iree": "chain"}),
+    (_4, (17, 4), 0, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
+    (_8, (64, 4), 0, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
+    (_8, (65, 4), 0, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
+    (_4, (512, 4), 0, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
+    (_4, (513, 4), 0, {"openvino": "radix", "tract": "radix", "iree": "radix"}),
+    (_4, (2, 16, 2), 1, {"openvino": "chain", "tract": "chain", "iree": "chain"}),  # middle
+    (_4, (2, 17, 2), 1, {"openvino": "radix", "tract": "radix", "iree": "radix"}),
+    (_4, ("N", 4), 0, {"openvino": "scan", "tract": "scan", "iree": "doubling"}),
+]
 
 
 def _planned(model: onnx.ModelProto, target: str, **options: object) -> str:
@@ -548,13 +568,27 @@ def _planned(model: onnx.ModelProto, target: str, **options: object) -> str:
 @pytest.mark.parametrize("target", list(TARGETS))
 def test_auto_picks_each_row_of_its_table(target: str) -> None:
     table = TARGETS[target].auto
-    for elem, dims, axis, by_ort, by_static in AUTO_ROWS:
-        want = by_ort if table == "onnxruntime" else (by_static or RUN_TIME_LENGTH[target])
+    rows = [
+        (e, d, a, ort, by_static or RUN_TIME_LENGTH.get(target))
+        for e, d, a, ort, by_static in AUTO_ROWS
+    ]
+    if table in ("openvino", "tract", "iree"):
+        rows = [(e, d, a, None, want[target]) for e, d, a, want in TARGET_ROWS]
+    for elem, dims, axis, by_ort, by_other in rows:
+        want = by_ort if table == "onnxruntime" else by_other
         model = cumprod_model(elem, dims, axis)
         got = _planned(model, target, max_length=64)
         assert got == want, (target, TYPE_NAMES[elem], dims, axis)
-    if table != "onnxruntime":
-        assert set(RUN_TIME_LENGTH) == {t for t in TARGETS if TARGETS[t].auto != "onnxruntime"}
+
+
+def test_every_target_has_its_rows() -> None:
+    """A new target, or a new table, needs its expectations written out above."""
+    tables = {t.auto for t in TARGETS.values()}
+    assert tables == {"onnxruntime", "static", "openvino", "tract", "iree"}
+    static = {name for name, t in TARGETS.items() if t.auto == "static"}
+    assert set(RUN_TIME_LENGTH) == static
+    for *_, want in TARGET_ROWS:
+        assert set(want) == tables - {"onnxruntime", "static"}
 
 
 def test_auto_uint32_is_8_byte_on_onnxruntime_and_4_byte_on_spec() -> None:

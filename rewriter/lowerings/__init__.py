@@ -107,7 +107,7 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
     spec = site.spec
     if strategy == "auto":
         compute = runtime.compute_type(loop.compute_dtype(spec.dtype))
-        wanted = auto.pick(spec, runtime, int(compute.itemsize) if compute else 4)
+        wanted = auto.pick(spec, runtime, compute)
     else:
         check_strategy(strategy)
         wanted = strategy

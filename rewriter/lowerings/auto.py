@@ -26,20 +26,42 @@ A length known only at run time (a symbolic dim, a run-time axis, an unknown ran
 ``dynamic``: an If on the length at run time between ``scan`` (up to 512) and a blocked scan
 with run-time padding.
 
-``static`` table (tract, IREE, TFLite, tinygrad, portable: runtimes without some control
-flow, where the unrolled forms are also the fast ones): n <= 16: chain; else radix (with a
-run-time axis over static dims, n is the longest dim, and x is padded to it). A length known
-only at run time: ``scan`` where the target has Scan, else ``doubling`` (which needs a bound,
-``max_length``).
+The other runtimes' tables come from ``scripts/bench_runtime.py --runtime NAME`` (each
+lowering against that runtime's own CumSum on the same shape; first and last axis, n = 8,
+64, 512, 4096, 1M elements; the runs of 2026-11-30 in ``scripts/results/bench-runtime-*``
+and ``docs/performance.md``). A middle axis was not measured there: it takes the ``static``
+rule. Below, "run-time n" is a length known only at run time; a run-time axis over static
+dims is lowered at the longest dim (the axis is then unknown, so only the ``static`` rule
+applies).
 
-``openvino`` table: as ``static`` (its Scan and Loop ran 10-67x its CumSum, radix 0.57-1x),
-but a length known only at run time takes ``scan`` (OpenVINO runs Scan).
+``static`` (tinygrad, TFLite, portable): n <= 16: chain; else radix. Run-time n: ``scan``
+where the target has Scan, else ``doubling`` (which needs a bound, ``max_length``). tinygrad
+measured no cell where another lowering was 1.5x faster than this.
+
+``openvino``: the last axis takes ``doubling`` (n = 64-4096: 2.8-9.1x its CumSum against
+radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x); the first axis n <= 64 ``chain``
+(0.04-0.06x against radix's 0.09-0.15x); run-time n: ``scan`` (OpenVINO runs Scan; its
+Scan and Loop are 10-67x its CumSum on the last axis, so a static length is better).
+
+``tract``: n <= 16: chain. Last axis: float32 ``tiled`` up to n = 8192 (1.25-1.27x against
+radix's 1.5-1.6x), other types ``chain`` up to 64 and ``scan`` beyond (scan 2.8-6.1x
+against radix's 6.1-17x: tract's Mul of small integer / float64 slabs is slow, its Scan
+loop is not). First axis n <= 512: ``scan`` (1.3-6.3x against radix's 2.4-6.9x); beyond,
+radix. Run-time n: ``scan``.
+
+``iree``: last axis, 4-byte compute types: ``doubling`` (1.3-6.8x its CumSum against
+chain / radix's 2.2-7.9x; IREE does not compile it with a static length for 8-byte
+types); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against radix's 3.6-6.7x), then radix.
+First axis n <= 64: ``chain`` (0.27-0.52x against radix's 1.1-2.0x). Run-time n:
+``doubling`` (IREE's Scan ignores directions; ``max_length`` needed).
 
 Every one of these is exact for integers and within the sequential kernel's k - 1 ulps for
 floats.
 """
 
 from __future__ import annotations
+
+import onnx_ir as ir
 
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
@@ -75,18 +97,61 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     return "scan" if n <= 512 and slab >= 8192 else "radix"
 
 
-def _static(spec: ScanSpec, target: Target) -> str:
-    n = spec.length
-    if n is None and spec.dims is not None and all(isinstance(d, int) for d in spec.dims):
-        n = spec.max_length  # a run-time axis over static dims: the longest dim bounds n
+def _bounded_length(spec: ScanSpec) -> int | None:
+    """n, or for a run-time axis over static dims the longest dim (x is padded to it)."""
+    if spec.length is None and spec.dims is not None and all(isinstance(d, int) for d in spec.dims):
+        return spec.max_length
+    return spec.length
+
+
+def _static(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
+    n = _bounded_length(spec)
     if n is None:
         return "scan" if "Scan" not in target.missing_ops else "doubling"
     return "chain" if n <= _CHAIN_UP_TO else "radix"
 
 
-def pick(spec: ScanSpec, target: Target, compute_itemsize: int) -> str:
+def _openvino(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
+    n = spec.length
+    if n is not None and n > 1:
+        if spec.inner == 1:
+            return "doubling"
+        if spec.outer == 1 and n <= 64:
+            return "chain"
+    return _static(spec, target, compute)
+
+
+def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
+    n = spec.length
+    if n is not None and n > _CHAIN_UP_TO:
+        if spec.inner == 1:
+            if compute == ir.DataType.FLOAT:
+                return "tiled" if n <= 8192 else "scan"
+            return "chain" if n <= 64 else "scan"
+        if spec.outer == 1 and n <= 512:
+            return "scan"
+    return _static(spec, target, compute)
+
+
+def _iree(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
+    n = spec.length
+    if n is not None and n > 1:
+        wide = compute is not None and compute.itemsize >= _WIDE
+        if spec.inner == 1:
+            if not wide:
+                return "doubling"
+            return "chain" if n <= 64 else "radix"
+        if spec.outer == 1 and n <= 64:
+            return "chain"
+    return _static(spec, target, compute)
+
+
+_TABLES = {"static": _static, "openvino": _openvino, "tract": _tract, "iree": _iree}
+
+
+def pick(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     """The lowering ``auto`` uses for ``spec`` on ``target``, whose exact lowerings compute
-    in a type of ``compute_itemsize`` bytes."""
+    in ``compute`` (None: the element type is not known)."""
     if target.auto == "onnxruntime":
-        return _onnxruntime(spec, compute_itemsize)
-    return _static(spec, target)
+        return _onnxruntime(spec, int(compute.itemsize) if compute is not None else 4)
+    return _TABLES[target.auto](spec, target, compute)

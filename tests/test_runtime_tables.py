@@ -1,0 +1,193 @@
+"""``auto``'s per-runtime tables, run on the real runtimes: every branch at lengths past the
+short axes of tests/test_runtimes*.py (whose n <= 6 reach only the ``chain`` / ``doubling``
+rows).
+
+For each runtime and element type, one model holds a CumProd per (shape, axis, exclusive,
+reverse) below, lowered with ``decompose_cumprod(model, target=RUNTIME)`` (``auto``), run on
+the runtime and compared with numpy: integers bit-exact (odd full-range values, so products
+wrap and never turn to zero, which would hide a wrong factor), floats within the accuracy
+contract (tests/bounds.py) for the lowering each node got, with 0, -0.0, ±inf and NaN
+sprinkled in. The shapes take each side of every threshold of rewriter/lowerings/auto.py's
+``openvino``, ``tract``, ``iree`` and ``static`` tables: last axis n = 17, 65, 600, 8193;
+first axis n = 17, 65, 600; a middle axis n = 17.
+
+Runtime limits are not run here (they are warned and tested in tests/test_runtimes.py):
+OpenVINO's int64 / uint64 / float64, tract's bfloat16.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper
+
+import rewriter
+from tests import bounds, runtime_harness
+from tests.helpers import ALL_TYPES, INTS, TYPE_NAMES, np_dtype, sprinkle_specials
+
+RUNTIMES = ("openvino", "tract", "iree")
+# (shape, axis): both sides of every threshold of the per-runtime tables
+SHAPES: list[tuple[tuple[int, ...], int]] = [
+    ((2, 17), 1),
+    ((2, 65), -1),
+    ((2, 600), 1),
+    ((1, 8193), 1),
+    ((17, 3), 0),
+    ((65, 3), 0),
+    ((600, 2), -2),
+    ((2, 17, 3), 1),
+]
+ATTRS = [(0, 0), (1, 0), (0, 1), (1, 1)]  # (exclusive, reverse)
+LIMITED = {
+    ("openvino", TensorProto.INT64),
+    ("openvino", TensorProto.UINT64),
+    ("openvino", TensorProto.DOUBLE),
+    ("tract", TensorProto.BFLOAT16),
+}
+CASES = [(rt, t) for rt in RUNTIMES for t in ALL_TYPES if (rt, t) not in LIMITED]
+
+Node = tuple[int, int, int, int]  # shape index, axis, exclusive, reverse
+NODES: list[Node] = [(s, axis, ex, rev) for s, (_, axis) in enumerate(SHAPES) for ex, rev in ATTRS]
+
+
+def _name(node: Node) -> str:
+    s, _, ex, rev = node
+    return f"y{s}_ex{ex}_rev{rev}"
+
+
+def build_model(elem_type: int) -> onnx.ModelProto:
+    """x_s -> CumProd per node; bfloat16 goes in and out as float32 (Cast inside)."""
+    io = TensorProto.FLOAT if elem_type == TensorProto.BFLOAT16 else elem_type
+    nodes, inputs, outputs, inits = [], [], [], []
+    for s, (shape, axis) in enumerate(SHAPES):
+        inputs.append(helper.make_tensor_value_info(f"x{s}", io, list(shape)))
+        inits.append(helper.make_tensor(f"axis{s}", TensorProto.INT64, [], [axis]))
+        x = f"x{s}"
+        if elem_type == TensorProto.BFLOAT16:
+            nodes.append(helper.make_node("Cast", [x], [f"{x}_bf16"], to=elem_type))
+            x = f"{x}_bf16"
+    for node in NODES:
+        s, _, ex, rev = node
+        y = _name(node)
+        x = f"x{s}_bf16" if elem_type == TensorProto.BFLOAT16 else f"x{s}"
+        out = f"{y}_bf16" if elem_type == TensorProto.BFLOAT16 else y
+        attrs = {k: v for k, v in (("exclusive", ex), ("reverse", rev)) if v}
+        nodes.append(helper.make_node("CumProd", [x, f"axis{s}"], [out], name=f"cp_{y}", **attrs))
+        if elem_type == TensorProto.BFLOAT16:
+            nodes.append(helper.make_node("Cast", [out], [y], to=TensorProto.FLOAT))
+        outputs.append(helper.make_tensor_value_info(y, io, list(SHAPES[s][0])))
+    graph = helper.make_graph(nodes, f"tables_{TYPE_NAMES[elem_type]}", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+def input_data(elem_type: int, s: int) -> np.ndarray:
+    shape, _ = SHAPES[s]
+    rng = np.random.default_rng(zlib.crc32(f"{TYPE_NAMES[elem_type]}-{s}".encode()))
+    dtype = np_dtype(elem_type)
+    if elem_type in INTS:
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+        return x | dtype.type(1)  # odd: no product is ever zero
+    spread = 4.0 / np.sqrt(max(shape))  # no prefix product leaves the normal range
+    x = np.exp2(rng.uniform(-spread, spread, size=shape)) * rng.choice([-1.0, 1.0], size=shape)
+    x = x.astype(np_dtype(elem_type))
+    return sprinkle_specials(elem_type, x, rng, rate=0.5 / max(shape))
+
+
+def reference(x: np.ndarray, axis: int, exclusive: int, reverse: int) -> np.ndarray:
+    """numpy's cumprod, integers wrapping in their type, floats in longdouble."""
+    wide = x if x.dtype.kind in "iu" else x.astype(np.longdouble)
+    if reverse:
+        wide = np.flip(wide, axis)
+    if exclusive:
+        ones = np.ones_like(np.take(wide, [0], axis=axis))
+        rest = np.take(wide, np.arange(wide.shape[axis] - 1), axis=axis)
+        wide = np.concatenate([ones, rest], axis)
+    with np.errstate(over="ignore"):
+        y = np.cumprod(wide, axis=axis, dtype=wide.dtype)
+    return np.flip(y, axis) if reverse else y
+
+
+class Lowered:
+    def __init__(self, runtime: str, elem_type: int) -> None:
+        rewrite = rewriter.DecomposeCumProdPass(target=runtime)
+        model = ir.serde.deserialize_model(build_model(elem_type))
+        rewrite(model)
+        self.model = ir.serde.serialize_model(model)
+        self.lowerings = {p.site.name: p.lowering.name for p in rewrite.plans}
+
+
+@pytest.fixture(scope="module")
+def results(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, dict[str, runtime_harness.Result]]:
+    root = tmp_path_factory.mktemp("tables")
+    work: dict[str, dict[str, runtime_harness.Case]] = {}
+    for runtime, elem_type in CASES:
+        if runtime_harness.python_for(runtime) is None:
+            continue
+        feeds = {f"x{s}": input_data(elem_type, s) for s in range(len(SHAPES))}
+        if elem_type == TensorProto.BFLOAT16:
+            feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+        model = lowered_for(runtime, elem_type).model
+        work.setdefault(runtime, {})[TYPE_NAMES[elem_type]] = (model, feeds)
+    with ThreadPoolExecutor(max_workers=len(work) or 1) as pool:
+        futures = {
+            rt: pool.submit(runtime_harness.run_cases, rt, cases, root)
+            for rt, cases in work.items()
+        }
+        return {rt: future.result() for rt, future in futures.items()}
+
+
+@functools.cache
+def lowered_for(runtime: str, elem_type: int) -> Lowered:
+    return Lowered(runtime, elem_type)
+
+
+def test_the_tables_reach_every_lowering_they_name() -> None:
+    """The shapes above take every lowering each runtime's table picks (so a table row the
+    shapes miss shows here, not as an untested branch)."""
+    used = {rt: set() for rt in RUNTIMES}
+    for runtime, elem_type in CASES:
+        used[runtime] |= set(lowered_for(runtime, elem_type).lowerings.values())
+    assert used == {
+        "openvino": {"doubling", "chain", "radix"},
+        "tract": {"chain", "tiled", "scan", "radix"},
+        "iree": {"doubling", "chain", "radix"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("runtime", "elem_type"),
+    [pytest.param(rt, t, id=f"{rt}-{TYPE_NAMES[t]}") for rt, t in CASES],
+)
+def test_auto_on_runtime(
+    results: dict[str, dict[str, runtime_harness.Result]], runtime: str, elem_type: int
+) -> None:
+    runtime_harness.require(runtime)
+    got = results[runtime][TYPE_NAMES[elem_type]]
+    assert not isinstance(got, str), f"{runtime} could not run the model: {got}"
+    lowered = lowered_for(runtime, elem_type)
+    failures = []
+    for node, out in zip(NODES, got, strict=True):
+        s, axis, ex, rev = node
+        x = input_data(elem_type, s)
+        want = reference(x, axis, ex, rev)
+        lowering = lowered.lowerings[f"cp_{_name(node)}"]
+        if elem_type in INTS:
+            problem = bounds.check(out, want, x.dtype)
+        else:
+            name = bounds.type_name(TYPE_NAMES[elem_type])
+            actual = out.astype(ml_dtypes.bfloat16) if elem_type == TensorProto.BFLOAT16 else out
+            k = bounds.factor_counts(x.shape, axis, bool(ex), bool(rev))
+            problem = bounds.check(actual, want, name, bounds.ulp_bound(lowering, name, k))
+        if problem:
+            failures.append(f"{SHAPES[s]} axis {axis} ex={ex} rev={rev} ({lowering}): {problem}")
+    assert not failures, "\n".join(failures)
