@@ -78,20 +78,23 @@ def cumsum_model(elem_type: int, shape: tuple[int, ...], axis: int) -> onnx.Mode
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
 
 
+def pick_for(elem_type: int, shape: tuple[int, ...], axis: int, target: str) -> str:
+    """The lowering ``auto`` picks on ``target`` for a CumProd of static ``shape``."""
+    spec = ScanSpec(
+        dtype=ir.DataType(elem_type), exclusive=False, reverse=False, dims=shape, axis=axis
+    )
+    runtime = TARGETS[target]
+    return auto_module.pick(
+        spec, runtime, runtime.compute_type(LOWERINGS["loop"].compute_dtype(spec.dtype))
+    )
+
+
 def auto_pick(model: onnx.ModelProto, target: str) -> str:
     """The lowering ``auto`` picks on ``target`` for the model's one CumProd (static dims)."""
     graph = model.graph
     x = graph.input[0].type.tensor_type
-    spec = ScanSpec(
-        dtype=ir.DataType(x.elem_type),
-        exclusive=False,
-        reverse=False,
-        dims=tuple(d.dim_value for d in x.shape.dim),
-        axis=int(onnx.numpy_helper.to_array(graph.initializer[0])),
-    )
-    runtime = TARGETS[target]
-    compute = runtime.compute_type(LOWERINGS["loop"].compute_dtype(spec.dtype))
-    return auto_module.pick(spec, runtime, int(compute.itemsize) if compute else 4)
+    axis = int(onnx.numpy_helper.to_array(graph.initializer[0]))
+    return pick_for(x.elem_type, tuple(d.dim_value for d in x.shape.dim), axis, target)
 
 
 def lowered(model: onnx.ModelProto, strategy: str, target: str, n: int) -> onnx.ModelProto | None:
@@ -239,7 +242,8 @@ def markdown(result: dict) -> str:
         "bound or not equal; err: did not load or run; –: refused for this target; skip: "
         f"not built at this length ({result['skip'] or 'none'}); †: one warm run took over "
         "1 s, that run is the figure). "
-        "auto is the lowering `auto` emits for this target (same graph, not timed twice).",
+        "auto is the lowering `auto` emits for this target (same graph, not timed twice)."
+        + (f" **{result['note']}.**" if result.get("note") else ""),
         "",
     ]
     head = ["type", "n", "axis", "shape", "CumSum ms", *names, "auto", "auto / best"]
@@ -360,11 +364,28 @@ def main() -> None:
         "whose kernels took minutes to compile at n=4096)",
     )
     parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
+    parser.add_argument(
+        "--repick",
+        action="store_true",
+        help="with --from-json: auto's column from the current tables (the timings stay the "
+        "run's own; auto is the same graph as the lowering it picks)",
+    )
     args = parser.parse_args()
     date = datetime.date.today().isoformat()
     out = Path(args.out or ROOT / "scripts" / "results" / f"bench-runtime-{args.runtime}-{date}")
     if args.from_json:
         result = json.loads(Path(args.from_json).read_text())
+        if args.repick:
+            for cell in result["cells"]:
+                cell["auto"] = pick_for(
+                    DTYPES[cell["dtype"]], tuple(cell["shape"]), cell["axis"], result["runtime"]
+                )
+            analyse(result["cells"])
+            result["note"] = (
+                f"auto re-picked on {datetime.date.today().isoformat()} with the current tables "
+                "(--repick); timings from the run above"
+            )
+            Path(f"{out}.json").write_text(json.dumps(result, indent=1))
         Path(f"{out}.md").write_text(markdown(result))
         print(markdown(result))
         return
