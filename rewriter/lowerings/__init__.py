@@ -21,6 +21,7 @@ from rewriter.errors import StrategyError
 from rewriter.lowerings import (
     auto,
     blocked,
+    carry,
     chain,
     doubling,
     dynamic,
@@ -82,7 +83,19 @@ LOWERINGS: dict[str, Lowering] = {
         max_ulps=module.max_ulps,
         static_length=module in (chain, blocked, radix, tiled),
     )
-    for module in (logsum, logsum32, loop, scan, chain, blocked, radix, dynamic, doubling, tiled)
+    for module in (
+        logsum,
+        logsum32,
+        loop,
+        scan,
+        chain,
+        blocked,
+        radix,
+        dynamic,
+        doubling,
+        tiled,
+        carry,
+    )
 }
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
 # Lowerings that compute in the input's own type and need nothing but Mul and data movement:

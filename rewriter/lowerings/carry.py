@@ -1,0 +1,156 @@
+"""``carry``: ``radix``'s unrolled blocks, with each block's carry-in multiplied into its
+slices before they are put back together.
+
+Formula, on the (o, n, i) view of x, n static, r = 16 (:func:`carry_levels`)::
+
+    n <= r: the plain chain (Split into the n slices, n - 1 Muls, Concat), as ``chain``
+    else: pad n to m * r with ones (Pad; ones change no product, in either direction)
+        view (o * m, r, i); s_0 .. s_{r-1} = Split along axis 1    (each (o * m, 1, i))
+        c_b = s_0 * ... * s_b  (a chain of r - 1 Muls; exclusive: c_b = s_0 * ... * s_{b-1})
+        t   = s_0 * ... * s_{r-1}, the block totals, viewed (o, m, i)
+        P   = the EXCLUSIVE scan of t along m, by this same scheme (recursively)
+        y   = Concat_b(c_b * P) along axis 1, viewed (o, m * r, i), Slice [0, n)
+        (exclusive: the first slice is P itself);  reverse: every chain runs from the end
+
+Against ``radix``: the same levels, but the block carries P are multiplied into the r
+slices (r Muls on same-shaped (o * m, 1, i) tensors) before the Concat, instead of one Mul
+of the concatenated (o * m, r, i) blocks by P broadcast over the block axis. onnxruntime
+broadcasts over a middle axis one run of i elements at a time: with i = 16 that Mul took
+770 µs per 1M float32 where the r same-shape Muls take about 320 µs together
+(``docs/performance.md``).
+
+Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
+(the padding and the exclusive ones multiply by 1 exactly): integers bit-exact with
+wraparound; floats within the sequential kernel's k - 1 ulps (not bitwise its order);
+float16 / bfloat16 multiplied in float32 and rounded once.
+
+Cost: per level, a Split and a Concat at the chunk size i (the passes that cost most: a Split
+into r slices of an (o * m, r, i) view moves N / i runs of i elements), 2r - 1 Muls over
+one slice each (about two passes), a Pad when r does not divide the length; the levels
+after the first work on 1/r, 1/r^2, ... of the data. About 3r + 6 nodes per level (about 150
+at n = 65536). No control flow. A length known only at run time is padded to the bound
+``max_length`` when there is one (like ``radix``), else lowered as ``dynamic`` (which needs
+If and Scan).
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from rewriter.lowerings import chain, dynamic, loop
+from rewriter.lowerings.builder import Builder
+from rewriter.lowerings.view import Dim, View, shape_of, times
+from rewriter.site import ScanSpec
+from rewriter.targets import Target
+
+__all__ = ["RADIX", "build", "carry_levels", "compute_dtype", "max_ulps", "unsupported"]
+
+RADIX = 16  # r: 8 and 32 measured slower on the first / middle axes (docs/performance.md)
+compute_dtype = loop.compute_dtype
+max_ulps = loop.max_ulps
+
+
+def unsupported(spec: ScanSpec, target: Target) -> str | None:
+    missing = sorted({"If", "Scan"} & target.missing_ops)
+    if spec.length is None and spec.max_length is None and missing:
+        return (
+            "strategy 'carry' needs the length of the scanned axis to be static, or a bound "
+            f"on it (max_length=, --max-length N), on {target.name}, which lacks "
+            f"{' and '.join(missing)} (without a bound it is lowered as 'dynamic')"
+        )
+    return None
+
+
+def carry_levels(n: int) -> list[int]:
+    """One r per level, until the block count is at most r (whose scan is a plain chain)."""
+    levels, m = [], n
+    while m > RADIX:
+        levels.append(RADIX)
+        m = -(-m // RADIX)
+    return levels
+
+
+def _scan(
+    b: Builder,
+    t: ir.Value,
+    dims: tuple[Dim, int, Dim],
+    v: View,
+    *,
+    exclusive: bool,
+    reverse: bool,
+    levels: list[int],
+) -> ir.Value:
+    """Scan ``t`` of shape (o, n, i) along its middle axis; n static and at least 1."""
+    o, n, i = dims
+    if not levels or n <= levels[0]:
+        plain, _ = chain.chain(b, chain.split(b, t, 1, n), v, exclusive=exclusive, reverse=reverse)
+        return plain[0] if n == 1 else b.op("Concat", *plain, axis=1)
+    r, rest = levels[0], levels[1:]
+    m = -(-n // r)
+    padded = m * r
+    if padded != n:
+        t = b.op("Pad", t, b.const([0, 0, 0, 0, padded - n, 0]), v.one)
+    om = times(b, o, m)
+    slices = chain.split(b, b.reshape(t, shape_of(b, om, r, i)), 1, r)
+    outs: list[ir.Value | None] = [None] * r
+    running: ir.Value | None = None
+    for k in range(r - 1, -1, -1) if reverse else range(r):
+        if exclusive:
+            outs[k] = running  # None for the first: the carry alone
+        # the slice first: its last use, so onnxruntime may write the product in its place
+        running = slices[k] if running is None else b.op("Mul", slices[k], running)
+        if not exclusive:
+            outs[k] = running
+    assert running is not None
+    totals = b.reshape(running, shape_of(b, o, m, i))
+    carry = _scan(b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest)
+    carry = b.reshape(carry, shape_of(b, om, 1, i))
+    pieces = [carry if c is None else b.op("Mul", c, carry) for c in outs]
+    y = b.reshape(b.op("Concat", *pieces, axis=1), shape_of(b, o, padded, i))
+    return y if padded == n else b.slice_axis(y, 1, 0, n)
+
+
+def _padded(b: Builder, x3: ir.Value, v: View, bound: int) -> ir.Value:
+    """The scan of ``x3`` padded with ones to the static length ``bound`` and sliced back to
+    the run-time n; an n above the bound fails at run time (the final Reshape's middle dim
+    becomes n + 1) instead of being cropped. (view.py's padding, for a lowering that takes
+    run-time lengths without a bound too.)"""
+    n = v.tensor(b, v.length)
+    pads = b.op(
+        "Concat", b.const([0, 0, 0, 0]), b.op("Sub", b.const([bound]), n), b.const([0]), axis=0
+    )
+    padded = b.op("Pad", x3, pads, v.one)
+    y = _scan(
+        b,
+        padded,
+        (v.outer, bound, v.inner),
+        v,
+        exclusive=v.exclusive,
+        reverse=v.reverse,
+        levels=carry_levels(bound),
+    )
+    y = b.op("Slice", y, b.const([0]), n, b.const([1]))
+    fits = b.cast(b.op("Less", n, b.const([bound + 1])), ir.DataType.INT64)
+    middle = b.op("Sub", b.op("Add", n, b.const([1])), fits)
+    return b.reshape(y, shape_of(b, v.outer, middle, v.inner))
+
+
+def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (in the compute type)."""
+    n = v.static_length
+    if n is None:
+        bound = v.spec.max_length
+        if bound is None:
+            return dynamic.build(b, x3, v)
+        return _padded(b, x3, v, max(bound, 1))
+    if any(d == 0 for d in v.dims()):
+        return b.op("Identity", x3)  # empty: the result is x itself
+    return _scan(
+        b,
+        x3,
+        (v.outer, n, v.inner),
+        v,
+        exclusive=v.exclusive,
+        reverse=v.reverse,
+        levels=carry_levels(n),
+    )
