@@ -509,21 +509,25 @@ _4, _8 = F32, I64  # a 4-byte and an 8-byte compute type (on every target)
 AUTO_ROWS = [
     (_4, (3, 1), 1, "chain", "chain"),  # n <= 1
     (_4, (512, 4), 0, "scan", "radix"),  # first axis: n <= 512
-    (_4, (513, 4), 0, "radix", "radix"),
+    (_4, (513, 4), 0, "carry", "radix"),
     (_8, (512, 4), 0, "scan", "radix"),
-    (_8, (513, 1023), 0, "radix", "radix"),  # 8-byte, slab below 1024
+    (_8, (513, 1023), 0, "carry", "radix"),  # 8-byte, slab below 1024
     (_8, (4096, 1024), 0, "scan", "radix"),  # 8-byte, n <= 4096 on 1024-element slabs
-    (_8, (4097, 1024), 0, "radix", "radix"),
+    (_8, (4097, 1024), 0, "carry", "radix"),
     (_4, (2, 16), 1, "scan", "chain"),  # last axis: n <= 16
     (_4, (2, 17), 1, "tiled", "radix"),  # 4-byte: n <= 8192
     (_4, (2, 8192), 1, "tiled", "radix"),
     (_4, (2, 8193), 1, "blocked", "radix"),
     (_8, (2, 16), 1, "scan", "chain"),
     (_8, (2, 17), 1, "radix", "radix"),  # 8-byte
-    (_4, (2, 64, 2), 1, "chain", "radix"),  # middle: n <= 64
-    (_4, (2, 65, 2), 1, "radix", "radix"),
-    (_8, (2, 64, 2), 1, "chain", "radix"),
-    (_8, (2, 65, 2), 1, "radix", "radix"),
+    (_4, (2, 256, 2), 1, "chain", "radix"),  # middle: n <= 256
+    (_4, (2, 257, 2), 1, "carry", "radix"),
+    (_8, (2, 256, 2), 1, "chain", "radix"),
+    (_8, (2, 257, 2), 1, "carry", "radix"),
+    (_4, (2, 512, 4096), 1, "scan", "radix"),  # middle, n <= 512 on 8192-element slabs
+    (_4, (2, 512, 4095), 1, "carry", "radix"),
+    (_4, (2, 513, 4096), 1, "carry", "radix"),
+    (_8, (4, 257, 2048), 1, "scan", "radix"),
     (_4, ("N", 4), 0, "dynamic", None),  # a length known only at run time
     (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
 ]
@@ -546,14 +550,18 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, dict[str, str]]] = [
     (_8, (2, 64), 1, {"openvino": "doubling", "tract": "chain", "iree": "chain"}),
     (_8, (2, 65), 1, {"openvino": "doubling", "tract": "scan", "iree": "radix"}),
     (_4, ("B", 65), 1, {"openvino": "doubling", "tract": "tiled", "iree": "doubling"}),
-    (_4, (16, 4), 0, {"openvino": "chain", "tract": "chain", "iree": "chain"}),
+    (_4, (2, 4), 0, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
     (_4, (17, 4), 0, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
     (_8, (64, 4), 0, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
     (_8, (65, 4), 0, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
     (_4, (512, 4), 0, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
     (_4, (513, 4), 0, {"openvino": "radix", "tract": "radix", "iree": "radix"}),
-    (_4, (2, 16, 2), 1, {"openvino": "chain", "tract": "chain", "iree": "chain"}),  # middle
-    (_4, (2, 17, 2), 1, {"openvino": "radix", "tract": "radix", "iree": "radix"}),
+    (_4, (2, 16, 2), 1, {"openvino": "chain", "tract": "scan", "iree": "chain"}),  # middle
+    (_4, (2, 17, 2), 1, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
+    (_8, (2, 64, 2), 1, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
+    (_8, (2, 65, 2), 1, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
+    (_4, (2, 512, 2), 1, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
+    (_4, (2, 513, 2), 1, {"openvino": "radix", "tract": "radix", "iree": "radix"}),
     (_4, ("N", 4), 0, {"openvino": "scan", "tract": "scan", "iree": "doubling"}),
 ]
 

@@ -9,7 +9,7 @@ wrap and never turn to zero, which would hide a wrong factor), floats within the
 contract (tests/bounds.py) for the lowering each node got, with 0, -0.0, ±inf and NaN
 sprinkled in. The shapes take each side of every threshold of rewriter/lowerings/auto.py's
 ``openvino``, ``tract``, ``iree`` and ``static`` tables: last axis n = 17, 65, 600, 8193;
-first axis n = 17, 65, 600; a middle axis n = 17.
+first axis n = 17, 65, 600; a middle axis n = 17, 600.
 
 Runtime limits are not run here (they are warned and tested in tests/test_runtimes.py):
 OpenVINO's int64 / uint64 / float64, tract's bfloat16.
@@ -43,6 +43,7 @@ SHAPES: list[tuple[tuple[int, ...], int]] = [
     ((65, 3), 0),
     ((600, 2), -2),
     ((2, 17, 3), 1),
+    ((2, 600, 2), 1),
 ]
 ATTRS = [(0, 0), (1, 0), (0, 1), (1, 1)]  # (exclusive, reverse)
 LIMITED = {

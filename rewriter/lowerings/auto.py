@@ -11,49 +11,57 @@ int64): onnxruntime moves those slower through Transposes and strided Split / Co
 position   4-byte compute types (float32, float16,   8-byte compute types (int64, double, ...)
            bfloat16, int32)
 =========  ========================================  =========================================
-first o=1  n <= 512: scan; else radix                n <= 512, or n <= 4096 with i >= 1024:
-                                                     scan; else radix
+first o=1  n <= 512: scan; else carry                n <= 512, or n <= 4096 with i >= 1024:
+                                                     scan; else carry
 last i=1   n <= 16: scan; n <= 8192: tiled;          n <= 16: scan; else radix
            else blocked
-middle     n <= 64: chain; n <= 512 with o * i >=    as for 4-byte types
-           8192: scan; else radix
+middle     n <= 256: chain; n <= 512 with o * i >=   as for 4-byte types
+           8192: scan; else carry
 =========  ========================================  =========================================
 
-The first and middle axes stay several times native: ``docs/performance.md`` has the
-figures and the measured floor.
+``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
+``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
+was the pick, 1M / 4M, n = 512-65536: 0.44-1.08x radix's time, median 0.87x; float32 1M
+middle n = 4096 6.6x native against 10.7x, n = 65536 3.1x against 6.7x). Middle axes keep
+``chain`` to n = 256 (it was 64): at n = 128 and 256, 1M and 4M, float32 / float64 / int32 /
+int64, it took 4.4-7.1x native against carry's 5.2-10.1x and scan's 5.5-11.8x. On the last
+axis carry was slower than radix (1.1-1.6x its time). The first and middle axes stay several
+times native: ``docs/performance.md`` has the figures and the measured floors.
 
 A length known only at run time (a symbolic dim, a run-time axis, an unknown rank) gets
 ``dynamic``: an If on the length at run time between ``scan`` (up to 512) and a blocked scan
 with run-time padding.
 
 The other runtimes' tables come from ``scripts/bench_runtime.py --runtime NAME`` (each
-lowering against that runtime's own CumSum on the same shape; first and last axis, n = 8,
-64, 512, 4096, 1M elements; the runs of 2026-11-30 in ``scripts/results/bench-runtime-*``
-and ``docs/performance.md``). A middle axis was not measured there: it takes the ``static``
-rule. Below, "run-time n" is a length known only at run time; a run-time axis over static
-dims is lowered at the longest dim (the axis is then unknown, so only the ``static`` rule
-applies).
+lowering against that runtime's own CumSum on the same shape; first, middle and last
+axis, n = 8, 64, 512, 4096, 1M elements; the runs of 2026-11-30 in
+``scripts/results/bench-runtime-*``). Below, "run-time n" is a length known only at run
+time; a run-time axis over static dims is lowered at the longest dim (the axis is then
+unknown, so only the ``static`` rule applies).
 
 ``static`` (tinygrad, TFLite, portable): n <= 16: chain; else radix. Run-time n: ``scan``
 where the target has Scan, else ``doubling`` (which needs a bound, ``max_length``). tinygrad
 measured no cell where another lowering was 1.5x faster than this.
 
 ``openvino``: the last axis takes ``doubling`` (n = 64-4096: 2.8-9.1x its CumSum against
-radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x); the first axis n <= 64 ``chain``
-(0.04-0.06x against radix's 0.09-0.15x); run-time n: ``scan`` (OpenVINO runs Scan; its
-Scan and Loop are 10-67x its CumSum on the last axis, so a static length is better).
+radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x); other axes n <= 64 ``chain`` (first:
+0.04-0.06x against radix's 0.09-0.15x; middle: 0.17-0.67x against 0.22-0.91x), then radix;
+run-time n: ``scan`` (OpenVINO runs Scan; its Scan and Loop are 10-67x its CumSum on the
+last axis, so a static length is better).
 
-``tract``: n <= 16: chain. Last axis: float32 ``tiled`` up to n = 8192 (1.25-1.27x against
+``tract``: last axis: n <= 16 chain; float32 ``tiled`` up to n = 8192 (1.25-1.27x against
 radix's 1.5-1.6x), other types ``chain`` up to 64 and ``scan`` beyond (scan 2.8-6.1x
 against radix's 6.1-17x: tract's Mul of small integer / float64 slabs is slow, its Scan
-loop is not). First axis n <= 512: ``scan`` (1.3-6.3x against radix's 2.4-6.9x); beyond,
-radix. Run-time n: ``scan``.
+loop is not). Other axes n <= 512: ``scan`` (first: 1.3-6.3x against radix's 2.4-6.9x;
+middle: 1.1-5.3x against 2.4-9.1x; at n = 8 against chain's 1.8-7.4x); beyond, radix.
+Run-time n: ``scan``.
 
 ``iree``: last axis, 4-byte compute types: ``doubling`` (1.3-6.8x its CumSum against
 chain / radix's 2.2-7.9x; IREE does not compile it with a static length for 8-byte
 types); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against radix's 3.6-6.7x), then radix.
-First axis n <= 64: ``chain`` (0.27-0.52x against radix's 1.1-2.0x). Run-time n:
-``doubling`` (IREE's Scan ignores directions; ``max_length`` needed).
+Other axes n <= 64: ``chain`` (first: 0.27-0.52x against radix's 1.1-2.0x; middle:
+0.49-1.26x against 1.0-2.6x), then radix. Run-time n: ``doubling`` (IREE's Scan ignores
+directions; ``max_length`` needed).
 
 Every one of these is exact for integers and within the sequential kernel's k - 1 ulps for
 floats.
@@ -84,17 +92,17 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
         slab = spec.inner or 0
         if n <= 512 or (wide and n <= 4096 and slab >= 1024):
             return "scan"
-        return "radix"
+        return "carry"
     if spec.inner == 1:  # the last axis
         if n <= 16:
             return "scan"
         if wide:
             return "radix"
         return "tiled" if n <= 8192 else "blocked"
-    if n <= 64:  # a middle axis
+    if n <= 256:  # a middle axis
         return "chain"
     slab = (spec.outer or 0) * (spec.inner or 0)
-    return "scan" if n <= 512 and slab >= 8192 else "radix"
+    return "scan" if n <= 512 and slab >= 8192 else "carry"
 
 
 def _bounded_length(spec: ScanSpec) -> int | None:
@@ -113,35 +121,35 @@ def _static(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
 
 def _openvino(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     n = spec.length
-    if n is not None and n > 1:
+    if n is not None and n > 1 and spec.inner is not None:
         if spec.inner == 1:
             return "doubling"
-        if spec.outer == 1 and n <= 64:
+        if n <= 64:
             return "chain"
     return _static(spec, target, compute)
 
 
 def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     n = spec.length
-    if n is not None and n > _CHAIN_UP_TO:
-        if spec.inner == 1:
+    if n is not None and n > 1 and spec.inner is not None:
+        if spec.inner != 1:
+            return "scan" if n <= 512 else "radix"
+        if n > _CHAIN_UP_TO:
             if compute == ir.DataType.FLOAT:
                 return "tiled" if n <= 8192 else "scan"
             return "chain" if n <= 64 else "scan"
-        if spec.outer == 1 and n <= 512:
-            return "scan"
     return _static(spec, target, compute)
 
 
 def _iree(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     n = spec.length
-    if n is not None and n > 1:
+    if n is not None and n > 1 and spec.inner is not None:
         wide = compute is not None and compute.itemsize >= _WIDE
         if spec.inner == 1:
             if not wide:
                 return "doubling"
             return "chain" if n <= 64 else "radix"
-        if spec.outer == 1 and n <= 64:
+        if n <= 64:
             return "chain"
     return _static(spec, target, compute)
 
