@@ -26,6 +26,10 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
   ``--iree-input-demote-f64-to-f32=false`` at compile time; subnormal results flush to zero.
 - ``tflite`` (onnx2tf): no Loop, no Scan, no bfloat16; a Cast to float64 is kept as float32
   (so nothing is computed in float64); shapes from a run-time axis break (a Gather-select).
+  A ones tensor Expand-ed from a constant over a static shape is folded into a constant it
+  cannot convert (``constant_ones``); with symbolic dims, rank-3 tensors get re-laid out
+  wrongly after a Slice with a run-time bound, and a negative Slice end is ignored
+  (``symbolic_rank3``: a 2-D view).
 - ``tinygrad``: no Loop, no Scan (If runs both branches, which is harmless here).
 - ``portable``: the strictest profile, for runtimes we cannot run here (TensorRT, CoreML,
   NPUs): no Loop, Scan or If, no float64 compute of our own (a float64 model stays float64).
@@ -70,6 +74,14 @@ class Target:
             picks one with Gather (no control flow).
         auto: Which of ``auto``'s tables picks the lowering (:mod:`rewriter.lowerings.auto`).
         limits: Results the runtime cannot compute exactly (a warning per node).
+        constant_ones: Whether a ones tensor ``Expand(1, Shape(s))`` (the exclusive scan's
+            first output) may be built from a constant: else it is ``Cast(Not(Less(s, s)))``,
+            which no converter can fold (onnx2tf folds the Expand over static shapes into a
+            graph constant it then cannot use).
+        symbolic_rank3: Whether rank-3 tensors with symbolic dims convert right: else (onnx2tf
+            re-lays out rank 3-5 tensors channel-last and then pads, slices and splits the
+            wrong axis when it cannot see the dims) a view with a symbolic dim is the 2-D
+            ``(outer, n * inner)`` for the lowerings that take one (``doubling``, ``chain``).
     """
 
     name: str
@@ -82,6 +94,8 @@ class Target:
     runtime_view: bool = True
     auto: str = "onnxruntime"
     limits: tuple[Limit, ...] = ()
+    constant_ones: bool = True
+    symbolic_rank3: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -154,6 +168,8 @@ TARGETS: dict[str, Target] = {
                     "TFLite (XNNPACK) flushes subnormal results to zero",
                 ),
             ),
+            constant_ones=False,
+            symbolic_rank3=False,
         ),
         Target(
             "tinygrad",

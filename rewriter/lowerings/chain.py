@@ -5,11 +5,14 @@ Formula, on the (o, n, i) view of x, n static::
     x_0, ..., x_{n-1} = Split(x3, axis=1)     (num_outputs=n from opset 18, split sizes before)
     c_0 = x_0,  c_k = c_{k-1} * x_k                     (k in reverse order when ``reverse``)
     y = Concat(c_0, ..., c_{n-1})                       inclusive
-    y = Concat(1, c_0, ..., c_{n-2})                    exclusive (the ones slice: ConstantOfShape)
+    y = Concat(1, c_0, ..., c_{n-2})                    exclusive (the ones slice: View.ones)
 
 Accuracy: the multiplications of the sequential kernel in its order: integers bit-exact with
 wraparound, float32 / float64 bitwise equal to onnxruntime's native kernel; float16 /
 bfloat16 multiplied in float32, rounded once.
+
+On the 2-D view (``View.flat``, from opset 18) Split cuts the n equal column blocks: the
+same products.
 
 Cost: n - 1 Muls over one slice each, one Split and one Concat (two passes over memory), no
 loop at all: n + 2 nodes, so only for short axes (``auto`` uses it up to a few dozen). Needs
@@ -71,7 +74,7 @@ def chain(
     for step, idx in enumerate(order):
         if exclusive:
             if running is None:
-                running = b.op("Expand", v.one, b.op("Shape", slices[idx]))
+                running = v.ones(b, slices[idx])
             outputs[idx] = running
             if step < n - 1 or want_total:
                 running = b.op("Mul", running, slices[idx])

@@ -15,6 +15,11 @@ to N: when n is only known at run time the bound N comes from the user (``max_le
 a guard in the final Reshape makes a longer input fail at run time instead of giving a wrong
 result (its middle dim becomes n + 1 when n > N, which no tensor of n elements fits).
 
+On the 2-D view ``(o, n * i)`` (``View.flat``: onnx2tf with symbolic dims) a shift by s is
+one by s * i columns, ``Slice(Pad(y, s * i ones before), 0, n * i)`` (reverse: ones after,
+``Slice(.., s * i, s * i + n * i)``): a Pad first, so that no Slice bound is negative (onnx2tf
+ignores a negative end over a symbolic dim).
+
 Accuracy: each output is a product tree of its k factors (k - 1 multiplications): integers
 bit-exact with wraparound (multiplication modulo 2^bits is associative and commutative);
 floats within the sequential kernel's k - 1 ulps (not bitwise the same order); float16 /
@@ -34,7 +39,7 @@ import onnx_ir as ir
 
 from rewriter.lowerings import loop
 from rewriter.lowerings.builder import Builder
-from rewriter.lowerings.view import View
+from rewriter.lowerings.view import Dim, View, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -59,8 +64,32 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
+def _plus(b: Builder, a: Dim, c: Dim) -> Dim:
+    """``a + c``: an int when both are static, else a 1-element int64 tensor."""
+    if isinstance(a, int) and isinstance(c, int):
+        return a + c
+    return b.op(
+        "Add", b.const([a]) if isinstance(a, int) else a, b.const([c]) if isinstance(c, int) else c
+    )
+
+
+def _shift_flat(b: Builder, y: ir.Value, s: int, v: View) -> ir.Value:
+    """``_shift`` on the 2-D view: by ``s * inner`` columns, Pad first (no negative bound)."""
+    width = times(b, s, v.inner)
+    total = times(b, v.length, v.inner)
+    if v.reverse:
+        padded = b.op("Pad", y, shape_of(b, 0, 0, 0, width), v.one)
+        start, end = width, _plus(b, width, total)
+    else:
+        padded = b.op("Pad", y, shape_of(b, 0, width, 0, 0), v.one)
+        start, end = 0, total
+    return b.op("Slice", padded, v.tensor(b, start), v.tensor(b, end), b.const([1]))
+
+
 def _shift(b: Builder, y: ir.Value, s: int, n: ir.Value, v: View) -> ir.Value:
     """``y`` moved by ``s`` along axis 1, ones filling in (towards the end unless reverse)."""
+    if v.flat:
+        return _shift_flat(b, y, s, v)
     pads = [0, 0, 0, 0, 0, 0]
     if v.reverse:
         kept = b.slice_axis(y, 1, s, _INT64_MAX)
@@ -88,5 +117,7 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     # A run-time length above the bound must fail, not return a partial product.
     fits = b.cast(b.op("Less", n, b.const([bound + 1])), ir.DataType.INT64)
     middle = b.op("Sub", b.op("Add", n, b.const([1])), fits)
+    if v.flat:
+        return b.reshape(y, shape_of(b, v.outer, times(b, middle, v.inner)))
     shape = b.op("Concat", v.tensor(b, v.outer), middle, v.tensor(b, v.inner), axis=0)
     return b.reshape(y, shape)

@@ -14,6 +14,11 @@ computed at run time from ``Shape(x)`` and the axis: ``n = Gather(Shape(x), axis
 for none). A Reshape copies nothing, so the view costs no pass over memory; every lowering
 works at any rank, with a run-time axis or an unknown rank, without an If over the axes.
 
+Targets whose converter re-lays out rank-3 tensors with symbolic dims (``symbolic_rank3``
+false: onnx2tf) get, when a dim is symbolic and the lowering takes one, the 2-D view
+``(outer, n * inner)`` instead: slice k along n is then the columns [k * inner, (k + 1) *
+inner), and no rank-3 tensor is made at all (``View.flat``).
+
 Empty tensors: Reshape keeps zeros from opset 14 (``allowzero=1``). Below 14 a 0 in the
 target shape would copy an input dim, so when a dim can be 0 at run time the whole lowering
 sits in ``If(Size(x) == 0, x, lowering)``.
@@ -48,6 +53,8 @@ class View:
         outer, length, inner: The view's dims, static ints or 1-element int64 tensors.
         one: A 0-D tensor holding 1 in the compute type (Pad / Expand fill values).
         target: The runtime the output is for (which ops its lowerings may use).
+        flat: Whether the tensor is the 2-D ``(outer, length * inner)`` instead of the 3-D
+            view (only for lowerings that take it: :func:`in_view`).
     """
 
     spec: ScanSpec
@@ -57,6 +64,7 @@ class View:
     inner: Dim
     one: ir.Value
     target: Target
+    flat: bool = False
 
     @property
     def exclusive(self) -> bool:
@@ -76,6 +84,18 @@ class View:
     def tensor(self, b: Builder, dim: Dim) -> ir.Value:
         """A dim as a 1-element int64 tensor."""
         return b.const([dim]) if isinstance(dim, int) else dim
+
+    def ones(self, b: Builder, like: ir.Value) -> ir.Value:
+        """A tensor of ones shaped like ``like``: ``Expand(one, Shape(like))``, or on targets
+        that fold that into a constant they cannot use (``constant_ones`` false: onnx2tf)
+        ``Cast(Not(Less(like, like)))``, which depends on ``like``'s values but is 1 for
+        every value (``Less(v, v)`` is false for NaN too)."""
+        if self.target.constant_ones:
+            return b.op("Expand", self.one, b.op("Shape", like))
+        true = b.op("Not", b.op("Less", like, like))
+        if self.dtype is None:
+            return b.op("CastLike", true, like)
+        return b.cast(true, self.dtype)
 
 
 def shape_of(b: Builder, *parts: Dim) -> ir.Value:
@@ -167,6 +187,28 @@ def _padded(
     return b.reshape(y, shape_of(b, v.outer, middle, v.inner))
 
 
+def _flat(
+    b: Builder,
+    spec: ScanSpec,
+    target: Target,
+    build: Callable[[Builder, ir.Value, View], ir.Value],
+    n: Dim,
+) -> bool:
+    """Whether the lowering runs on the 2-D view (module docstring): on targets without
+    ``symbolic_rank3``, when a dim is symbolic or the rank unknown, for ``doubling`` and for
+    ``chain`` over a static length from opset 18 (whose Split then cuts n equal column
+    blocks; before 18 it takes sizes, [1] * n). Other lowerings keep the 3-D view."""
+    if target.symbolic_rank3:
+        return False
+    if spec.dims is not None and all(isinstance(d, int) for d in spec.dims):
+        return False
+    from rewriter.lowerings import chain, doubling  # they import this module
+
+    if build is doubling.build:
+        return True
+    return build is chain.build and isinstance(n, int) and b.opset >= 18
+
+
 def in_view(
     b: Builder,
     x: ir.Value,
@@ -193,6 +235,10 @@ def in_view(
                 raise ValueError("a CumProd without a static axis needs its axis value")
             outer, n, inner = _runtime_dims(sb, x, axis, spec)
         view = View(spec, dtype, outer, n, inner, _one(sb, x, dtype), target)
+        if _flat(sb, spec, target, build, n):
+            x2 = sb.reshape(x, shape_of(sb, outer, times(sb, n, inner)))
+            y2 = build(sb, x2, dataclasses.replace(view, flat=True))
+            return sb.reshape(y2, sb.op("Shape", x))
         if spec.rank == 3 and spec.axis == 1:
             x3 = x
         else:

@@ -1,0 +1,161 @@
+"""The two TFLite (onnx2tf) quirk flags, checked without TFLite: the graph shapes they promise
+and the values on onnxruntime. The real conversion runs in tests/test_runtimes_iree_tflite.py.
+
+- ``constant_ones`` false: the exclusive scan's ones are ``Cast(Not(Less(s, s)))`` of a
+  slice, never an Expand of a constant (onnx2tf folds that over static shapes into a graph
+  constant and then fails: "Output tensors of a Functional model must be the output of a
+  TensorFlow Layer"). Exact for every value, NaN and infinities included.
+- ``symbolic_rank3`` false: with a symbolic dim, ``doubling`` and ``chain`` (opset 18+) run on
+  the 2-D view (outer, n * inner), and no rank-3 tensor is made (onnx2tf re-lays out rank 3-5
+  tensors channel-last and then pads / slices / splits the wrong axis when dims are symbolic).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+
+import rewriter
+from rewriter.targets import TARGETS
+from tests.helpers import (
+    TYPE_NAMES,
+    check_result,
+    cumprod_model,
+    feed,
+    op_types,
+    random_data,
+    run_ort,
+    sprinkle_specials,
+)
+
+F16, F32, F64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE
+I32, I64, U32, U64 = TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64
+TYPES = (F16, F32, F64, I32, I64, U32, U64)  # onnx2tf has no bfloat16
+
+
+def lower(model: onnx.ModelProto, target: str, **options: object) -> tuple[onnx.ModelProto, str]:
+    rewrite = rewriter.DecomposeCumProdPass(target=target, **options)  # type: ignore[arg-type]
+    ir_model = ir.serde.deserialize_model(model)
+    rewrite(ir_model)
+    (plan,) = rewrite.plans
+    return ir.serde.serialize_model(ir_model), plan.lowering.name
+
+
+def _constants(model: onnx.ModelProto) -> set[str]:
+    names = {init.name for init in model.graph.initializer}
+    return names | {n.output[0] for n in model.graph.node if n.op_type == "Constant"}
+
+
+def _intermediate_ranks(model: onnx.ModelProto) -> dict[str, int]:
+    """Rank of every value shape inference finds, graph inputs and outputs left out."""
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    ends = {v.name for v in (*model.graph.input, *model.graph.output)}
+    return {
+        v.name: len(v.type.tensor_type.shape.dim)
+        for v in inferred.graph.value_info
+        if v.name not in ends and v.type.tensor_type.HasField("shape")
+    }
+
+
+def _run_checked(
+    model: onnx.ModelProto,
+    elem: int,
+    lowering: str,
+    shape: tuple[int, ...],
+    axis: int,
+    *,
+    ex: int,
+    rev: int,
+) -> None:
+    rng = np.random.default_rng(zlib.crc32(repr((elem, shape, axis, ex, rev)).encode()))
+    x = sprinkle_specials(elem, random_data(elem, shape, rng), rng, 0.15)
+    (y,) = run_ort(model, {"x": feed(elem, x)})
+    problem = check_result(elem, lowering, y, x, axis, exclusive=ex, reverse=rev)
+    assert problem is None, f"{TYPE_NAMES[elem]} {shape} axis {axis} ex{ex} rev{rev}: {problem}"
+
+
+# (dims, axis, feeds' shapes, the lowering auto picks on tflite)
+CASES = [
+    ((5,), 0, [(5,)], "chain"),
+    ((3, 40), 1, [(3, 40)], "radix"),  # the exclusive ones inside radix's block prefixes
+    (("N",), 0, [(5,), (1,), (0,), (8,)], "doubling"),
+    (("A", "N"), 0, [(3, 4), (0, 4), (3, 0)], "doubling"),
+    (("A", "B", "N"), 1, [(2, 7, 4), (2, 1, 3)], "doubling"),
+    (("A", "B", "C", "D"), 2, [(2, 3, 4, 5)], "doubling"),
+    (("B", 5), 1, [(6, 5), (0, 5)], "chain"),  # a symbolic batch, a static length
+    ((2, "T", 4), 0, [(2, 6, 4)], "chain"),
+    (("B", 6, 4), 1, [(3, 6, 4)], "chain"),
+]
+
+
+@pytest.mark.parametrize("elem", TYPES, ids=lambda t: TYPE_NAMES[t])
+@pytest.mark.parametrize(("dims", "axis", "shapes", "picked"), CASES, ids=str)
+def test_tflite_output_is_exact_with_special_values(
+    elem: int, dims: tuple, axis: int, shapes: list, picked: str
+) -> None:
+    """Every attribute combination, on onnxruntime, with 0, -0, +-inf, NaN (integers: the
+    extremes) sprinkled in: the data-dependent ones and the 2-D view change no value."""
+    for ex in (0, 1):
+        for rev in (0, 1):
+            model = cumprod_model(elem, dims, axis, exclusive=ex, reverse=rev)
+            lowered, used = lower(model, "tflite", max_length=8)
+            assert used == picked
+            for shape in shapes:
+                _run_checked(lowered, elem, used, shape, axis, ex=ex, rev=rev)
+
+
+def test_a_length_above_the_bound_fails_on_the_2d_view_too() -> None:
+    model = cumprod_model(F32, ("A", "N", "C"), 1, exclusive=1)
+    lowered, used = lower(model, "tflite", max_length=8)
+    assert used == "doubling"
+    _run_checked(lowered, F32, used, (2, 8, 3), 1, ex=1, rev=0)
+    with pytest.raises(Exception, match=r"(?i)reshape"):
+        run_ort(lowered, {"x": np.ones((2, 9, 3), np.float32)})
+
+
+@pytest.mark.parametrize("dims", [(5,), (3, 40), (2, 3, 4)], ids=str)
+def test_tflite_ones_are_data_dependent_elsewhere_an_expand(dims: tuple) -> None:
+    """Static dims, exclusive: no Expand of a constant on tflite (onnx2tf would fold it);
+    the other targets keep their Expand (graphs unchanged there)."""
+    model = cumprod_model(F32, dims, len(dims) - 1, exclusive=1, reverse=1)
+    lowered, used = lower(model, "tflite")
+    constants = _constants(lowered)
+    assert not [n for n in lowered.graph.node if n.op_type == "Expand" and n.input[0] in constants]
+    assert "Less" in op_types(lowered)
+    for target in TARGETS:
+        if TARGETS[target].constant_ones:
+            other, _ = lower(model, target, strategy=used)
+            assert "Expand" in op_types(other) and "Less" not in op_types(other), target
+
+
+@pytest.mark.parametrize(
+    ("dims", "axis"),
+    [(("N",), 0), (("A", "N"), 0), (("A", "B", "N"), 1), (("A", "B", "C", "D"), 2), (("B", 5), 1)],
+    ids=str,
+)
+@pytest.mark.parametrize(("ex", "rev"), [(0, 0), (1, 1)])
+def test_tflite_symbolic_dims_make_no_rank_3_tensor(
+    dims: tuple, axis: int, ex: int, rev: int
+) -> None:
+    model = cumprod_model(I64, dims, axis, exclusive=ex, reverse=rev)
+    lowered, _ = lower(model, "tflite", max_length=8)
+    ranks = _intermediate_ranks(lowered)
+    assert ranks and max(ranks.values()) <= 2, ranks
+    # the other targets keep the 3-D view
+    if len(dims) != 2 or axis != 1:
+        other, _ = lower(model, "iree", max_length=8)
+        assert 3 in _intermediate_ranks(other).values()
+
+
+def test_chain_below_opset_18_keeps_the_3d_view() -> None:
+    """Split before opset 18 takes sizes, [1] * n on the 3-D view: no 2-D view there."""
+    model = cumprod_model(I32, ("B", 5, 3), 1, exclusive=1)
+    lowered, used = lower(model, "tflite", target_opset=17)
+    assert used == "chain"
+    assert 3 in _intermediate_ranks(lowered).values()
+    _run_checked(lowered, I32, used, (4, 5, 3), 1, ex=1, rev=0)
