@@ -192,7 +192,6 @@ def _flat(
     spec: ScanSpec,
     target: Target,
     build: Callable[[Builder, ir.Value, View], ir.Value],
-    n: Dim,
 ) -> bool:
     """Whether the lowering runs on the 2-D view (module docstring): on targets without
     ``symbolic_rank3``, when a dim is symbolic or the rank unknown, for ``doubling`` and for
@@ -206,7 +205,23 @@ def _flat(
 
     if build is doubling.build:
         return True
-    return build is chain.build and isinstance(n, int) and b.opset >= 18
+    return build is chain.build and spec.length is not None and b.opset >= 18
+
+
+def _before_cast(b: Builder, x: ir.Value) -> tuple[ir.Value, ir.DataType | None]:
+    """``(source, to)`` when ``x`` is ``Cast(source, to)`` that ``b`` has just made (the
+    compute cast of :func:`rewriter.lowerings.lower`) and nothing uses yet: that Cast is taken
+    out again, so that the 2-D view casts after its Reshape (onnx2tf gets a rank-3 / rank-4
+    float16 input cast to float32 with symbolic dims re-laid out: wrong values). Else
+    ``(x, None)``."""
+    node = x.producer()
+    if node is None or node.op_type != "Cast" or x.uses() or not b.nodes or b.nodes[-1] is not node:
+        return x, None
+    source = node.inputs[0]
+    assert source is not None
+    b.nodes.pop()
+    node.replace_input_with(0, None)
+    return source, ir.DataType(node.attributes["to"].as_int())
 
 
 def in_view(
@@ -228,17 +243,20 @@ def in_view(
         return b.op("Identity", x)
 
     def lowered(sb: Builder) -> ir.Value:
+        flat = _flat(sb, spec, target, build)
+        source, to = _before_cast(sb, x) if flat else (x, None)
         if spec.axis is not None and spec.dims is not None:
-            outer, n, inner = _static_dims(sb, x, spec)
+            outer, n, inner = _static_dims(sb, source, spec)
         else:
             if axis is None:
                 raise ValueError("a CumProd without a static axis needs its axis value")
-            outer, n, inner = _runtime_dims(sb, x, axis, spec)
+            outer, n, inner = _runtime_dims(sb, source, axis, spec)
         view = View(spec, dtype, outer, n, inner, _one(sb, x, dtype), target)
-        if _flat(sb, spec, target, build, n):
-            x2 = sb.reshape(x, shape_of(sb, outer, times(sb, n, inner)))
+        if flat:
+            x2 = sb.reshape(source, shape_of(sb, outer, times(sb, n, inner)))
+            x2 = x2 if to is None else sb.cast(x2, to)
             y2 = build(sb, x2, dataclasses.replace(view, flat=True))
-            return sb.reshape(y2, sb.op("Shape", x))
+            return sb.reshape(y2, sb.op("Shape", source))
         if spec.rank == 3 and spec.axis == 1:
             x3 = x
         else:
