@@ -175,7 +175,23 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         plans = plan_cumprods(model, self.strategy, types, self.target, max_length=self.max_length)
         for plan in plans:
             site = plan.site
-            if site.spec.dtype is None and (self.build_opset or site.opset) < 15:
+            opset = self.build_opset or site.opset
+            spec, target = site.spec, self.target
+            if (
+                plan.lowering.name == "loop"
+                and spec.exclusive
+                and spec.length is None
+                and opset < target.loop_exclusive_min_opset
+            ):
+                raise StrategyError(
+                    site.name,
+                    site.location,
+                    f"strategy 'loop' gives wrong values on {target.name} for an exclusive scan "
+                    f"over a length known only at run time below opset "
+                    f"{target.loop_exclusive_min_opset} (target opset {opset}): use another "
+                    "strategy or a higher --target-opset",
+                )
+            if site.spec.dtype is None and opset < 15:
                 raise StrategyError(
                     site.name,
                     site.location,

@@ -82,6 +82,10 @@ class Target:
             re-lays out rank 3-5 tensors channel-last and then pads, slices and splits the
             wrong axis when it cannot see the dims) a view with a symbolic dim is the 2-D
             ``(outer, n * inner)`` for the lowerings that take one (``doubling``, ``chain``).
+        loop_exclusive_min_opset: The lowest ai.onnx opset at which the ``loop`` lowering of
+            an exclusive scan over a length known only at run time runs right (OpenVINO
+            2026.4: 14; below it, it returns uninitialised memory); below it that strategy
+            is refused.
     """
 
     name: str
@@ -96,6 +100,7 @@ class Target:
     limits: tuple[Limit, ...] = ()
     constant_ones: bool = True
     symbolic_rank3: bool = True
+    loop_exclusive_min_opset: int = 0
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -120,6 +125,7 @@ TARGETS: dict[str, Target] = {
             "OpenVINO: int64 past 2^31 and float64 are not exact there (warned)",
             float64=False,  # computed in float32: logsum's float64 compute would be inexact
             auto="openvino",
+            loop_exclusive_min_opset=14,
             limits=(
                 Limit(
                     frozenset({_I64, _U64}),

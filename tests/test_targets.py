@@ -107,3 +107,19 @@ def test_logsum_is_refused_where_float64_is_not_computed(target: str) -> None:
     with pytest.raises(rewriter.StrategyError, match="computes in float64"):
         rewriter.decompose_cumprod(model, strategy="logsum", target=target)
     rewriter.decompose_cumprod(model, strategy="logsum32", target=target)
+
+
+def test_openvino_refuses_an_exclusive_loop_over_a_run_time_length_below_opset_14() -> None:
+    """OpenVINO 2026.4 computes it wrong (tests/test_runtime_tables.py runs it there)."""
+    model = cumprod_model(TensorProto.FLOAT, ("A", "N"), 1, exclusive=1)
+    with pytest.raises(rewriter.StrategyError, match="openvino.*opset 14"):
+        rewriter.decompose_cumprod(model, strategy="loop", target="openvino", target_opset=13)
+    for options in (
+        {"target": "openvino", "target_opset": 14},
+        {"target": "onnxruntime", "target_opset": 13},
+    ):
+        rewriter.decompose_cumprod(model, strategy="loop", **options)  # no refusal
+    inclusive = cumprod_model(TensorProto.FLOAT, ("A", "N"), 1)
+    static = cumprod_model(TensorProto.FLOAT, ("A", 7), 1, exclusive=1)
+    for ok in (inclusive, static):
+        rewriter.decompose_cumprod(ok, strategy="loop", target="openvino", target_opset=13)
