@@ -191,6 +191,15 @@ class LowerCumProdPass(ir.passes.InPlacePass):
                     f"{target.loop_exclusive_min_opset} (target opset {opset}): use another "
                     "strategy or a higher --target-opset",
                 )
+            may_be_empty = spec.dims is None or not all(isinstance(d, int) for d in spec.dims)
+            if opset < 14 and may_be_empty and "If" in target.missing_ops:
+                raise StrategyError(
+                    site.name,
+                    site.location,
+                    f"below opset 14 a Reshape reads a 0 as 'copy this dim', so x, whose dims "
+                    f"are not all known, is lowered inside an If (empty or not), which "
+                    f"{target.name} lacks: use --target-opset 14 or later (target opset {opset})",
+                )
             if site.spec.dtype is None and opset < 15:
                 raise StrategyError(
                     site.name,

@@ -5,6 +5,7 @@ runtime cannot compute exactly. The values themselves are checked on the real ru
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import onnx
@@ -51,10 +52,19 @@ def _float64_compute(model: onnx.ModelProto) -> list[str]:
 @pytest.mark.parametrize("target", [t for t, v in rewriter.TARGETS.items() if v.missing_ops])
 @pytest.mark.parametrize("elem_type", ALL_TYPES, ids=TYPE_NAMES.get)
 def test_no_missing_op_and_no_float64_compute(target: str, elem_type: int) -> None:
+    """At the model's opset and at every lower one a lowering takes: a graph without the
+    target's missing ops, or a StrategyError (never an op the runtime lacks)."""
     spec = rewriter.TARGETS[target]
-    for dims, axis, form in FORMS:
+    first = 13 if elem_type == TensorProto.BFLOAT16 else 11
+    for (dims, axis, form), opset in itertools.product(FORMS, (None, 14, 13, first)):
         model = cumprod_model(elem_type, dims, axis, exclusive=1, reverse=1, axis_form=form)
-        lowered = rewriter.decompose_cumprod(model, target=target, max_length=64)
+        try:
+            lowered = rewriter.decompose_cumprod(
+                model, target=target, max_length=64, target_opset=opset
+            )
+        except rewriter.StrategyError as exc:
+            assert opset is not None and opset < 14 and "opset 14" in str(exc), exc
+            continue
         assert isinstance(lowered, onnx.ModelProto)
         ops = {n.op_type for n in _nodes(lowered)}
         assert not ops & spec.missing_ops, (form, ops & spec.missing_ops)
@@ -112,7 +122,7 @@ def test_logsum_is_refused_where_float64_is_not_computed(target: str) -> None:
 def test_openvino_refuses_an_exclusive_loop_over_a_run_time_length_below_opset_14() -> None:
     """OpenVINO 2026.4 computes it wrong (tests/test_runtime_tables.py runs it there)."""
     model = cumprod_model(TensorProto.FLOAT, ("A", "N"), 1, exclusive=1)
-    with pytest.raises(rewriter.StrategyError, match="openvino.*opset 14"):
+    with pytest.raises(rewriter.StrategyError, match=r"openvino.*opset 14"):
         rewriter.decompose_cumprod(model, strategy="loop", target="openvino", target_opset=13)
     for options in (
         {"target": "openvino", "target_opset": 14},
@@ -123,3 +133,20 @@ def test_openvino_refuses_an_exclusive_loop_over_a_run_time_length_below_opset_1
     static = cumprod_model(TensorProto.FLOAT, ("A", 7), 1, exclusive=1)
     for ok in (inclusive, static):
         rewriter.decompose_cumprod(ok, strategy="loop", target="openvino", target_opset=13)
+
+
+@pytest.mark.parametrize(
+    "target", [t for t in rewriter.TARGETS if "If" in rewriter.TARGETS[t].missing_ops]
+)
+def test_no_if_below_opset_14_is_a_refusal_where_dims_may_be_zero(target: str) -> None:
+    """Below opset 14 a view of x with unknown dims sits in If(Size(x) == 0, ...): a target
+    without If gets a clear refusal naming the opset, not an If (nor a wrong empty result)."""
+    model = cumprod_model(TensorProto.FLOAT, ("A", "N"), 1)
+    with pytest.raises(rewriter.StrategyError, match="opset 14"):
+        rewriter.decompose_cumprod(model, target=target, target_opset=13, max_length=8)
+    for opset in (14, None):
+        lowered = rewriter.decompose_cumprod(model, target=target, target_opset=opset, max_length=8)
+        assert "If" not in {node.op_type for node in _nodes(lowered)}
+    static = cumprod_model(TensorProto.FLOAT, (3, 7), 1, axis_form="input")
+    lowered = rewriter.decompose_cumprod(static, target=target, target_opset=13)
+    assert "If" not in {node.op_type for node in _nodes(lowered)}
