@@ -28,7 +28,7 @@ from onnx_ir.passes.common import CheckerPass
 from rewriter import lowerings
 from rewriter.errors import CumProdError, InvalidCumProdError, StrategyError
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
-from rewriter.opset import TargetOpsetPass
+from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
@@ -282,6 +282,15 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.plans = []
+        runtime = target_named(self.target)
+        if (
+            self.target_opset is not None
+            and MIN_TARGET_OPSET <= self.target_opset < runtime.min_opset
+        ):
+            raise OpsetError(
+                self.target_opset,
+                f"{runtime.name}'s importer takes ai.onnx opset {runtime.min_opset} and later",
+            )
         current = ai_onnx_opset(model.opset_imports)
         lower_opset = self.target_opset is not None and self.target_opset != current
         if not (has_cumprod(model) or lower_opset):

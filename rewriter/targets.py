@@ -24,6 +24,8 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
   needs ``max_length``). CumSum, ReduceProd and Reshape shapes from a run-time axis do not
   compile: a run-time axis becomes a Gather-select over the axes. float64 needs
   ``--iree-input-demote-f64-to-f32=false`` at compile time; subnormal results flush to zero.
+  Its importer takes no Unsqueeze-11 / ReduceProd-11 (opset 13 and later only) and did not
+  legalize the If that guards empty tensors below opset 14 (If counts as missing).
 - ``tflite`` (onnx2tf): no Loop, no Scan, no bfloat16; a Cast to float64 is kept as float32
   (so nothing is computed in float64); shapes from a run-time axis break (a Gather-select).
   A ones tensor Expand-ed from a constant over a static shape is folded into a constant it
@@ -86,6 +88,8 @@ class Target:
             an exclusive scan over a length known only at run time runs right (OpenVINO
             2026.4: 14; below it, it returns uninitialised memory); below it that strategy
             is refused.
+        min_opset: The lowest ai.onnx opset the runtime's importer takes (a lower
+            ``target_opset`` is refused).
     """
 
     name: str
@@ -101,6 +105,7 @@ class Target:
     constant_ones: bool = True
     symbolic_rank3: bool = True
     loop_exclusive_min_opset: int = 0
+    min_opset: int = 11
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -149,7 +154,8 @@ TARGETS: dict[str, Target] = {
             "iree",
             "IREE (llvm-cpu): no Loop or Scan (Scan ignores directions, breaks on symbolic "
             "lengths); lengths known only at run time need --max-length",
-            missing_ops=frozenset({"Loop", "Scan"}),
+            missing_ops=frozenset({"Loop", "Scan", "If"}),
+            min_opset=13,  # Unsqueeze-11 / ReduceProd-11 fail to import
             scan_directions=False,
             runtime_view=False,
             auto="iree",

@@ -239,13 +239,18 @@ class LowOpsetCase:
         return not self.fed and isinstance(self.dims[self.axis], int)
 
 
-def _low_opset_cases() -> dict[str, LowOpsetCase]:
+def _low_opset_cases(
+    target: str,
+    strategies: tuple[str, ...],
+    opsets: tuple[int, ...],
+    elem_types: tuple[int, ...] = (TensorProto.FLOAT,),
+) -> dict[str, LowOpsetCase]:
     cases: dict[str, LowOpsetCase] = {}
     rng = np.random.default_rng(13)
-    for (dims, axis, fed), strategy, opset, (ex, rev) in itertools.product(
-        LOW_OPSET_FORMS, LOW_OPSET_STRATEGIES, (11, 13, 14), ATTRS
+    for (dims, axis, fed), strategy, opset, (ex, rev), elem_type in itertools.product(
+        LOW_OPSET_FORMS, strategies, opsets, ATTRS, elem_types
     ):
-        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)]
+        inputs = [helper.make_tensor_value_info("x", elem_type, dims)]
         inits = []
         if fed:
             inputs.append(helper.make_tensor_value_info("axis", TensorProto.INT64, []))
@@ -253,40 +258,34 @@ def _low_opset_cases() -> dict[str, LowOpsetCase]:
             inits.append(helper.make_tensor("axis", TensorProto.INT64, [], [axis]))
         attrs = {k: v for k, v in (("exclusive", ex), ("reverse", rev)) if v}
         node = helper.make_node("CumProd", ["x", "axis"], ["y"], **attrs)
-        out = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+        out = helper.make_tensor_value_info("y", elem_type, dims)
         graph = helper.make_graph([node], "low_opset", inputs, [out], inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
         shape = (7, 3) if axis == 0 else (3, 7)
-        feeds = {"x": rng.uniform(0.5, 1.5, shape).astype(np.float32)}
+        if elem_type in INTS:
+            x = rng.integers(-3, 4, shape).astype(np_dtype(elem_type))
+        else:
+            x = rng.uniform(0.5, 1.5, shape).astype(np_dtype(elem_type))
+        feeds = {"x": x}
         if fed:
             feeds["axis"] = np.array(axis, np.int64)
         case = LowOpsetCase(dims, axis, fed, strategy, opset, ex, rev, feeds)
         try:
             case.model = rewriter.decompose_cumprod(
-                model, strategy=strategy, target="openvino", target_opset=opset, max_length=16
+                model, strategy=strategy, target=target, target_opset=opset, max_length=16
             )
-        except rewriter.StrategyError as exc:
+        except (rewriter.StrategyError, rewriter.OpsetError) as exc:
             case.refusal = str(exc)
         form = "x".join(map(str, dims)) + ("-fed" if fed else "")
-        cases[f"{form}-{strategy}-opset{opset}-ex{ex}-rev{rev}"] = case
+        name = f"{form}-{strategy}-opset{opset}-ex{ex}-rev{rev}-{TYPE_NAMES[elem_type]}"
+        cases[name] = case
     return cases
 
 
-def test_every_strategy_below_opset_14_on_openvino(tmp_path: Path) -> None:
-    """OpenVINO 2026.4 returns uninitialised memory for the ``loop`` lowering of an
-    exclusive scan over a length known only at run time below opset 14: that is refused
-    (Target.loop_exclusive_min_opset); everything else runs right there."""
-    runtime_harness.require("openvino")
-    cases = _low_opset_cases()
-    refused = {name for name, case in cases.items() if case.refusal}
-    assert refused == {
-        name
-        for name, c in cases.items()
-        if c.strategy == "loop" and c.exclusive and not c.length_known and c.opset < 14
-    }
-    assert all("openvino" in cases[name].refusal for name in refused)
+def _run_low_opset(runtime: str, cases: dict[str, LowOpsetCase], tmp_path: Path) -> list[str]:
+    """Runs the cases that were lowered on ``runtime``: what differs from numpy."""
     runnable = {name: (c.model, c.feeds) for name, c in cases.items() if c.model is not None}
-    results = runtime_harness.run_cases("openvino", runnable, tmp_path)  # type: ignore[arg-type]
+    results = runtime_harness.run_cases(runtime, runnable, tmp_path)  # type: ignore[arg-type]
     failures = []
     for name, got in results.items():
         c = cases[name]
@@ -296,7 +295,45 @@ def test_every_strategy_below_opset_14_on_openvino(tmp_path: Path) -> None:
             failures.append(f"{name}: {got}")
             continue
         k = bounds.factor_counts(x.shape, c.axis, bool(c.exclusive), bool(c.reverse))
-        problem = bounds.check(got[0], want, "float32", bounds.ulp_bound("loop", "float32", k))
+        dtype = bounds.type_name(x.dtype)
+        bound = 0.0 if x.dtype.kind in "iu" else bounds.ulp_bound("loop", dtype, k)
+        problem = bounds.check(got[0], want, x.dtype, bound)
         if problem:
             failures.append(f"{name}: {problem}")
+    return failures
+
+
+def test_every_strategy_below_opset_14_on_openvino(tmp_path: Path) -> None:
+    """OpenVINO 2026.4 returns uninitialised memory for the ``loop`` lowering of an
+    exclusive scan over a length known only at run time below opset 14: that is refused
+    (Target.loop_exclusive_min_opset); everything else runs right there."""
+    runtime_harness.require("openvino")
+    cases = _low_opset_cases("openvino", LOW_OPSET_STRATEGIES, (11, 13, 14))
+    refused = {name for name, case in cases.items() if case.refusal}
+    assert refused == {
+        name
+        for name, c in cases.items()
+        if c.strategy == "loop" and c.exclusive and not c.length_known and c.opset < 14
+    }
+    assert all("openvino" in cases[name].refusal for name in refused)
+    failures = _run_low_opset("openvino", cases, tmp_path)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("runtime", ["tract", "iree", "tinygrad"])
+def test_auto_below_opset_14_on_runtime(runtime: str, tmp_path: Path) -> None:
+    """``target_opset`` 11 and 13 (a view of possibly-empty x is guarded by an If there):
+    right on the runtime, or refused where it has no If (tract; IREE does not legalize
+    that If) or does not import the opset (IREE below 13)."""
+    runtime_harness.require(runtime)
+    types = (
+        (TensorProto.FLOAT,) if runtime == "tinygrad" else (TensorProto.FLOAT, TensorProto.INT64)
+    )
+    cases = _low_opset_cases(runtime, ("auto",), (11, 13), types)
+    target = rewriter.TARGETS[runtime]
+    for name, c in cases.items():
+        below_import = c.opset < target.min_opset
+        no_if = "If" in target.missing_ops and not all(isinstance(d, int) for d in c.dims)
+        assert bool(c.refusal) == (below_import or no_if), (name, c.refusal)
+    failures = _run_low_opset(runtime, cases, tmp_path)
     assert not failures, "\n".join(failures)

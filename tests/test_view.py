@@ -97,6 +97,9 @@ def test_every_view_and_lowering_is_exact(case: dict) -> None:
         options["target_opset"] = case["opset"]
     try:
         rewritten = rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
+    except rewriter.OpsetError as error:  # below what the target's runtime imports
+        assert case["opset"] < rewriter.TARGETS[case["target"]].min_opset, str(error)
+        return
     except rewriter.StrategyError as error:
         # Documented refusals only: a lowering the target lacks, one that needs a static
         # length, or an If over the axes that needs the rank.
