@@ -77,9 +77,9 @@ class Target:
         auto: Which of ``auto``'s tables picks the lowering (:mod:`rewriter.lowerings.auto`).
         limits: Results the runtime cannot compute exactly (a warning per node).
         constant_ones: Whether a ones tensor ``Expand(1, Shape(s))`` (the exclusive scan's
-            first output) may be built from a constant: else it is ``Cast(Not(Less(s, s)))``,
-            which no converter can fold (onnx2tf folds the Expand over static shapes into a
-            graph constant it then cannot use).
+            first output) may be built from a constant: else it is ``Cast(Equal(c, c))`` with
+            ``c = Less(s, s)``, which no converter can fold (onnx2tf folds the Expand over
+            static shapes into a graph constant it then cannot use).
         symbolic_rank3: Whether rank-3 tensors with symbolic dims convert right: else (onnx2tf
             re-lays out rank 3-5 tensors channel-last and then pads, slices and splits the
             wrong axis when it cannot see the dims) a view with a symbolic dim is the 2-D

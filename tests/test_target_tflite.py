@@ -1,10 +1,10 @@
 """The two TFLite (onnx2tf) quirk flags, checked without TFLite: the graph shapes they promise
 and the values on onnxruntime. The real conversion runs in tests/test_runtimes_iree_tflite.py.
 
-- ``constant_ones`` false: the exclusive scan's ones are ``Cast(Not(Less(s, s)))`` of a
-  slice, never an Expand of a constant (onnx2tf folds that over static shapes into a graph
-  constant and then fails: "Output tensors of a Functional model must be the output of a
-  TensorFlow Layer"). Exact for every value, NaN and infinities included.
+- ``constant_ones`` false: the exclusive scan's ones are ``Cast(Equal(c, c))`` with
+  ``c = Less(s, s)`` of a slice, never an Expand of a constant (onnx2tf folds that over static
+  shapes into a graph constant and then fails: "Output tensors of a Functional model must be
+  the output of a TensorFlow Layer"). 1 whatever c is, NaN and infinities included.
 - ``symbolic_rank3`` false: with a symbolic dim, ``doubling`` and ``chain`` (opset 18+) run on
   the 2-D view (outer, n * inner), and no rank-3 tensor is made (onnx2tf re-lays out rank 3-5
   tensors channel-last and then pads / slices / splits the wrong axis when dims are symbolic).

@@ -88,11 +88,13 @@ class View:
     def ones(self, b: Builder, like: ir.Value) -> ir.Value:
         """A tensor of ones shaped like ``like``: ``Expand(one, Shape(like))``, or on targets
         that fold that into a constant they cannot use (``constant_ones`` false: onnx2tf)
-        ``Cast(Not(Less(like, like)))``, which depends on ``like``'s values but is 1 for
-        every value (``Less(v, v)`` is false for NaN too)."""
+        ``Cast(Equal(c, c))`` with ``c = Less(like, like)``: it depends on ``like``'s values,
+        so nothing folds it, and it is true whatever ``c`` is (TFLite's float64 ``Less(v, v)``
+        is not false for every special value: ``Not(c)`` gave zeros there)."""
         if self.target.constant_ones:
             return b.op("Expand", self.one, b.op("Shape", like))
-        true = b.op("Not", b.op("Less", like, like))
+        test = b.op("Less", like, like)
+        true = b.op("Equal", test, test)
         if self.dtype is None:
             return b.op("CastLike", true, like)
         return b.cast(true, self.dtype)
