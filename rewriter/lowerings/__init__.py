@@ -6,6 +6,12 @@ Each lowering module states its formula, accuracy and cost, and provides
 of the (outer, n, inner) view of x (:mod:`.view`). :func:`lower` wraps a lowering with what
 all of them share: the Cast into and out of the compute type (the lowering's own float
 widening, then the target runtime's integer type) and the view itself.
+
+A lowering may also provide ``build_first_axis(builder, x, spec, dtype=, target=) -> y``: the
+scan along axis 0 of x itself, for a site whose axis is statically 0, with no view (``scan``:
+a Scan over x's own slices already has x's shape, and the view's Reshape back would be a full
+copy into the graph output in onnxruntime). :func:`lower` calls it there instead of
+:func:`.view.in_view`.
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ class Lowering:
             output element that multiplies k inputs: ``max_ulps(dtype, k_array)``.
         static_length: Whether ``build`` needs the length static: a length known only at
             run time is then padded to the spec's ``max_length`` (:mod:`.view`).
+        build_first_axis: The scan along axis 0 of x itself, without the view, or None:
+            ``build_first_axis(builder, x, spec, dtype=compute, target=target) -> y``.
     """
 
     name: str
@@ -72,6 +80,7 @@ class Lowering:
     build: Callable[[Builder, ir.Value, View], ir.Value]
     max_ulps: Callable[[ir.DataType, np.ndarray], np.ndarray]
     static_length: bool
+    build_first_axis: Callable[..., ir.Value] | None = None
 
 
 LOWERINGS: dict[str, Lowering] = {
@@ -82,6 +91,7 @@ LOWERINGS: dict[str, Lowering] = {
         build=module.build,
         max_ulps=module.max_ulps,
         static_length=module in (chain, blocked, radix, tiled),
+        build_first_axis=getattr(module, "build_first_axis", None),
     )
     for module in (
         logsum,
@@ -174,6 +184,10 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
     x = site.x if compute == spec.dtype or compute is None else b.cast(site.x, compute)
 
     def emit(eb: Builder, scan: ScanSpec) -> ir.Value:
+        if scan.axis == 0 and lowering.build_first_axis is not None:
+            # The axis is statically the first: the lowering scans x itself (no view and
+            # no Reshape back, which onnxruntime would copy into a graph output).
+            return lowering.build_first_axis(eb, x, scan, dtype=compute, target=target)
         return in_view(
             eb,
             x,
