@@ -18,13 +18,15 @@ Writes bench.md and bench.json (``--out`` prefix).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import datetime
 import json
 import platform
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -175,28 +177,29 @@ _INTS = (TensorProto.INT64, TensorProto.INT32)
 AUTO_BEFORE = "auto_before"
 
 
-def auto_before(outer: int, n: int, inner: int, itemsize: int) -> str:
-    """``auto``'s onnxruntime choice before ``carry`` (commit 6524490), for a static view:
-    kept here so that one run measures the old and the new choice side by side."""
-    if n <= 1:
-        return "chain"
-    wide = itemsize >= 8
-    if outer == 1:
-        return "scan" if n <= 512 or (wide and n <= 4096 and inner >= 1024) else "radix"
-    if inner == 1:
-        if n <= 16:
-            return "scan"
-        if wide:
-            return "radix"
-        return "tiled" if n <= 8192 else "blocked"
-    if n <= 64:
-        return "chain"
-    return "scan" if n <= 512 and outer * inner >= 8192 else "radix"
+@contextlib.contextmanager
+def _views_only() -> Iterator[None]:
+    """The lowerings without their first-axis forms (``build_first_axis``): every site goes
+    through the (o, n, i) view, as before commit 882bb09 (the direct first-axis Scan)."""
+    saved = dict(LOWERINGS)
+    for name, lowering in saved.items():
+        if lowering.build_first_axis is not None:
+            LOWERINGS[name] = dataclasses.replace(lowering, build_first_axis=None)
+    try:
+        yield
+    finally:
+        LOWERINGS.update(saved)
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:
-    """The model rewritten by ``strategy``, or None where it refuses (chain past 256)."""
+    """The model rewritten by ``strategy``, or None where it refuses (chain past 256).
+    ``auto_before`` is ``auto``'s choice built as before the direct first-axis Scan (every
+    lowering on the view: :func:`_views_only`), so one run times the old and new graphs side
+    by side."""
     try:
+        if strategy == AUTO_BEFORE:
+            with _views_only():
+                return rewriter.decompose_cumprod(model, strategy="auto")  # type: ignore[return-value]
         return rewriter.decompose_cumprod(model, strategy=strategy)  # type: ignore[return-value]
     except rewriter.StrategyError:
         return None
@@ -230,13 +233,9 @@ def bench_cell(
     native, native_create = session(model, threads)
     contenders: dict[str, Callable[[], object]] = {"native": lambda: native.run(None, {"x": x})}
     info: dict[str, dict[str, object]] = {"native": {"create_ms": native_create * 1e3, "nodes": 1}}
-    itemsize = 8 if elem_type in (TensorProto.INT64, TensorProto.DOUBLE) else 4
     for strategy in strategies_for(elem_type, chosen):
-        actual = auto_before(*_view(shape, axis), itemsize) if strategy == AUTO_BEFORE else strategy
-        if symbolic and strategy == AUTO_BEFORE:
-            actual = "dynamic"
         start = time.perf_counter()
-        rewritten = lowered(model, actual)
+        rewritten = lowered(model, strategy)
         pass_ms = (time.perf_counter() - start) * 1e3
         if rewritten is None or (strategy == "loop" and n >= 4096):
             continue  # refused; loop at 4096+ takes seconds per cell (88x at 65536, field notes)
@@ -246,9 +245,9 @@ def bench_cell(
             "create_ms": created * 1e3,
             "pass_ms": pass_ms,
             "nodes": count_nodes(rewritten),
-            "picks": actual,
+            "picks": strategy,
         }
-        if strategy == "auto":
+        if strategy in ("auto", AUTO_BEFORE):
             info[strategy]["picks"] = "dynamic" if symbolic else _auto_pick(model)
     # One pass over memory: a Mul by 1 (reads x, writes a tensor of its size). Any lowering
     # here needs a few of these (separate, multiply, assemble): the measured unit of its floor.
@@ -480,17 +479,12 @@ def floors(
             contenders[name] = lambda s=sess, f=feed: s.run(None, f)
         picks = {}
         for strategy in strategies or ["auto"]:
-            actual = (
-                auto_before(*_view(shape, axis), 8 if dtype_name in ("int64", "float64") else 4)
-                if strategy == AUTO_BEFORE
-                else strategy
-            )
-            rewritten = lowered(model, actual)
+            rewritten = lowered(model, strategy)
             if rewritten is None:
                 continue
             sess, _ = session(rewritten, threads)
             contenders[strategy] = lambda s=sess, f=feed: s.run(None, f)
-            picks[strategy] = _auto_pick(model) if strategy == "auto" else actual
+            picks[strategy] = _auto_pick(model) if strategy in ("auto", AUTO_BEFORE) else strategy
         medians = interleaved(contenders, rounds, max_seconds)
         row: dict[str, object] = {
             "dtype": dtype_name,
