@@ -532,37 +532,38 @@ AUTO_ROWS = [
     (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
 ]
 # What the static table takes for a length known only at run time, per target.
-RUN_TIME_LENGTH = {"tinygrad": "doubling", "tflite": "doubling", "portable": "doubling"}
+RUN_TIME_LENGTH = {"tinygrad": "doubling", "portable": "doubling"}
 
 # The measured per-runtime tables (openvino, tract, iree): both sides of each of their
 # thresholds, and what they leave to the static rule (a middle axis, a run-time length).
-TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, dict[str, str]]] = [
-    (_4, (3, 1), 1, {"openvino": "chain", "tract": "chain", "iree": "chain"}),  # n <= 1
-    (_4, (2, 2), 1, {"openvino": "doubling", "tract": "chain", "iree": "doubling"}),
-    (_4, (2, 16), 1, {"openvino": "doubling", "tract": "chain", "iree": "doubling"}),
-    (_4, (2, 17), 1, {"openvino": "doubling", "tract": "tiled", "iree": "doubling"}),
-    (_4, (2, 8192), 1, {"openvino": "doubling", "tract": "tiled", "iree": "doubling"}),
-    (_4, (2, 8193), 1, {"openvino": "doubling", "tract": "scan", "iree": "doubling"}),
-    (I32, (2, 17), 1, {"openvino": "doubling", "tract": "chain", "iree": "doubling"}),
-    (I32, (2, 64), 1, {"openvino": "doubling", "tract": "chain", "iree": "doubling"}),
-    (I32, (2, 65), 1, {"openvino": "doubling", "tract": "scan", "iree": "doubling"}),
-    (_8, (2, 16), 1, {"openvino": "doubling", "tract": "chain", "iree": "chain"}),
-    (_8, (2, 64), 1, {"openvino": "doubling", "tract": "chain", "iree": "chain"}),
-    (_8, (2, 65), 1, {"openvino": "doubling", "tract": "scan", "iree": "radix"}),
-    (_4, ("B", 65), 1, {"openvino": "doubling", "tract": "tiled", "iree": "doubling"}),
-    (_4, (2, 4), 0, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
-    (_4, (17, 4), 0, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
-    (_8, (64, 4), 0, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
-    (_8, (65, 4), 0, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
-    (_4, (512, 4), 0, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
-    (_4, (513, 4), 0, {"openvino": "radix", "tract": "radix", "iree": "radix"}),
-    (_4, (2, 16, 2), 1, {"openvino": "chain", "tract": "scan", "iree": "chain"}),  # middle
-    (_4, (2, 17, 2), 1, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
-    (_8, (2, 64, 2), 1, {"openvino": "chain", "tract": "scan", "iree": "chain"}),
-    (_8, (2, 65, 2), 1, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
-    (_4, (2, 512, 2), 1, {"openvino": "radix", "tract": "scan", "iree": "radix"}),
-    (_4, (2, 513, 2), 1, {"openvino": "radix", "tract": "radix", "iree": "radix"}),
-    (_4, ("N", 4), 0, {"openvino": "scan", "tract": "scan", "iree": "doubling"}),
+TARGET_COLUMNS = ("openvino", "tract", "iree", "tflite")
+TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
+    (_4, (3, 1), 1, ("chain", "chain", "chain", "chain")),  # n <= 1
+    (_4, (2, 2), 1, ("doubling", "chain", "doubling", "chain")),
+    (_4, (2, 16), 1, ("doubling", "chain", "doubling", "chain")),
+    (_4, (2, 17), 1, ("doubling", "tiled", "doubling", "doubling")),
+    (_4, (2, 8192), 1, ("doubling", "tiled", "doubling", "doubling")),
+    (_4, (2, 8193), 1, ("doubling", "scan", "doubling", "doubling")),
+    (I32, (2, 17), 1, ("doubling", "chain", "doubling", "doubling")),
+    (I32, (2, 64), 1, ("doubling", "chain", "doubling", "doubling")),
+    (I32, (2, 65), 1, ("doubling", "scan", "doubling", "doubling")),
+    (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain")),
+    (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling")),
+    (_8, (2, 65), 1, ("doubling", "scan", "radix", "doubling")),
+    (_4, ("B", 65), 1, ("doubling", "tiled", "doubling", "doubling")),
+    (_4, (2, 4), 0, ("chain", "scan", "chain", "chain")),
+    (_4, (17, 4), 0, ("chain", "scan", "chain", "doubling")),
+    (_8, (64, 4), 0, ("chain", "scan", "chain", "doubling")),
+    (_8, (65, 4), 0, ("radix", "scan", "radix", "doubling")),
+    (_4, (512, 4), 0, ("radix", "scan", "radix", "doubling")),
+    (_4, (513, 4), 0, ("radix", "radix", "radix", "doubling")),
+    (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain")),  # middle
+    (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling")),
+    (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling")),
+    (_8, (2, 65, 2), 1, ("radix", "scan", "radix", "doubling")),
+    (_4, (2, 512, 2), 1, ("radix", "scan", "radix", "doubling")),
+    (_4, (2, 513, 2), 1, ("radix", "radix", "radix", "doubling")),
+    (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling")),
 ]
 
 
@@ -580,8 +581,9 @@ def test_auto_picks_each_row_of_its_table(target: str) -> None:
         (e, d, a, ort, by_static or RUN_TIME_LENGTH.get(target))
         for e, d, a, ort, by_static in AUTO_ROWS
     ]
-    if table in ("openvino", "tract", "iree"):
-        rows = [(e, d, a, None, want[target]) for e, d, a, want in TARGET_ROWS]
+    if table in ("openvino", "tract", "iree", "tflite"):
+        column = TARGET_COLUMNS.index(target)
+        rows = [(e, d, a, None, want[column]) for e, d, a, want in TARGET_ROWS]
     for elem, dims, axis, by_ort, by_other in rows:
         want = by_ort if table == "onnxruntime" else by_other
         model = cumprod_model(elem, dims, axis)
@@ -592,11 +594,11 @@ def test_auto_picks_each_row_of_its_table(target: str) -> None:
 def test_every_target_has_its_rows() -> None:
     """A new target, or a new table, needs its expectations written out above."""
     tables = {t.auto for t in TARGETS.values()}
-    assert tables == {"onnxruntime", "static", "openvino", "tract", "iree"}
+    assert tables == {"onnxruntime", "static", "openvino", "tract", "iree", "tflite"}
     static = {name for name, t in TARGETS.items() if t.auto == "static"}
     assert set(RUN_TIME_LENGTH) == static
-    for *_, want in TARGET_ROWS:
-        assert set(want) == tables - {"onnxruntime", "static"}
+    assert set(TARGET_COLUMNS) == tables - {"onnxruntime", "static"}
+    assert all(len(want) == len(TARGET_COLUMNS) for *_, want in TARGET_ROWS)
 
 
 def test_auto_uint32_is_8_byte_on_onnxruntime_and_4_byte_on_spec() -> None:

@@ -294,27 +294,15 @@ TFLITE_EXTRA = {
         (("A", "N", "C"), (2, 6, 3), 1, 1, 0),
         (("N", "C"), (7, 3), 0, 0, 1),
     ],
-    "static-long": [  # n > 16: auto's radix (its unrolled blocks, Pad, Split)
+    "static-long": [  # n > 16: auto's doubling (radix is wrong on TFLite: refused there)
         ((3, 20), (3, 20), 1, 1, 1),
         ((20, 3), (20, 3), 0, 0, 0),
+        ((2, 40, 3), (2, 40, 3), 1, 1, 0),
     ],
 }
-RADIX_ON_TFLITE = (
-    "auto picks radix for static n > 16 on tflite, and radix is wrong on TFLite (static "
-    "dims with inner > 1, and special values on the last axis; measured 2026-11-30); "
-    "doubling is right there: auto's static table needs doubling for tflite"
-)
 
 
-@pytest.mark.parametrize(
-    "group",
-    [
-        pytest.param(g, marks=pytest.mark.xfail(reason=RADIX_ON_TFLITE, strict=True))
-        if g == "static-long"
-        else g
-        for g in TFLITE_EXTRA
-    ],
-)
+@pytest.mark.parametrize("group", list(TFLITE_EXTRA))
 def test_tflite_special_values_long_axes_and_a_symbolic_batch(group: str, tmp_path: Path) -> None:
     rt = RUNTIMES["tflite"]
     if rt.opt_in and os.environ.get(rt.opt_in) != "1":

@@ -153,3 +153,13 @@ def test_no_if_below_opset_14_is_a_refusal_where_dims_may_be_zero(target: str) -
     static = cumprod_model(TensorProto.FLOAT, (3, 7), 1, axis_form="input")
     lowered = rewriter.decompose_cumprod(static, target=target, target_opset=13)
     assert "If" not in {node.op_type for node in _nodes(lowered)}
+
+
+@pytest.mark.parametrize("strategy", ["radix", "carry"])
+def test_lowerings_wrong_on_the_runtime_are_refused(strategy: str) -> None:
+    """radix converts with onnx2tf but computes wrong values on TFLite (the opt-in tier of
+    tests/test_runtimes_iree_tflite.py showed it); carry is built the same way."""
+    model = cumprod_model(TensorProto.FLOAT, (3, 40), 1)
+    with pytest.raises(rewriter.StrategyError, match="wrong values on tflite"):
+        rewriter.decompose_cumprod(model, strategy=strategy, target="tflite")
+    rewriter.decompose_cumprod(model, strategy=strategy, target="tinygrad")  # elsewhere: fine

@@ -136,6 +136,8 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
         wanted = strategy
     lowering = LOWERINGS[wanted]
     reason = lowering.unsupported(spec, runtime)
+    if reason is None and wanted in runtime.wrong_lowerings:
+        reason = f"strategy '{wanted}' computes wrong values on {runtime.name}"
     unbounded = spec.length is None and spec.max_length is None
     if reason is None and lowering.static_length and unbounded:
         reason = (

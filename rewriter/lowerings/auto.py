@@ -39,7 +39,7 @@ axis, n = 8, 64, 512, 4096, 1M elements; the runs of 2026-11-30 in
 time; a run-time axis over static dims is lowered at the longest dim (the axis is then
 unknown, so only the ``static`` rule applies).
 
-``static`` (tinygrad, TFLite, portable): n <= 16: chain; else radix. Run-time n: ``scan``
+``static`` (tinygrad, portable): n <= 16: chain; else radix. Run-time n: ``scan``
 where the target has Scan, else ``doubling`` (which needs a bound, ``max_length``). tinygrad
 measured no cell where another lowering was 1.5x faster than this.
 
@@ -62,6 +62,11 @@ types); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against radix's 3.6-6.7x), then
 Other axes n <= 64: ``chain`` (first: 0.27-0.52x against radix's 1.1-2.0x; middle:
 0.49-1.26x against 1.0-2.6x), then radix. Run-time n: ``doubling`` (IREE's Scan ignores
 directions; ``max_length`` needed).
+
+``tflite`` (onnx2tf 1.29): n <= 16: chain; else ``doubling``, static length or not (a
+run-time one needs ``max_length``). ``radix`` converts but its results are wrong on TFLite
+(static dims with inner > 1, and special values on the last axis: the opt-in tier of
+tests/test_runtimes_iree_tflite.py); not timed there.
 
 Every one of these is exact for integers and within the sequential kernel's k - 1 ulps for
 floats.
@@ -154,7 +159,20 @@ def _iree(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     return _static(spec, target, compute)
 
 
-_TABLES = {"static": _static, "openvino": _openvino, "tract": _tract, "iree": _iree}
+def _tflite(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
+    n = _bounded_length(spec)
+    if n is not None and n <= _CHAIN_UP_TO:
+        return "chain"
+    return "doubling"  # radix's padded blocks come out wrong from onnx2tf (see below)
+
+
+_TABLES = {
+    "static": _static,
+    "openvino": _openvino,
+    "tract": _tract,
+    "iree": _iree,
+    "tflite": _tflite,
+}
 
 
 def pick(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
