@@ -8,9 +8,10 @@ integers in x's own type with wraparound; floats against a float64 / longdouble 
 within the bound of ``tests/bounds.py``, float16 / bfloat16 multiplied in float32 and
 rounded once). Every element type, exclusive / reverse, ranks 1-4, static and symbolic dims,
 an empty first axis (static and at run time) and empty other dims, target opsets 11 / 13 /
-18 / 26, every target that has Scan (with and without If), a Scan that ignores directions
-(the flip), a run-time axis on a target that selects among the axes, and special values.
-No timings.
+18 / 26, every target that has Scan (those with onnxruntime's table take the direct form,
+the others keep the view, where it was not measured faster), test targets without If (the
+ones slab) and whose Scan ignores directions (the flip), a run-time axis on a target that
+selects among the axes, and special values. No timings.
 """
 
 from __future__ import annotations
@@ -50,6 +51,23 @@ F16, BF16, F32, F64 = (
 ATTRIBUTES = [(0, 0), (1, 0), (0, 1), (1, 1)]
 STATIC_SHAPES = [(7,), (9, 3), (5, 2, 3), (4, 3, 2, 2)]  # ranks 1-4
 SCAN_TARGETS = [name for name, t in TARGETS.items() if "Scan" not in t.missing_ops]
+NO_IF, NO_DIRECTIONS = "test-no-if", "test-no-scan-directions"
+SELECT = "test-axis-select"
+
+
+@pytest.fixture
+def quirky_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Targets like ``spec`` (onnxruntime's table, so the direct form) without If (tract has
+    none, but keeps the view), whose Scan ignores directions (as IREE's does, which has no
+    Scan) and that select a run-time axis among the static ones (as tract does): the ones
+    slab, the flip and the select's axis-0 candidate of the direct form run."""
+    spec = TARGETS["spec"]
+    for name, changes in (
+        (NO_IF, {"missing_ops": frozenset({"If"})}),
+        (NO_DIRECTIONS, {"scan_directions": False}),
+        (SELECT, {"runtime_view": False}),
+    ):
+        monkeypatch.setitem(TARGETS, name, dataclasses.replace(spec, name=name, **changes))
 
 
 def _lowered(model: onnx.ModelProto, **options: object) -> onnx.ModelProto:
@@ -101,6 +119,19 @@ def _assert_direct(model: onnx.ModelProto) -> None:
     scan_outputs = {n.output[1] for n in scans}
     assert not [n for n in nodes if n.op_type == "Reshape" and n.input[0] in scan_outputs]
     assert "Transpose" not in op_types(model)
+
+
+def _assert_view(model: onnx.ModelProto) -> None:
+    """x goes through the (o, n, i) view: a Reshape of x (targets that keep it)."""
+    xs = _x_values(model)
+    assert [n for n in _nodes(model) if n.op_type == "Reshape" and n.input[0] in xs]
+
+
+def _assert_form(model: onnx.ModelProto, target: str) -> None:
+    if TARGETS[target].auto == "onnxruntime":
+        _assert_direct(model)
+    else:
+        _assert_view(model)
 
 
 def _check(
@@ -171,14 +202,13 @@ SYMBOLIC = [
 ]
 
 
+@pytest.mark.usefixtures("quirky_targets")
 @pytest.mark.parametrize("elem_type", [I64, U32, F32, BF16], ids=TYPE_NAMES.get)
 @pytest.mark.parametrize(("dims", "shapes"), SYMBOLIC, ids=str)
-@pytest.mark.parametrize("target", ["onnxruntime", "tract"])
+@pytest.mark.parametrize("target", ["onnxruntime", NO_IF])
 def test_symbolic_dims(elem_type: int, dims: tuple, shapes: list, target: str) -> None:
-    """onnxruntime guards n = 0 with an If; tract has no If: a slab of ones is scanned first
-    and sliced off (no control flow but the Scan)."""
-    if elem_type == BF16 and target == "tract":
-        pytest.skip("tract has no bfloat16 (warned)")
+    """onnxruntime guards n = 0 with an If; without If a slab of ones is scanned first and
+    sliced off (no control flow but the Scan)."""
     for ex, rev in ATTRIBUTES:
         model = cumprod_model(elem_type, list(dims), 0, exclusive=ex, reverse=rev)
         lowered = _lowered(model, target=target)
@@ -186,7 +216,7 @@ def test_symbolic_dims(elem_type: int, dims: tuple, shapes: list, target: str) -
         kinds = set(op_types(lowered))
         if isinstance(dims[0], str):
             assert ("If" in kinds) == (target == "onnxruntime")
-            assert ("Pad" in kinds) == (target == "tract")
+            assert ("Pad" in kinds) == (target == NO_IF)
         else:
             assert not kinds & {"If", "Pad"}
         for shape in shapes:
@@ -205,11 +235,13 @@ def test_empty_first_axis_static() -> None:
         assert y.shape == (0, 4)
 
 
+@pytest.mark.usefixtures("quirky_targets")
 @pytest.mark.parametrize("opset", [11, 13, 18, 26])
-@pytest.mark.parametrize("target", SCAN_TARGETS)
+@pytest.mark.parametrize("target", [*SCAN_TARGETS, NO_IF])
 def test_target_opsets_on_every_target_with_scan(opset: int, target: str) -> None:
-    """Static and symbolic dims, ranks 2 and 3, at each target opset. Targets without If
-    refuse symbolic dims below opset 14 (the view's guard, documented), the rest run."""
+    """Static and symbolic dims, ranks 2 and 3, at each target opset: the direct form on
+    targets with onnxruntime's table, the view elsewhere. Targets without If refuse symbolic
+    dims below opset 14 (the view's guard, documented), the rest run."""
     rng = np.random.default_rng(opset)
     for elem_type, dims, shapes in (
         (I32, (6, 2, 3), [(6, 2, 3)]),
@@ -227,28 +259,20 @@ def test_target_opsets_on_every_target_with_scan(opset: int, target: str) -> Non
             lowered = _lowered(model, target=target, target_opset=opset)
             assert lowered.opset_import[0].version == opset
             onnx.checker.check_model(lowered, full_check=True)
-            _assert_direct(lowered)
+            _assert_form(lowered, target)
             for shape in shapes:
                 x = random_data(elem_type, shape, rng)
                 _check(elem_type, model, lowered, x, ex=ex, rev=rev)
 
 
-@pytest.fixture
-def no_scan_directions(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A target like ``spec`` whose Scan ignores directions (as IREE's does, which has no
-    Scan): reverse flips x and the result along axis 0."""
-    name = "test-no-scan-directions"
-    target = dataclasses.replace(TARGETS["spec"], name=name, scan_directions=False)
-    monkeypatch.setitem(TARGETS, name, target)
-    return name
-
-
+@pytest.mark.usefixtures("quirky_targets")
 @pytest.mark.parametrize("dims", [(5, 3), ("n", 2, 2), (4,)], ids=str)
-def test_reverse_where_scan_ignores_directions(no_scan_directions: str, dims: tuple) -> None:
+def test_reverse_where_scan_ignores_directions(dims: tuple) -> None:
+    """Reverse flips x and the result along axis 0 (Slice with step -1)."""
     rng = np.random.default_rng(4)
     for ex in (0, 1):
         model = cumprod_model(I64, list(dims), 0, exclusive=ex, reverse=1)
-        lowered = _lowered(model, target=no_scan_directions)
+        lowered = _lowered(model, target=NO_DIRECTIONS)
         _assert_direct(lowered)
         scans = [n for n in _nodes(lowered) if n.op_type == "Scan"]
         assert all(a.name not in ("scan_input_directions",) for n in scans for a in n.attribute)
@@ -260,8 +284,8 @@ def test_reverse_where_scan_ignores_directions(no_scan_directions: str, dims: tu
 
 
 def test_auto_picks_the_direct_scan_on_the_first_axis() -> None:
-    """onnxruntime's table (scan for a first axis up to 512) and tract's (scan on other axes up
-    to 512): both get the direct form, any rank."""
+    """onnxruntime's table (scan for a first axis up to 512): the direct form, any rank.
+    tract's (scan on other axes up to 512) keeps the view (not faster there)."""
     rng = np.random.default_rng(2)
     for target, dims in (
         ("onnxruntime", (512, 4)),
@@ -271,7 +295,8 @@ def test_auto_picks_the_direct_scan_on_the_first_axis() -> None:
     ):
         model = cumprod_model(F32, list(dims), 0, exclusive=1, reverse=1)
         lowered = rewriter.decompose_cumprod(model, target=target)
-        _assert_direct(lowered)
+        assert "Scan" in op_types(lowered)
+        _assert_form(lowered, target)
         x = random_data(F32, dims, rng)
         _check(F32, model, lowered, x, ex=1, rev=1)
 
@@ -285,13 +310,16 @@ def test_other_axes_keep_the_view() -> None:
         assert "Reshape" in kinds
 
 
-@pytest.mark.parametrize("target", ["onnxruntime", "tract"])
+@pytest.mark.usefixtures("quirky_targets")
+@pytest.mark.parametrize("target", ["onnxruntime", "tract", SELECT])
 def test_run_time_axis(target: str) -> None:
     """The axis as a graph input: onnxruntime computes the view at run time (no direct form);
-    tract computes every axis and Gathers one, the first axis's candidate in the direct
-    form. Right for each axis value."""
+    tract and the select test target compute every axis and Gather one, the latter's axis-0
+    candidate in the direct form (a Scan over x itself). Right for each axis value."""
     model = cumprod_model(I64, [5, 4, 3], 0, exclusive=1, axis_form="input")
     lowered = _lowered(model, target=target)
+    scanned = {n.input[-1] for n in _nodes(lowered) if n.op_type == "Scan"}
+    assert ("x" in scanned) == (target == SELECT)
     x = random_data(I64, (5, 4, 3), np.random.default_rng(8))
     for axis in (0, 1, 2, -3, -1):
         (y,) = run_ort(lowered, {"x": x, "axis": np.array(axis, np.int64)})

@@ -27,7 +27,10 @@ a Reshape to the output); on the grid's first-axis cells where ``auto`` picks sc
 a median 0.69x of the time (docs/performance.md). Same products in the same order, the same
 n = 0 guard (If, or the ones slab on targets without If) and the same flip where Scan
 ignores directions; x's other dims may be anything, known or not (a slice of an empty x is
-empty, and Scan steps over empty slices).
+empty, and Scan steps over empty slices). Only on targets with onnxruntime's table (where it
+was measured): on tract the direct Scan was no faster for int32 / float64 / int64 and slower
+for float32 with large slabs (1M elements, n = 2-16: 1.2-2.2x the view's time, its rank-1
+slices multiply slower there), so other targets keep the view.
 """
 
 from __future__ import annotations
@@ -211,12 +214,15 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
 
 def build_first_axis(
     b: Builder, x: ir.Value, spec: ScanSpec, *, dtype: ir.DataType | None, target: Target
-) -> ir.Value:
+) -> ir.Value | None:
     """The scan along axis 0 of ``x`` itself (in the compute type ``dtype``; ``spec.axis`` is
     0, the rank known): a Scan over x's slices, whose output has x's shape (module
     docstring). Empty: x itself; a length known only at run time gets the If (or, on targets
-    without If, the ones slab) of :func:`build`."""
+    without If, the ones slab) of :func:`build`. None (nothing emitted) on targets that keep
+    the view (module docstring)."""
     assert spec.axis == 0 and spec.dims is not None and spec.dims
+    if target.auto != "onnxruntime":
+        return None
     if spec.empty:
         return b.op("Identity", x)
     rank = len(spec.dims)
