@@ -20,6 +20,7 @@ import dataclasses
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from onnx import TensorProto
 
@@ -349,3 +350,33 @@ def test_float_types_are_exact_for_exact_products() -> None:
             (y,) = run_ort(_lowered(model), {"x": feed(elem_type, x)})
             want = reference(x.astype(np.float64), 0, ex, rev)
             np.testing.assert_array_equal(y.astype(np.float64), want)
+
+
+@pytest.mark.parametrize("elem_type", [I64, F64], ids=TYPE_NAMES.get)
+def test_type_generic_direct_form(elem_type: int) -> None:
+    """The element type unknown (``dtype=None``): the ones come from CastLike (opset 15 and
+    later; refused below, as the view's are), and the Scan multiplies in x's own type."""
+    from rewriter.lowerings import Builder, NameSource, scan
+    from rewriter.site import ScanSpec
+
+    spec = ScanSpec(None, True, True, ("n", 3), 0)
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType(elem_type)), shape=ir.Shape(["n", 3]))
+    b = Builder(26, NameSource(["x"]), "t")
+    y = scan.build_first_axis(b, x, spec, dtype=None, target=TARGETS["onnxruntime"])
+    assert y is not None and "CastLike" in [n.op_type for n in b.nodes]
+    y.name, y.type, y.shape = "y", x.type, x.shape
+    graph = ir.Graph([x], [y], nodes=b.nodes, opset_imports={"": 26}, name="g")
+    lowered = ir.to_proto(ir.Model(graph, ir_version=11))
+    rng = np.random.default_rng(6)
+    for n in (0, 1, 9):
+        data = random_data(elem_type, (n, 3), rng)
+        (got,) = run_ort(lowered, {"x": data})
+        if elem_type in INTS:
+            np.testing.assert_array_equal(got, reference(data, 0, 1, 1))
+        else:
+            problem = check_result(elem_type, "scan", got, data, 0, exclusive=1, reverse=1)
+            assert problem is None, problem
+    with pytest.raises(ValueError, match="CastLike"):
+        scan.build_first_axis(
+            Builder(14, NameSource(["x"]), "t"), x, spec, dtype=None, target=TARGETS["spec"]
+        )
