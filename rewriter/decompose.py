@@ -200,6 +200,18 @@ class LowerCumProdPass(ir.passes.InPlacePass):
                     f"are not all known, is lowered inside an If (empty or not), which "
                     f"{target.name} lacks: use --target-opset 14 or later (target opset {opset})",
                 )
+            flat = plan.lowering.name == "doubling" or (
+                plan.lowering.name == "chain" and spec.length is not None and opset >= 18
+            )
+            if not target.symbolic_rank3 and may_be_empty and not flat:
+                raise StrategyError(
+                    site.name,
+                    site.location,
+                    f"{target.name}'s converter re-lays out rank-3 tensors with symbolic dims: "
+                    f"with a dim not known statically only 'doubling' (and 'chain' over a "
+                    f"static length from opset 18) take its 2-D view, not "
+                    f"'{plan.lowering.name}' (target opset {opset})",
+                )
             if site.spec.dtype is None and opset < 15:
                 raise StrategyError(
                     site.name,

@@ -286,7 +286,7 @@ TFLITE_EXTRA = {
         ((2, 5), (2, 5), 1, 1, 0),
         ((4, 2, 3), (4, 2, 3), 0, 1, 1),
     ],
-    "batch-chain": [  # a symbolic batch, a static length: chain on the 2-D view
+    "batch-chain": [  # a symbolic batch, a static length: doubling on the 2-D view
         (("B", 5), (3, 5), 1, 1, 1),
         ((2, "T", 4), (2, 6, 4), 0, 1, 0),
     ],

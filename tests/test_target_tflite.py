@@ -87,9 +87,9 @@ CASES = [
     (("A", "N"), 0, [(3, 4), (0, 4), (3, 0)], "doubling"),
     (("A", "B", "N"), 1, [(2, 7, 4), (2, 1, 3)], "doubling"),
     (("A", "B", "C", "D"), 2, [(2, 3, 4, 5)], "doubling"),
-    (("B", 5), 1, [(6, 5), (0, 5)], "chain"),  # a symbolic batch, a static length
-    ((2, "T", 4), 0, [(2, 6, 4)], "chain"),
-    (("B", 6, 4), 1, [(3, 6, 4)], "chain"),
+    (("B", 5), 1, [(6, 5), (0, 5)], "doubling"),  # a symbolic batch, a static length
+    ((2, "T", 4), 0, [(2, 6, 4)], "doubling"),
+    (("B", 6, 4), 1, [(3, 6, 4)], "doubling"),
 ]
 
 
@@ -158,12 +158,22 @@ def test_tflite_symbolic_dims_make_no_rank_3_tensor(
         assert 3 in _intermediate_ranks(other).values()
 
 
-def test_chain_below_opset_18_keeps_the_3d_view() -> None:
-    """Split before opset 18 takes sizes, [1] * n on the 3-D view: no 2-D view there."""
+def test_a_3d_view_with_symbolic_dims_is_refused_and_auto_takes_the_2d_one() -> None:
+    """Split before opset 18 takes sizes, [1] * n, so chain keeps the 3-D view there, which
+    onnx2tf re-lays out wrongly with a symbolic dim: refused; auto takes doubling (2-D view);
+    the same chain with static dims (no re-layout problem) is lowered."""
     model = cumprod_model(I32, ("B", 5, 3), 1, exclusive=1)
+    with pytest.raises(rewriter.StrategyError, match="2-D view"):
+        lower(model, "tflite", target_opset=17, strategy="chain")
+    for strategy in ("scan", "logsum32"):
+        with pytest.raises(rewriter.StrategyError):
+            lower(model, "tflite", strategy=strategy, max_length=8)
     lowered, used = lower(model, "tflite", target_opset=17)
-    assert used == "chain"
-    assert 3 in _intermediate_ranks(lowered).values()
+    assert used == "doubling"
+    assert 3 not in _intermediate_ranks(lowered).values()
+    _run_checked(lowered, I32, used, (4, 5, 3), 1, ex=1, rev=0)
+    static = cumprod_model(I32, (4, 5, 3), 1, exclusive=1)
+    lowered, used = lower(static, "tflite", target_opset=17, strategy="chain")
     _run_checked(lowered, I32, used, (4, 5, 3), 1, ex=1, rev=0)
 
 

@@ -63,10 +63,11 @@ Other axes n <= 64: ``chain`` (first: 0.27-0.52x against radix's 1.1-2.0x; middl
 0.49-1.26x against 1.0-2.6x), then radix. Run-time n: ``doubling`` (IREE's Scan ignores
 directions; ``max_length`` needed).
 
-``tflite`` (onnx2tf 1.29): n <= 16: chain; else ``doubling``, static length or not (a
-run-time one needs ``max_length``). ``radix`` converts but its results are wrong on TFLite
-(static dims with inner > 1, and special values on the last axis: the opt-in tier of
-tests/test_runtimes_iree_tflite.py); not timed there.
+``tflite`` (onnx2tf 1.29): static dims with n <= 16: chain; else ``doubling``, static
+length or not (a run-time one needs ``max_length``): with a symbolic dim it runs on the 2-D
+view at any opset (``chain`` takes that view only from opset 18). ``radix`` converts but
+its results are wrong on TFLite (static dims with inner > 1, and special values on the last
+axis: the opt-in tier of tests/test_runtimes_iree_tflite.py); not timed there.
 
 Every one of these is exact for integers and within the sequential kernel's k - 1 ulps for
 floats.
@@ -161,7 +162,8 @@ def _iree(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
 
 def _tflite(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     n = _bounded_length(spec)
-    if n is not None and n <= _CHAIN_UP_TO:
+    static = spec.dims is not None and all(isinstance(d, int) for d in spec.dims)
+    if static and n is not None and n <= _CHAIN_UP_TO:
         return "chain"
     return "doubling"  # radix's padded blocks come out wrong from onnx2tf (see below)
 
