@@ -137,6 +137,37 @@ def _drop_if_dead(axis: ir.Value) -> None:
         axis.graph.initializers.pop(axis.name)
 
 
+def _target_refusal(plan: Planned, opset: int, target: Target) -> str | None:
+    """Why ``plan`` built at ``opset`` would not run right on ``target`` (None: it would):
+    what only the build opset decides, beside :func:`rewriter.lowerings.choose`."""
+    spec, name = plan.site.spec, plan.lowering.name
+    if (
+        name == "loop"
+        and spec.exclusive
+        and spec.length is None
+        and opset < target.loop_exclusive_min_opset
+    ):
+        return (
+            f"strategy 'loop' gives wrong values on {target.name} for an exclusive scan over "
+            f"a length known only at run time below opset {target.loop_exclusive_min_opset} "
+            f"(target opset {opset}): use another strategy or a higher --target-opset"
+        )
+    if opset < 14 and not spec.static_dims and "If" in target.missing_ops:
+        return (
+            "below opset 14 a Reshape reads a 0 as 'copy this dim', so x, whose dims are not "
+            f"all known, is lowered inside an If (empty or not), which {target.name} lacks: "
+            f"use --target-opset 14 or later (target opset {opset})"
+        )
+    flat = name == "doubling" or (name == "chain" and spec.length is not None and opset >= 18)
+    if not target.symbolic_rank3 and not spec.static_dims and not flat:
+        return (
+            f"{target.name}'s converter re-lays out rank-3 tensors with symbolic dims: with a "
+            "dim not known statically only 'doubling' (and 'chain' over a static length from "
+            f"opset 18) take its 2-D view, not '{name}' (target opset {opset})"
+        )
+    return None
+
+
 class LowerCumProdPass(ir.passes.InPlacePass):
     """Replace every ai.onnx CumProd with an equivalent subgraph of older ops (in place).
 
@@ -176,42 +207,9 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         for plan in plans:
             site = plan.site
             opset = self.build_opset or site.opset
-            spec, target = site.spec, self.target
-            if (
-                plan.lowering.name == "loop"
-                and spec.exclusive
-                and spec.length is None
-                and opset < target.loop_exclusive_min_opset
-            ):
-                raise StrategyError(
-                    site.name,
-                    site.location,
-                    f"strategy 'loop' gives wrong values on {target.name} for an exclusive scan "
-                    f"over a length known only at run time below opset "
-                    f"{target.loop_exclusive_min_opset} (target opset {opset}): use another "
-                    "strategy or a higher --target-opset",
-                )
-            may_be_empty = spec.dims is None or not all(isinstance(d, int) for d in spec.dims)
-            if opset < 14 and may_be_empty and "If" in target.missing_ops:
-                raise StrategyError(
-                    site.name,
-                    site.location,
-                    f"below opset 14 a Reshape reads a 0 as 'copy this dim', so x, whose dims "
-                    f"are not all known, is lowered inside an If (empty or not), which "
-                    f"{target.name} lacks: use --target-opset 14 or later (target opset {opset})",
-                )
-            flat = plan.lowering.name == "doubling" or (
-                plan.lowering.name == "chain" and spec.length is not None and opset >= 18
-            )
-            if not target.symbolic_rank3 and may_be_empty and not flat:
-                raise StrategyError(
-                    site.name,
-                    site.location,
-                    f"{target.name}'s converter re-lays out rank-3 tensors with symbolic dims: "
-                    f"with a dim not known statically only 'doubling' (and 'chain' over a "
-                    f"static length from opset 18) take its 2-D view, not "
-                    f"'{plan.lowering.name}' (target opset {opset})",
-                )
+            reason = _target_refusal(plan, opset, self.target)
+            if reason is not None:
+                raise StrategyError(site.name, site.location, reason)
             if site.spec.dtype is None and opset < 15:
                 raise StrategyError(
                     site.name,

@@ -104,6 +104,11 @@ class ScanSpec:
         return self._product(self.axis + 1, len(self.dims))
 
     @property
+    def static_dims(self) -> bool:
+        """Whether the rank and every dim of x are known statically."""
+        return self.dims is not None and all(isinstance(d, int) for d in self.dims)
+
+    @property
     def static_view(self) -> bool:
         """Whether outer, length and inner are all static (the view is a constant Reshape)."""
         return None not in (self.outer, self.length, self.inner)

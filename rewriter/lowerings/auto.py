@@ -113,7 +113,7 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
 
 def _bounded_length(spec: ScanSpec) -> int | None:
     """n, or for a run-time axis over static dims the longest dim (x is padded to it)."""
-    if spec.length is None and spec.dims is not None and all(isinstance(d, int) for d in spec.dims):
+    if spec.length is None and spec.static_dims:
         return spec.max_length
     return spec.length
 
@@ -162,8 +162,7 @@ def _iree(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
 
 def _tflite(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     n = _bounded_length(spec)
-    static = spec.dims is not None and all(isinstance(d, int) for d in spec.dims)
-    if static and n is not None and n <= _CHAIN_UP_TO:
+    if spec.static_dims and n is not None and n <= _CHAIN_UP_TO:
         return "chain"
     return "doubling"  # radix's padded blocks come out wrong from onnx2tf (see below)
 

@@ -201,7 +201,7 @@ def _flat(
     blocks; before 18 it takes sizes, [1] * n). Other lowerings keep the 3-D view."""
     if target.symbolic_rank3:
         return False
-    if spec.dims is not None and all(isinstance(d, int) for d in spec.dims):
+    if spec.static_dims:
         return False
     from rewriter.lowerings import chain, doubling  # they import this module
 
@@ -269,12 +269,10 @@ def in_view(
             y3 = build(sb, x3, view)
         if x3 is x:
             return y3
-        static = spec.dims is not None and all(isinstance(d, int) for d in spec.dims)
-        full = sb.const(list(spec.dims)) if static else sb.op("Shape", x)  # type: ignore[arg-type]
+        full = sb.const(list(spec.dims)) if spec.static_dims else sb.op("Shape", x)  # type: ignore[arg-type]
         return sb.reshape(y3, full)
 
-    may_be_empty = spec.dims is None or not all(isinstance(d, int) for d in spec.dims)
-    if b.opset >= 14 or not may_be_empty:
+    if b.opset >= 14 or spec.static_dims:
         return lowered(b)
     # Below opset 14 Reshape reads a 0 as "copy this dim": keep empty tensors out of it.
     size = b.op("ReduceProd", b.op("Shape", x), keepdims=0)
