@@ -88,13 +88,14 @@ def run_ort(model: onnx.ModelProto | ir.Model, feeds: dict[str, np.ndarray]) -> 
     return session.run(None, feeds)
 
 
-def op_types(model: onnx.ModelProto) -> list[str]:
-    """Every op type in the model: graph, subgraphs and functions."""
-    found: list[str] = []
+def all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Every node in the model: graph, subgraphs (If branches, Loop / Scan bodies) and
+    functions."""
+    found: list[onnx.NodeProto] = []
 
     def walk(nodes: Sequence[onnx.NodeProto]) -> None:
         for node in nodes:
-            found.append(node.op_type)
+            found.append(node)
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.GRAPH:
                     walk(attr.g.node)
@@ -105,6 +106,11 @@ def op_types(model: onnx.ModelProto) -> list[str]:
     for function in model.functions:
         walk(function.node)
     return found
+
+
+def op_types(model: onnx.ModelProto) -> list[str]:
+    """Every op type in the model: graph, subgraphs and functions."""
+    return [node.op_type for node in all_nodes(model)]
 
 
 def reference(x: np.ndarray, axis: int, exclusive: int, reverse: int) -> np.ndarray:

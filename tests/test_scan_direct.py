@@ -31,6 +31,7 @@ from tests.helpers import (
     FLOATS,
     INTS,
     TYPE_NAMES,
+    all_nodes,
     check_result,
     cumprod_model,
     feed,
@@ -78,25 +79,10 @@ def _lowered(model: onnx.ModelProto, **options: object) -> onnx.ModelProto:
     return out
 
 
-def _nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """Every node of the main graph and its subgraphs (If branches, Scan bodies)."""
-    found: list[onnx.NodeProto] = []
-
-    def walk(nodes: list[onnx.NodeProto]) -> None:
-        for node in nodes:
-            found.append(node)
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    walk(list(attr.g.node))
-
-    walk(list(model.graph.node))
-    return found
-
-
 def _x_values(model: onnx.ModelProto) -> set[str]:
     """x and the values that are x in another type (the Casts of x into the compute type)."""
     names = {"x", "x_bf16"}
-    for node in _nodes(model):
+    for node in all_nodes(model):
         if node.op_type == "Cast" and node.input[0] in names:
             names.add(node.output[0])
     return names
@@ -105,7 +91,7 @@ def _x_values(model: onnx.ModelProto) -> set[str]:
 def _assert_direct(model: onnx.ModelProto) -> None:
     """Each Scan reads x itself (or its compute Cast; through the Pad of the ones slab or the
     flip where the form needs them), and nothing reshapes x or a Scan's output: no view."""
-    nodes = _nodes(model)
+    nodes = all_nodes(model)
     xs = _x_values(model)
     producers = {out: node for node in nodes for out in node.output}
     scans = [n for n in nodes if n.op_type == "Scan"]
@@ -125,7 +111,7 @@ def _assert_direct(model: onnx.ModelProto) -> None:
 def _assert_view(model: onnx.ModelProto) -> None:
     """x goes through the (o, n, i) view: a Reshape of x (targets that keep it)."""
     xs = _x_values(model)
-    assert [n for n in _nodes(model) if n.op_type == "Reshape" and n.input[0] in xs]
+    assert [n for n in all_nodes(model) if n.op_type == "Reshape" and n.input[0] in xs]
 
 
 def _assert_form(model: onnx.ModelProto, target: str) -> None:
@@ -275,7 +261,7 @@ def test_reverse_where_scan_ignores_directions(dims: tuple) -> None:
         model = cumprod_model(I64, list(dims), 0, exclusive=ex, reverse=1)
         lowered = _lowered(model, target=NO_DIRECTIONS)
         _assert_direct(lowered)
-        scans = [n for n in _nodes(lowered) if n.op_type == "Scan"]
+        scans = [n for n in all_nodes(lowered) if n.op_type == "Scan"]
         assert all(a.name not in ("scan_input_directions",) for n in scans for a in n.attribute)
         assert "Slice" in op_types(lowered)
         for n in (1, 6):
@@ -319,7 +305,7 @@ def test_run_time_axis(target: str) -> None:
     candidate in the direct form (a Scan over x itself). Right for each axis value."""
     model = cumprod_model(I64, [5, 4, 3], 0, exclusive=1, axis_form="input")
     lowered = _lowered(model, target=target)
-    scanned = {n.input[-1] for n in _nodes(lowered) if n.op_type == "Scan"}
+    scanned = {n.input[-1] for n in all_nodes(lowered) if n.op_type == "Scan"}
     assert ("x" in scanned) == (target == SELECT)
     x = random_data(I64, (5, 4, 3), np.random.default_rng(8))
     for axis in (0, 1, 2, -3, -1):

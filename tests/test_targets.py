@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto
 
 import rewriter
-from tests.helpers import ALL_TYPES, TYPE_NAMES, cumprod_model
+from tests.helpers import ALL_TYPES, TYPE_NAMES, all_nodes, cumprod_model
 
 FORMS = [
     ((4, 40), 1, "initializer"),  # static
@@ -23,24 +23,10 @@ FORMS = [
 ]
 
 
-def _nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    found: list[onnx.NodeProto] = []
-
-    def walk(nodes: list[onnx.NodeProto]) -> None:
-        for node in nodes:
-            found.append(node)
-            for attr in node.attribute:
-                for graph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                    walk(list(graph.node))
-
-    walk(list(model.graph.node))
-    return found
-
-
 def _float64_compute(model: onnx.ModelProto) -> list[str]:
     """Casts to float64 and float64 constants the rewrite introduced."""
     bad = []
-    for node in _nodes(model):
+    for node in all_nodes(model):
         for attr in node.attribute:
             if node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.DOUBLE:
                 bad.append(f"Cast {node.name}")
@@ -69,7 +55,7 @@ def test_no_missing_op_and_no_float64_compute(target: str, elem_type: int) -> No
             assert opset is not None and opset < 14 and "opset 14" in str(exc), exc
             continue
         assert isinstance(lowered, onnx.ModelProto)
-        ops = {n.op_type for n in _nodes(lowered)}
+        ops = {n.op_type for n in all_nodes(lowered)}
         assert not ops & spec.missing_ops, (form, ops & spec.missing_ops)
         if not spec.float64 and elem_type != TensorProto.DOUBLE:
             assert _float64_compute(lowered) == [], form
@@ -149,10 +135,10 @@ def test_no_if_below_opset_14_is_a_refusal_where_dims_may_be_zero(target: str) -
         rewriter.decompose_cumprod(model, target=target, target_opset=13, max_length=8)
     for opset in (14, None):
         lowered = rewriter.decompose_cumprod(model, target=target, target_opset=opset, max_length=8)
-        assert "If" not in {node.op_type for node in _nodes(lowered)}
+        assert "If" not in {node.op_type for node in all_nodes(lowered)}
     static = cumprod_model(TensorProto.FLOAT, (3, 7), 1, axis_form="input")
     lowered = rewriter.decompose_cumprod(static, target=target, target_opset=13)
-    assert "If" not in {node.op_type for node in _nodes(lowered)}
+    assert "If" not in {node.op_type for node in all_nodes(lowered)}
 
 
 @pytest.mark.parametrize("strategy", ["radix", "carry"])
