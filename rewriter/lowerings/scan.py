@@ -40,7 +40,7 @@ import onnx_ir as ir
 
 from rewriter.lowerings import loop
 from rewriter.lowerings.builder import Builder
-from rewriter.lowerings.view import View
+from rewriter.lowerings.view import View, one_for
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -226,12 +226,7 @@ def build_first_axis(
     if spec.empty:
         return b.op("Identity", x)
     rank = len(spec.dims)
-    if dtype is not None:
-        one = b.const(np.array(1), dtype=dtype)
-    elif b.opset < 15:
-        raise ValueError("a type-generic lowering needs CastLike (opset >= 15)")
-    else:
-        one = b.op("CastLike", b.const(np.array(1)), x)
+    one = one_for(b, x, dtype)
 
     def scanned(sb: Builder) -> ir.Value:
         y, _ = _scan_axis0(

@@ -119,7 +119,8 @@ def times(b: Builder, size: Dim, factor: Dim) -> Dim:
     )
 
 
-def _one(b: Builder, x: ir.Value, dtype: ir.DataType | None) -> ir.Value:
+def one_for(b: Builder, x: ir.Value, dtype: ir.DataType | None) -> ir.Value:
+    """A scalar 1 of the compute type, or of x's type via CastLike when it is unknown."""
     if dtype is not None:
         return b.const(np.array(1), dtype=dtype)
     if b.opset < 15:
@@ -253,7 +254,7 @@ def in_view(
             if axis is None:
                 raise ValueError("a CumProd without a static axis needs its axis value")
             outer, n, inner = _runtime_dims(sb, source, axis, spec)
-        view = View(spec, dtype, outer, n, inner, _one(sb, x, dtype), target)
+        view = View(spec, dtype, outer, n, inner, one_for(sb, x, dtype), target)
         if flat:
             x2 = sb.reshape(source, shape_of(sb, outer, times(sb, n, inner)))
             x2 = x2 if to is None else sb.cast(x2, to)
