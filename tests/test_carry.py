@@ -46,7 +46,11 @@ SHAPES = [
     ((2, 17, 3), 1),  # one level, padded to 32, 2 blocks
     ((256, 5), 0),  # one level, 16 blocks, no padding
     ((3, 257, 2), 1),  # two levels, padded
-    ((2, 4097), 1),  # three levels, last axis
+    ((2, 4097), 1),  # last axis (r = 4): six levels, padded at each
+    ((3, 4), 1),  # last axis, n <= r: the plain chain
+    ((2, 5), 1),  # last axis, one level, padded to 8
+    ((64,), 0),  # rank 1 (the last axis): two levels of 4, no padding
+    ((2, 7, 1), 1),  # a middle axis whose inner size is 1: r = 4
     ((4097, 2), 0),  # three levels, first axis
     ((3, 1, 4), 1),  # n = 1
 ]
@@ -90,20 +94,27 @@ def _check_floats(
 
 
 @pytest.mark.parametrize(
-    ("n", "levels"),
+    ("n", "last_axis", "levels"),
     [
-        (1, []),
-        (16, []),
-        (17, [16]),
-        (256, [16]),
-        (257, [16, 16]),
-        (4096, [16, 16]),
-        (4097, [16, 16, 16]),
-        (65536, [16, 16, 16]),
+        (1, False, []),
+        (16, False, []),
+        (17, False, [16]),
+        (256, False, [16]),
+        (257, False, [16, 16]),
+        (4096, False, [16, 16]),
+        (4097, False, [16, 16, 16]),
+        (65536, False, [16, 16, 16]),
+        (1, True, []),
+        (4, True, []),
+        (5, True, [4]),
+        (16, True, [4]),
+        (17, True, [4, 4]),
+        (4097, True, [4, 4, 4, 4, 4, 4]),
+        (65536, True, [4] * 7),
     ],
 )
-def test_levels(n: int, levels: list[int]) -> None:
-    assert carry.carry_levels(n) == levels
+def test_levels(n: int, last_axis: bool, levels: list[int]) -> None:
+    assert carry.carry_levels(n, last_axis=last_axis) == levels
 
 
 @pytest.mark.parametrize("elem_type", [I32, I64], ids=["int32", "int64"])
@@ -168,12 +179,13 @@ def test_half_types_rounded_once(elem_type: int, ex: int, rev: int) -> None:
 
 @pytest.mark.parametrize("elem_type", [F32, F64], ids=["float32", "float64"])
 @pytest.mark.parametrize(("ex", "rev"), [(0, 0), (1, 1)])
-def test_special_values_as_numpy(elem_type: int, ex: int, rev: int) -> None:
+@pytest.mark.parametrize("shape", [(3, 600, 2), (5, 600)], ids=["r16", "last-r4"])
+def test_special_values_as_numpy(elem_type: int, ex: int, rev: int, shape: tuple[int, ...]) -> None:
     """0, -0.0, +-inf, NaN sprinkled in: exactly numpy's sequential product's (the signs of
     zeros and infinities too), elsewhere within the bound."""
     rng = np.random.default_rng(9)
-    x = sprinkle_specials(elem_type, random_data(elem_type, (3, 600, 2), rng), rng, 0.003)
-    model = cumprod_model(elem_type, [3, 600, 2], 1, exclusive=ex, reverse=rev)
+    x = sprinkle_specials(elem_type, random_data(elem_type, shape, rng), rng, 0.003)
+    model = cumprod_model(elem_type, list(shape), 1, exclusive=ex, reverse=rev)
     _check_floats(elem_type, run_ort(_lowered(model), {"x": x})[0], x, 1, ex, rev)
 
 

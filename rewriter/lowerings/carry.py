@@ -1,7 +1,7 @@
 """``carry``: ``radix``'s unrolled blocks, with each block's carry-in multiplied into its
 slices before they are put back together.
 
-Formula, on the (o, n, i) view of x, n static, r = 16 (:func:`carry_levels`)::
+Formula, on the (o, n, i) view of x, n static, r = 16, or 4 when i = 1 (:func:`carry_levels`)::
 
     n <= r: the plain chain (Split into the n slices, n - 1 Muls, Concat), as ``chain``
     else: pad n to m * r with ones (Pad; ones change no product, in either direction)
@@ -19,6 +19,13 @@ broadcasts over a middle axis one run of i elements at a time: with i = 16 that 
 770 µs per 1M float32 where the r same-shape Muls take about 320 µs together
 (``docs/performance.md``).
 
+r is smaller when i = 1 (the last axis): the Split of an (o * m, r, 1) view moves single
+elements r apart, so each of its r slices reads every cache line of the input, and with
+8-byte types and r >= 8 each element of a slice sits in a line of its own. r = 4 took 0.6-0.8x
+the time of r = 16 and of ``radix`` (r = 8, one broadcast Mul of the carries) on 8-byte last
+axes, n = 512-65536 (``docs/performance.md``); on first and middle axes (runs of i >= 16
+elements) r = 4 and 8 were no faster than 16.
+
 Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
 (the padding and the exclusive ones multiply by 1 exactly): integers bit-exact with
 wraparound; floats within the sequential kernel's k - 1 ulps (not bitwise its order);
@@ -27,7 +34,7 @@ float16 / bfloat16 multiplied in float32 and rounded once.
 Cost: per level, a Split and a Concat at the chunk size i (the passes that cost most: a Split
 into r slices of an (o * m, r, i) view moves N / i runs of i elements), 2r - 1 Muls over
 one slice each (about two passes), a Pad when r does not divide the length; the levels
-after the first work on 1/r, 1/r^2, ... of the data. About 3r + 6 nodes per level (about 150
+after the first work on 1/r, 1/r^2, ... of the data. About 3r + 6 nodes per level (125-150
 at n = 65536). No control flow. A length known only at run time is padded to the bound
 ``max_length`` when there is one (like ``radix``), else lowered as ``dynamic`` (which needs
 If and Scan).
@@ -43,9 +50,18 @@ from rewriter.lowerings.view import Dim, View, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["RADIX", "build", "carry_levels", "compute_dtype", "max_ulps", "unsupported"]
+__all__ = [
+    "LAST_AXIS_RADIX",
+    "RADIX",
+    "build",
+    "carry_levels",
+    "compute_dtype",
+    "max_ulps",
+    "unsupported",
+]
 
 RADIX = 16  # r: 8 and 32 measured slower on the first / middle axes (docs/performance.md)
+LAST_AXIS_RADIX = 4  # r when i = 1: 2, 3, 6, 8 and 16 measured slower there
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 
@@ -61,12 +77,14 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def carry_levels(n: int) -> list[int]:
-    """One r per level, until the block count is at most r (whose scan is a plain chain)."""
+def carry_levels(n: int, last_axis: bool = False) -> list[int]:
+    """One r per level, until the block count is at most r (whose scan is a plain chain);
+    ``last_axis``: the view's inner size is 1 (r = :data:`LAST_AXIS_RADIX`)."""
+    r = LAST_AXIS_RADIX if last_axis else RADIX
     levels, m = [], n
-    while m > RADIX:
-        levels.append(RADIX)
-        m = -(-m // RADIX)
+    while m > r:
+        levels.append(r)
+        m = -(-m // r)
     return levels
 
 
@@ -127,7 +145,7 @@ def _padded(b: Builder, x3: ir.Value, v: View, bound: int) -> ir.Value:
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
-        levels=carry_levels(bound),
+        levels=carry_levels(bound, last_axis=v.inner == 1),
     )
     y = b.op("Slice", y, b.const([0]), n, b.const([1]))
     fits = b.cast(b.op("Less", n, b.const([bound + 1])), ir.DataType.INT64)
@@ -152,5 +170,5 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
-        levels=carry_levels(n),
+        levels=carry_levels(n, last_axis=v.inner == 1),
     )
