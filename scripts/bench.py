@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import datetime
 import json
 import platform
@@ -37,7 +36,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.lowerings import LOWERINGS
+from rewriter.lowerings import LOWERINGS, auto
+from rewriter.site import ScanSpec
 from rewriter.verify import ulp_error
 
 DTYPES = {
@@ -177,28 +177,40 @@ _INTS = (TensorProto.INT64, TensorProto.INT32)
 AUTO_BEFORE = "auto_before"
 
 
+def _table_before(spec: ScanSpec, compute_itemsize: int) -> str:
+    """``auto``'s onnxruntime table before the last axis took ``carry`` (commit 3a6663d):
+    scan up to n = 16, then radix for 8-byte types, tiled up to 8192 and blocked above for
+    4-byte ones. Every other row is the current table's."""
+    n = spec.length
+    if n is not None and n > 1 and spec.outer != 1 and spec.inner == 1:
+        if n <= 16:
+            return "scan"
+        if compute_itemsize >= 8:
+            return "radix"
+        return "tiled" if n <= 8192 else "blocked"
+    return _CURRENT_TABLE(spec, compute_itemsize)
+
+
+_CURRENT_TABLE = auto._onnxruntime
+
+
 @contextlib.contextmanager
-def _views_only() -> Iterator[None]:
-    """The lowerings without their first-axis forms (``build_first_axis``): every site goes
-    through the (o, n, i) view, as before commit 882bb09 (the direct first-axis Scan)."""
-    saved = dict(LOWERINGS)
-    for name, lowering in saved.items():
-        if lowering.build_first_axis is not None:
-            LOWERINGS[name] = dataclasses.replace(lowering, build_first_axis=None)
+def _before() -> Iterator[None]:
+    """``auto`` with :func:`_table_before` as its onnxruntime table."""
+    auto._onnxruntime = _table_before  # type: ignore[assignment]
     try:
         yield
     finally:
-        LOWERINGS.update(saved)
+        auto._onnxruntime = _CURRENT_TABLE  # type: ignore[assignment]
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:
     """The model rewritten by ``strategy``, or None where it refuses (chain past 256).
-    ``auto_before`` is ``auto``'s choice built as before the direct first-axis Scan (every
-    lowering on the view: :func:`_views_only`), so one run times the old and new graphs side
-    by side."""
+    ``auto_before`` is ``auto`` with the table before this round (:func:`_table_before`),
+    so one run times the old and new graphs side by side."""
     try:
         if strategy == AUTO_BEFORE:
-            with _views_only():
+            with _before():
                 return rewriter.decompose_cumprod(model, strategy="auto")  # type: ignore[return-value]
         return rewriter.decompose_cumprod(model, strategy=strategy)  # type: ignore[return-value]
     except rewriter.StrategyError:
@@ -248,7 +260,9 @@ def bench_cell(
             "picks": strategy,
         }
         if strategy in ("auto", AUTO_BEFORE):
-            info[strategy]["picks"] = "dynamic" if symbolic else _auto_pick(model)
+            info[strategy]["picks"] = (
+                "dynamic" if symbolic else _auto_pick(model, before=strategy == AUTO_BEFORE)
+            )
     # One pass over memory: a Mul by 1 (reads x, writes a tensor of its size). Any lowering
     # here needs a few of these (separate, multiply, assemble): the measured unit of its floor.
     one_pass, _ = session(_one_pass_model(elem_type, shape), threads)
@@ -322,7 +336,8 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     - ``fine split+concat``: the (o * n / r, r, i) view cut into its r = min(n, 16) slices
       along axis 1 and put back: the data movement of one level of any unrolled lowering at
       the cell's own run length i (neighbours along the axis are i elements apart, so every
-      scheme that separates them moves N / i runs of i elements, in and out);
+      scheme that separates them moves N / i runs of i elements, in and out); on the last
+      axis (i = 1) r = min(n, 4), the cheapest r measured there;
     - ``scan n steps``: a Scan over the cell's own n positions, each step one Mul of an
       (o * i) slab and the copy out (the sequential route without its Transposes).
     """
@@ -383,7 +398,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             [flat, zero, steps, slabs, ones16],
         ),
     }
-    r = min(n, 16)
+    r = min(n, 4 if inner == 1 else 16)  # carry's r (rewriter/lowerings/carry.py)
     fine = helper.make_tensor("fine", TensorProto.INT64, [3], [outer * n // r, r, inner])
     pieces = [f"f{k}" for k in range(r)]
     models["fine split+concat"] = _graph_model(
@@ -442,11 +457,11 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
 def floor_of(row: dict[str, object], position: str) -> tuple[float, str]:
     """The cheaper of the two routes' least costs, in µs: the unrolled route (one fine
     split+concat and one multiplying pass) and the sequential route (n Scan steps, plus the
-    Transpose there and back that a middle axis needs)."""
+    Transposes there and back that a middle or the last axis needs)."""
     us: dict[str, float] = row["us"]  # type: ignore[assignment]
     routes = {
         "unrolled": us["fine split+concat"] + us["mul x*x"],
-        "scan": us["scan n steps"] + (2 * us["transpose"] if position == "middle" else 0.0),
+        "scan": us["scan n steps"] + (2 * us["transpose"] if position != "first" else 0.0),
     }
     route = min(routes, key=routes.__getitem__)
     return routes[route], route
@@ -484,7 +499,11 @@ def floors(
                 continue
             sess, _ = session(rewritten, threads)
             contenders[strategy] = lambda s=sess, f=feed: s.run(None, f)
-            picks[strategy] = _auto_pick(model) if strategy in ("auto", AUTO_BEFORE) else strategy
+            picks[strategy] = (
+                _auto_pick(model, before=strategy == AUTO_BEFORE)
+                if strategy in ("auto", AUTO_BEFORE)
+                else strategy
+            )
         medians = interleaved(contenders, rounds, max_seconds)
         row: dict[str, object] = {
             "dtype": dtype_name,
@@ -504,11 +523,13 @@ def floors(
     return out
 
 
-def _auto_pick(model: onnx.ModelProto) -> str:
+def _auto_pick(model: onnx.ModelProto, before: bool = False) -> str:
     """The lowering ``auto`` picks on onnxruntime for the model's one CumProd (the pass's own
-    plan, so this follows ``auto``'s table whatever its signature)."""
+    plan, so this follows ``auto``'s table whatever its signature); ``before``: with the
+    table before this round (:func:`_table_before`)."""
     rewrite = rewriter.DecomposeCumProdPass("auto")
-    rewrite(ir.serde.deserialize_model(model))
+    with _before() if before else contextlib.nullcontext():
+        rewrite(ir.serde.deserialize_model(model))
     (plan,) = rewrite.plans
     return plan.lowering.name
 
@@ -602,7 +623,7 @@ def main() -> None:
         "--floors",
         action="store_true",
         help="only time the floor models (the least data movement and launches a lowering "
-        "needs) against native, on the grid's first and middle cells",
+        "needs) against native, on the grid's cells (--positions)",
     )
     parser.add_argument(
         "--symbolic",
