@@ -514,12 +514,13 @@ AUTO_ROWS = [
     (_8, (513, 1023), 0, "carry", "radix"),  # 8-byte, slab below 1024
     (_8, (4096, 1024), 0, "scan", "radix"),  # 8-byte, n <= 4096 on 1024-element slabs
     (_8, (4097, 1024), 0, "carry", "radix"),
-    (_4, (2, 16), 1, "scan", "chain"),  # last axis: n <= 16
-    (_4, (2, 17), 1, "tiled", "radix"),  # 4-byte: n <= 8192
-    (_4, (2, 8192), 1, "tiled", "radix"),
-    (_4, (2, 8193), 1, "blocked", "radix"),
-    (_8, (2, 16), 1, "scan", "chain"),
-    (_8, (2, 17), 1, "radix", "radix"),  # 8-byte
+    (_4, (2, 16), 1, "scan", "chain"),  # last axis, 4-byte: n <= 16
+    (_4, (2, 17), 1, "tiled", "radix"),  # 4-byte: n <= 64
+    (_4, (2, 64), 1, "tiled", "radix"),
+    (_4, (2, 65), 1, "carry", "radix"),
+    (_8, (2, 7), 1, "scan", "chain"),  # 8-byte: n < 8
+    (_8, (2, 8), 1, "carry", "chain"),
+    (_8, (2, 17), 1, "carry", "radix"),
     (_4, (2, 256, 2), 1, "chain", "radix"),  # middle: n <= 256
     (_4, (2, 257, 2), 1, "carry", "radix"),
     (_8, (2, 256, 2), 1, "chain", "radix"),
@@ -604,7 +605,7 @@ def test_every_target_has_its_rows() -> None:
 def test_auto_uint32_is_8_byte_on_onnxruntime_and_4_byte_on_spec() -> None:
     """uint32 is multiplied as int64 on onnxruntime: the 8-byte column."""
     model = cumprod_model(U32, (2, 17), 1)
-    assert _planned(model, "onnxruntime") == "radix"
+    assert _planned(model, "onnxruntime") == "carry"
     assert _planned(model, "spec") == "tiled"
 
 

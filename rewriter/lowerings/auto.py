@@ -13,8 +13,8 @@ position   4-byte compute types (float32, float16,   8-byte compute types (int64
 =========  ========================================  =========================================
 first o=1  n <= 512: scan; else carry                n <= 512, or n <= 4096 with i >= 1024:
                                                      scan; else carry
-last i=1   n <= 16: scan; n <= 8192: tiled;          n <= 16: scan; else radix
-           else blocked
+last i=1   n <= 16: scan; n <= 64: tiled;            n < 8: scan; else carry
+           else carry
 middle     n <= 256: chain; n <= 512 with o * i >=   as for 4-byte types
            8192: scan; else carry
 =========  ========================================  =========================================
@@ -25,8 +25,16 @@ was the pick, 1M / 4M, n = 512-65536: 0.44-1.08x radix's time, median 0.87x; flo
 middle n = 4096 6.6x native against 10.7x, n = 65536 3.1x against 6.7x). Middle axes keep
 ``chain`` to n = 256 (it was 64): at n = 128 and 256, 1M and 4M, float32 / float64 / int32 /
 int64, it took 4.4-7.1x native against carry's 5.2-10.1x and scan's 5.5-11.8x. On the last
-axis carry was slower than radix (1.1-1.6x its time). The first and middle axes stay several
-times native: ``docs/performance.md`` has the figures and the measured floors.
+axis ``carry`` takes r = 4 (the Split there moves single elements, and each of its r slices
+reads every cache line of the input): it took over the last axis from ``radix`` (8-byte
+types, n >= 8) and from ``tiled`` / ``blocked`` (4-byte types, n > 64). In
+``scripts/results/bench-2026-11-30-last-carry`` (last axis, 1M and 4M, n = 8-65536, plain
+and exclusive + reverse; old table in the same rounds) the last-axis cells went from 1.63x /
+4.55x native (median / worst) to 1.24x / 2.96x; 8-byte n >= 64 took 0.60-0.68x of radix's
+time (n = 8: 0.87-1.04x of scan's), 4-byte n >= 512 0.64-0.87x of tiled's / blocked's; at
+n = 64 carry took 0.96-1.10x of tiled's time, so tiled and, below, scan stay.
+The first and middle axes stay several times native: ``docs/performance.md`` has the
+figures and the measured floors.
 
 A length known only at run time (a symbolic dim, a run-time axis, an unknown rank) gets
 ``dynamic``: an If on the length at run time between ``scan`` (up to 512) and a blocked scan
@@ -100,11 +108,11 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
             return "scan"
         return "carry"
     if spec.inner == 1:  # the last axis
+        if wide:
+            return "scan" if n < 8 else "carry"
         if n <= 16:
             return "scan"
-        if wide:
-            return "radix"
-        return "tiled" if n <= 8192 else "blocked"
+        return "tiled" if n <= 64 else "carry"
     if n <= 256:  # a middle axis
         return "chain"
     slab = (spec.outer or 0) * (spec.inner or 0)
