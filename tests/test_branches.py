@@ -5,7 +5,7 @@ Each cell lowers one model, runs it on onnxruntime and holds the result to the c
 Where a lowering's code branches on the length (rewriter/lowerings/*.py), the cells sit on
 both sides of the branch:
 
-- chain: n = 1, 2, 17, 256 (MAX_LENGTH; 257 is refused); Split's three forms (opsets 11, 13, 18+)
+- chain: n = 1, 2, 17, 1024 (MAX_LENGTH; 1025 is refused); Split's three forms (opsets 11, 13, 18+)
 - scan / loop: the scanned axis first (a Reshape instead of Transpose) or not; n = 1
 - blocked (block_sizes): n = 2 (one block), 3 (padded), 255 / 256 / 257 (B = 16: m = 16
   chained, m = 17 scanned), 8192 (one level, B = 64) and 8193 (two levels of 16)
@@ -127,7 +127,7 @@ STATIC = [
     ("chain", F32, (3, 1), 1, 0, 0, None),
     ("chain", I64, (2, 2, 3), 1, 1, 1, None),
     ("chain", U32, (17, 2), 0, 0, 1, None),
-    ("chain", I32, (2, 256), 1, 1, 0, None),
+    ("chain", I32, (2, 1024), 1, 1, 0, None),
     ("chain", F16, (3, 5, 2), 1, 1, 1, 13),
     ("chain", I64, (4, 6), 1, 0, 1, 11),
     # scan: first axis (Reshape to the front), middle (Transpose), one step
@@ -207,8 +207,10 @@ def test_static_length(cell: tuple) -> None:
 
 
 def test_chain_refuses_more_than_its_maximum() -> None:
-    model = cumprod_model(F32, (2, 257), 1)
-    with pytest.raises(rewriter.StrategyError, match="unrolls at most 256 steps, the axis has 257"):
+    model = cumprod_model(F32, (2, 1025), 1)
+    with pytest.raises(
+        rewriter.StrategyError, match="unrolls at most 1024 steps, the axis has 1025"
+    ):
         lower(model, "chain")
 
 
@@ -521,14 +523,11 @@ AUTO_ROWS = [
     (_8, (2, 7), 1, "scan", "chain"),  # 8-byte: n < 8
     (_8, (2, 8), 1, "carry", "chain"),
     (_8, (2, 17), 1, "carry", "radix"),
-    (_4, (2, 256, 2), 1, "chain", "radix"),  # middle: n <= 256
-    (_4, (2, 257, 2), 1, "carry", "radix"),
-    (_8, (2, 256, 2), 1, "chain", "radix"),
-    (_8, (2, 257, 2), 1, "carry", "radix"),
-    (_4, (2, 512, 4096), 1, "scan", "radix"),  # middle, n <= 512 on 8192-element slabs
-    (_4, (2, 512, 4095), 1, "carry", "radix"),
-    (_4, (2, 513, 4096), 1, "carry", "radix"),
-    (_8, (4, 257, 2048), 1, "scan", "radix"),
+    (_4, (2, 512, 2), 1, "chain", "radix"),  # middle: n <= 512
+    (_4, (2, 513, 2), 1, "carry", "radix"),
+    (_8, (2, 512, 2), 1, "chain", "radix"),
+    (_8, (2, 513, 2), 1, "carry", "radix"),
+    (_4, (2, 512, 4096), 1, "chain", "radix"),  # the slab's size does not matter
     (_4, ("N", 4), 0, "dynamic", None),  # a length known only at run time
     (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
 ]

@@ -15,16 +15,19 @@ first o=1  n <= 512: scan; else carry                n <= 512, or n <= 4096 with
                                                      scan; else carry
 last i=1   n <= 16: scan; n <= 64: tiled;            n < 8: scan; else carry
            else carry
-middle     n <= 256: chain; n <= 512 with o * i >=   as for 4-byte types
-           8192: scan; else carry
+middle     n <= 512: chain; else carry               as for 4-byte types
 =========  ========================================  =========================================
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
 was the pick, 1M / 4M, n = 512-65536: 0.44-1.08x radix's time, median 0.87x; float32 1M
 middle n = 4096 6.6x native against 10.7x, n = 65536 3.1x against 6.7x). Middle axes keep
-``chain`` to n = 256 (it was 64): at n = 128 and 256, 1M and 4M, float32 / float64 / int32 /
-int64, it took 4.4-7.1x native against carry's 5.2-10.1x and scan's 5.5-11.8x. On the last
+``chain`` to n = 512 (it was 64, then 256): at n = 128 and 256, 1M and 4M, float32 / float64
+/ int32 / int64, it took 4.4-7.1x native against carry's 5.2-10.1x and scan's 5.5-11.8x; at
+n = 512 (the same 8 cells, where carry or, on slabs of 8192 elements, scan was the pick)
+0.76-0.93x the old pick's time; at n = 1024 0.83-0.90x in 3 cells (off the grid, not
+adopted); at 2048 and 4096 1.01-1.97x in 4 of 5 cells, with sessions of 74-227 ms to create.
+On the last
 axis ``carry`` takes r = 4 (the Split there moves single elements, and each of its r slices
 reads every cache line of the input): it took over the last axis from ``radix`` (8-byte
 types, n >= 8) and from ``tiled`` / ``blocked`` (4-byte types, n > 64). In
@@ -113,10 +116,7 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
         if n <= 16:
             return "scan"
         return "tiled" if n <= 64 else "carry"
-    if n <= 256:  # a middle axis
-        return "chain"
-    slab = (spec.outer or 0) * (spec.inner or 0)
-    return "scan" if n <= 512 and slab >= 8192 else "carry"
+    return "chain" if n <= 512 else "carry"  # a middle axis
 
 
 def _bounded_length(spec: ScanSpec) -> int | None:

@@ -15,7 +15,8 @@ On the 2-D view (``View.flat``, from opset 18) Split cuts the n equal column blo
 same products.
 
 Cost: n - 1 Muls over one slice each, one Split and one Concat (two passes over memory), no
-loop at all: n + 2 nodes, so only for short axes (``auto`` uses it up to a few dozen). Needs
+loop at all: n + 2 nodes, so only for short axes (``auto`` on onnxruntime: middle axes up to
+n = 512; a session of a 512-chain takes 14-19 ms to create, of a 4096-chain about 200). Needs
 a static length n (outer and inner may be known only at run time).
 """
 
@@ -31,7 +32,7 @@ from rewriter.targets import Target
 
 __all__ = ["MAX_LENGTH", "build", "chain", "compute_dtype", "max_ulps", "unsupported"]
 
-MAX_LENGTH = 256  # more nodes than this is never worth it
+MAX_LENGTH = 1024  # middle axes: faster than carry to 1024, not at 2048 / 4096 (auto.py)
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 
