@@ -178,17 +178,23 @@ AUTO_BEFORE = "auto_before"
 
 
 def _table_before(spec: ScanSpec, compute_itemsize: int) -> str:
-    """``auto``'s onnxruntime table before the last axis took ``carry`` (commit 3a6663d):
-    scan up to n = 16, then radix for 8-byte types, tiled up to 8192 and blocked above for
-    4-byte ones. Every other row is the current table's."""
+    """``auto``'s onnxruntime table before this round (commit 3a6663d). Last axis: scan up
+    to n = 16, then radix for 8-byte types, tiled up to 8192 and blocked above for 4-byte
+    ones. Middle axes: chain up to 256, scan up to 512 on slabs of 8192 elements or more,
+    else carry. The first axis is the current table's."""
     n = spec.length
-    if n is not None and n > 1 and spec.outer != 1 and spec.inner == 1:
+    if n is None or n <= 1 or spec.outer == 1:
+        return _CURRENT_TABLE(spec, compute_itemsize)
+    if spec.inner == 1:
         if n <= 16:
             return "scan"
         if compute_itemsize >= 8:
             return "radix"
         return "tiled" if n <= 8192 else "blocked"
-    return _CURRENT_TABLE(spec, compute_itemsize)
+    if n <= 256:
+        return "chain"
+    slab = (spec.outer or 0) * (spec.inner or 0)
+    return "scan" if n <= 512 and slab >= 8192 else "carry"
 
 
 _CURRENT_TABLE = auto._onnxruntime
@@ -339,7 +345,9 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
       scheme that separates them moves N / i runs of i elements, in and out); on the last
       axis (i = 1) r = min(n, 4), the cheapest r measured there;
     - ``scan n steps``: a Scan over the cell's own n positions, each step one Mul of an
-      (o * i) slab and the copy out (the sequential route without its Transposes).
+      (o * i) slab and the copy out (the sequential route without its Transposes);
+    - ``n-way split+concat`` (r < n <= :data:`NWAY_UP_TO`): the (o, n, i) view cut into its
+      n slices and put back: the data movement of the one-level unrolled route (``chain``).
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
@@ -411,6 +419,19 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         shape,
         [fine],
     )
+    if r < n <= NWAY_UP_TO:
+        # the one-level unrolled route (chain): every one of the n positions its own slice
+        ways = [f"w{k}" for k in range(n)]
+        models["n-way split+concat"] = _graph_model(
+            [
+                helper.make_node("Reshape", ["x", "view"], ["v"]),
+                helper.make_node("Split", ["v"], ways, axis=1, num_outputs=n),
+                helper.make_node("Concat", ways, ["y"], axis=1),
+            ],
+            elem_type,
+            shape,
+            [view],
+        )
     slab = outer * inner
     cell_body = helper.make_graph(
         [helper.make_node("Mul", ["st", "it"], ["p"]), helper.make_node("Identity", ["p"], ["q"])],
@@ -454,15 +475,36 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     return models
 
 
-def floor_of(row: dict[str, object], position: str) -> tuple[float, str]:
-    """The cheaper of the two routes' least costs, in µs: the unrolled route (one fine
-    split+concat and one multiplying pass) and the sequential route (n Scan steps, plus the
-    Transposes there and back that a middle or the last axis needs)."""
+NWAY_UP_TO = 4096  # the n-way split+concat model is built up to this n (session time)
+
+
+def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
+    """Each route's least cost in µs, from the floor models timed in the cell's rounds:
+
+    - ``chain`` (one level, any n): the n slices out and back (``n-way split+concat``; the
+      fine one where n <= r), one multiplying pass and n - 1 node launches (``64 launches``
+      / 64 each); past :data:`NWAY_UP_TO` the multiplying pass and the launches only;
+    - ``blocked`` (two levels or more): one level's data movement (``fine split+concat``),
+      two multiplying passes (in-block products, then the carries) and one copy (``mul``:
+      the interleaved blocks leave through a Reshape, which onnxruntime copies into a graph
+      output);
+    - ``scan``: n Scan steps, plus the Transposes there and back that a middle or the last
+      axis needs.
+    """
     us: dict[str, float] = row["us"]  # type: ignore[assignment]
-    routes = {
-        "unrolled": us["fine split+concat"] + us["mul x*x"],
+    n = int(row["n"])  # type: ignore[call-overload]
+    launches = (n - 1) * us["64 launches"] / 64
+    move = us.get("n-way split+concat", us["fine split+concat"] if n <= 16 else 0.0)
+    return {
+        "chain": move + us["mul x*x"] + launches,
+        "blocked": us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"],
         "scan": us["scan n steps"] + (2 * us["transpose"] if position != "first" else 0.0),
     }
+
+
+def floor_of(row: dict[str, object], position: str) -> tuple[float, str]:
+    """The cheapest route's least cost in µs (:func:`route_floors`), and that route."""
+    routes = route_floors(row, position)
     route = min(routes, key=routes.__getitem__)
     return routes[route], route
 
@@ -515,9 +557,8 @@ def floors(
             "us": {k: v * 1e6 for k, v in medians.items() if k != "native"},
             "picks": picks,
         }
+        row["routes_us"] = route_floors(row, position)
         row["floor_us"], row["floor_route"] = floor_of(row, position)
-        us = row["us"]  # a blocked scan's own least: two multiplying passes and the copy out
-        row["blocked_us"] = us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"]  # type: ignore[index]
         print(row, flush=True)
         out.append(row)
     return out
@@ -752,7 +793,7 @@ GOAL_WORST = 4.0  # issue 13: no cell worse than 4x native
 
 
 def floor_verdict(row: dict) -> str:
-    """Whether the cell meets the goal's 4x, is explained by its floor (the cheaper route's
+    """Whether the cell meets the goal's 4x, is explained by its floor (the cheapest route's
     least cost is itself 4x native or more), or neither."""
     auto = row["us"].get("auto")
     floor = row["floor_us"] / row["native_us"]
@@ -768,8 +809,8 @@ def floors_markdown(rows: list[dict]) -> str:
     lines = [
         "| type | N | n | axis | native µs | "
         + " | ".join(names)
-        + " | floor (route) | blocked least | auto / floor | verdict |",
-        "|" + "---|" * (9 + len(names)),
+        + " | chain least | blocked least | scan least | floor (route) | auto / floor | verdict |",
+        "|" + "---|" * (11 + len(names)),
     ]
     for r in rows:
         cells = " | ".join(
@@ -778,11 +819,13 @@ def floors_markdown(rows: list[dict]) -> str:
         )
         auto = r["us"].get("auto")
         over = f"{auto / r['floor_us']:.2f}" if auto is not None else "-"
+        least = " | ".join(
+            f"{r['routes_us'][k] / r['native_us']:.2f}×" for k in ("chain", "blocked", "scan")
+        )
         lines.append(
             f"| {r['dtype']} | {r['total'] >> 20}M | {r['n']} | {r['position']} | "
-            f"{r['native_us']:.0f} | {cells} | {r['floor_us'] / r['native_us']:.2f}× "
-            f"({r['floor_route']}) | {r['blocked_us'] / r['native_us']:.2f}× | {over} | "
-            f"{floor_verdict(r)} |"
+            f"{r['native_us']:.0f} | {cells} | {least} | {r['floor_us'] / r['native_us']:.2f}× "
+            f"({r['floor_route']}) | {over} | {floor_verdict(r)} |"
         )
     verdicts = [floor_verdict(r).split(" (")[0] for r in rows]
     lines += [
