@@ -36,7 +36,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.lowerings import LOWERINGS, auto
+from rewriter.lowerings import LOWERINGS, auto, carry
 from rewriter.site import ScanSpec
 from rewriter.verify import ulp_error
 
@@ -327,6 +327,23 @@ def _graph_model(
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
+def _split_concat(
+    elem_type: int, shape: tuple[int, ...], view: list[int], parts: int
+) -> onnx.ModelProto:
+    """x viewed as ``view``, cut into ``parts`` slices along axis 1 and put back."""
+    names = [f"s{k}" for k in range(parts)]
+    return _graph_model(
+        [
+            helper.make_node("Reshape", ["x", "view"], ["v"]),
+            helper.make_node("Split", ["v"], names, axis=1, num_outputs=parts),
+            helper.make_node("Concat", names, ["y"], axis=1),
+        ],
+        elem_type,
+        shape,
+        [helper.make_tensor("view", TensorProto.INT64, [len(view)], view)],
+    )
+
+
 def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str, onnx.ModelProto]:
     """The data movement and launches every exact lowering here needs at least, as models:
 
@@ -352,8 +369,6 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
     view = helper.make_tensor("view", TensorProto.INT64, [3], [outer, n, inner])
-    blocks = helper.make_tensor("blocks", TensorProto.INT64, [4], [outer, 8, n // 8, inner])
-    parts = [f"s{k}" for k in range(8)]
     small = helper.make_tensor("small", TensorProto.INT64, [1], [16])
     zero = helper.make_tensor("zero", TensorProto.INT64, [1], [0])
     flat = helper.make_tensor("flat", TensorProto.INT64, [1], [-1])
@@ -406,32 +421,12 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             [flat, zero, steps, slabs, ones16],
         ),
     }
-    r = min(n, 4 if inner == 1 else 16)  # carry's r (rewriter/lowerings/carry.py)
-    fine = helper.make_tensor("fine", TensorProto.INT64, [3], [outer * n // r, r, inner])
-    pieces = [f"f{k}" for k in range(r)]
-    models["fine split+concat"] = _graph_model(
-        [
-            helper.make_node("Reshape", ["x", "fine"], ["v"]),
-            helper.make_node("Split", ["v"], pieces, axis=1, num_outputs=r),
-            helper.make_node("Concat", pieces, ["y"], axis=1),
-        ],
-        elem_type,
-        shape,
-        [fine],
-    )
+    r = min(n, carry.LAST_AXIS_RADIX if inner == 1 else carry.RADIX)
+    fine = [outer * n // r, r, inner]
+    models["fine split+concat"] = _split_concat(elem_type, shape, fine, r)
     if r < n <= NWAY_UP_TO:
         # the one-level unrolled route (chain): every one of the n positions its own slice
-        ways = [f"w{k}" for k in range(n)]
-        models["n-way split+concat"] = _graph_model(
-            [
-                helper.make_node("Reshape", ["x", "view"], ["v"]),
-                helper.make_node("Split", ["v"], ways, axis=1, num_outputs=n),
-                helper.make_node("Concat", ways, ["y"], axis=1),
-            ],
-            elem_type,
-            shape,
-            [view],
-        )
+        models["n-way split+concat"] = _split_concat(elem_type, shape, [outer, n, inner], n)
     slab = outer * inner
     cell_body = helper.make_graph(
         [helper.make_node("Mul", ["st", "it"], ["p"]), helper.make_node("Identity", ["p"], ["q"])],
@@ -462,16 +457,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         ],
     )
     if n % 8 == 0:
-        models["split+concat"] = _graph_model(
-            [
-                helper.make_node("Reshape", ["x", "blocks"], ["v"]),
-                helper.make_node("Split", ["v"], parts, axis=1, num_outputs=8),
-                helper.make_node("Concat", parts, ["y"], axis=1),
-            ],
-            elem_type,
-            shape,
-            [blocks],
-        )
+        models["split+concat"] = _split_concat(elem_type, shape, [outer, 8, n // 8, inner], 8)
     return models
 
 
