@@ -235,6 +235,20 @@ REFUSALS = (
     "needs the length of the scanned axis",
     "unrolls at most",
 )
+# Also the refusals the targets document (rewriter/targets.py): anything else is a failure.
+TARGET_REFUSALS = (
+    *REFUSALS,
+    "needs a bound on the length",
+    "which tract lacks",
+    "which iree lacks",
+    "which tflite lacks",
+    "which tinygrad lacks",
+    "which portable lacks",
+    "cannot take a shape computed from a run-time axis",
+    "computes wrong values on tflite",  # radix / carry: Target.wrong_lowerings
+    "converter re-lays out rank-3 tensors",  # tflite, symbolic dims, a 3-D view
+    "'loop' gives wrong values on openvino",  # below opset 14: Target.loop_exclusive_min_opset
+)
 
 
 def lower_or_refused(
