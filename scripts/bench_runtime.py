@@ -232,7 +232,7 @@ def markdown(result: dict) -> str:
         "",
         f"{result['date']}; {result['machine']['cpu']}, {result['machine']['cores']} cores "
         f"(shared; load average {result['load_before']} before, {result['load_after']} after); "
-        f"N = {result['total'] >> 20}M elements, one thread (tinygrad: its CPU device), "
+        f"N = {_elements(result['total'])} elements, one thread (tinygrad: its CPU device), "
         f"wall clock, median of up to "
         f"{result['rounds']} interleaved rounds (at most {result['max_seconds']:.0f} s per cell); "
         f"numpy in, numpy out. {result['how']}",
@@ -348,6 +348,10 @@ HOW = {
 }
 
 
+def _elements(total: int) -> str:
+    return f"{total >> 20}M" if total % (1 << 20) == 0 else f"{total:,}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runtime", required=True, choices=RUNTIMES)
@@ -355,6 +359,12 @@ def main() -> None:
     parser.add_argument("--lengths", default="8,64,512,4096")
     parser.add_argument("--positions", default="last,first")
     parser.add_argument("--total", type=int, default=1, help="elements, in units of 2^20")
+    parser.add_argument(
+        "--elements",
+        type=int,
+        help="elements, exactly (overrides --total): e.g. 1000000 gives row counts that are "
+        "not powers of two (tract's kernels have shape-dependent fast paths)",
+    )
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--max-seconds", type=float, default=8.0, help="timing per cell")
     parser.add_argument("--out", help="prefix of the .md / .json written")
@@ -393,7 +403,7 @@ def main() -> None:
     if not python.exists():
         parser.error(f"{python} is missing: run scripts/runtimes/{args.runtime}.sh")
     dtypes = (args.dtypes or DEFAULT_DTYPES[args.runtime]).split(",")
-    total = args.total << 20
+    total = args.elements or args.total << 20
     skip_text = args.skip if args.skip is not None else DEFAULT_SKIP.get(args.runtime, "")
     skip = {k: int(v) for k, v in (item.split(":") for item in skip_text.split(",") if item)}
     rng = np.random.default_rng(0)

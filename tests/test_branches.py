@@ -541,16 +541,27 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_4, (3, 1), 1, ("chain", "chain", "chain", "chain")),  # n <= 1
     (_4, (2, 2), 1, ("doubling", "chain", "doubling", "chain")),
     (_4, (2, 16), 1, ("doubling", "chain", "doubling", "chain")),
-    (_4, (2, 17), 1, ("doubling", "tiled", "doubling", "doubling")),
-    (_4, (2, 8192), 1, ("doubling", "tiled", "doubling", "doubling")),
-    (_4, (2, 8193), 1, ("doubling", "scan", "doubling", "doubling")),
+    (_4, (2, 17), 1, ("doubling", "chain", "doubling", "doubling")),
+    (_4, (2, 64), 1, ("doubling", "chain", "doubling", "doubling")),
+    (_4, (2, 65), 1, ("doubling", "scan", "doubling", "doubling")),  # radix would pad
+    (_4, (2, 512), 1, ("doubling", "radix", "doubling", "doubling")),  # radix pads nothing
+    (_4, (2, 8192), 1, ("doubling", "radix", "doubling", "doubling")),
+    (_4, (2, 8193), 1, ("doubling", "radix", "doubling", "doubling")),  # padded or not
     (I32, (2, 17), 1, ("doubling", "chain", "doubling", "doubling")),
     (I32, (2, 64), 1, ("doubling", "chain", "doubling", "doubling")),
     (I32, (2, 65), 1, ("doubling", "scan", "doubling", "doubling")),
+    (I32, (2, 512), 1, ("doubling", "scan", "doubling", "doubling")),
+    (I32, (2, 8192), 1, ("doubling", "scan", "doubling", "doubling")),
+    (I32, (2, 8193), 1, ("doubling", "carry", "doubling", "doubling")),
     (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain")),
     (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling")),
     (_8, (2, 65), 1, ("doubling", "scan", "radix", "doubling")),
-    (_4, ("B", 65), 1, ("doubling", "tiled", "doubling", "doubling")),
+    (_8, (2, 512), 1, ("doubling", "carry", "radix", "doubling")),  # carry pads nothing
+    (_8, (2, 1000), 1, ("doubling", "scan", "radix", "doubling")),  # carry would pad
+    (_8, (2, 8192), 1, ("doubling", "carry", "radix", "doubling")),
+    (_8, (2, 8193), 1, ("doubling", "carry", "radix", "doubling")),
+    (_4, ("B", 65), 1, ("doubling", "scan", "doubling", "doubling")),
+    (_4, ("B", 512), 1, ("doubling", "radix", "doubling", "doubling")),
     (_4, (2, 4), 0, ("chain", "scan", "chain", "chain")),
     (_4, (17, 4), 0, ("chain", "scan", "chain", "doubling")),
     (_8, (64, 4), 0, ("chain", "scan", "chain", "doubling")),

@@ -234,3 +234,23 @@ def test_refused_without_scan() -> None:
     model = _model(TensorProto.INT64, [4, 100], 1, 0, 0)
     with pytest.raises(rewriter.StrategyError, match="Scan"):
         rewriter.decompose_cumprod(model, strategy="tiled", target="tinygrad")
+
+
+@pytest.mark.parametrize("last_axis", [True, False])
+def test_pads_exactly_off_the_powers_of_the_radix(last_axis: bool) -> None:
+    """``radix.pads`` (tract's table keys on it): False exactly for n = r^k * q with q <= r;
+    radix takes r = 8 on the last axis, off it 8 up to 512 and 16 above; carry r = 4 on the
+    last axis, else 16 (their levels' docstrings)."""
+    from rewriter.lowerings import carry, radix
+
+    radix_r = (lambda n: 8) if last_axis else (lambda n: 8 if n <= 512 else 16)
+    carry_r = (lambda n: 4) if last_axis else (lambda n: 16)
+    for levels_of, r_of in (
+        (radix.radix_levels, radix_r),
+        (carry.carry_levels, carry_r),
+    ):
+        for n in range(1, 70_000):
+            r, m = r_of(n), n
+            while m > r and m % r == 0:
+                m //= r
+            assert radix.pads(n, levels_of(n, last_axis)) == (m > r), (levels_of, n)

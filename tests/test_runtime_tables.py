@@ -8,7 +8,7 @@ the runtime and compared with numpy: integers bit-exact (odd full-range values, 
 wrap and never turn to zero, which would hide a wrong factor), floats within the accuracy
 contract (tests/bounds.py) for the lowering each node got, with 0, -0.0, ±inf and NaN
 sprinkled in. The shapes take each side of every threshold of rewriter/lowerings/auto.py's
-``openvino``, ``tract``, ``iree`` and ``static`` tables: last axis n = 17, 65, 600, 8193;
+``openvino``, ``tract``, ``iree`` and ``static`` tables: last axis n = 17, 65, 512, 600, 8193;
 first axis n = 17, 65, 600; a middle axis n = 17, 600.
 
 tinygrad runs three of the shapes (its table is the static one; it compiles every kernel).
@@ -41,6 +41,7 @@ RUNTIMES = ("openvino", "tract", "iree", "tinygrad")
 SHAPES: list[tuple[tuple[int, ...], int]] = [
     ((2, 17), 1),
     ((2, 65), -1),
+    ((2, 512), 1),
     ((2, 600), 1),
     ((1, 8193), 1),
     ((17, 3), 0),
@@ -61,7 +62,7 @@ CASES = [(rt, t) for rt in RUNTIMES for t in ALL_TYPES if (rt, t) not in LIMITED
 Node = tuple[int, int, int, int]  # shape index, axis, exclusive, reverse
 # tinygrad compiles every kernel with clang (about 8 s per 4-node model here): its table is
 # the static one, so one shape per position at n > 16 (radix) is enough
-SHAPES_ON = {"tinygrad": (1, 5, 7)}
+SHAPES_ON = {"tinygrad": (1, 6, 8)}
 
 
 def nodes_for(runtime: str) -> list[Node]:
@@ -173,7 +174,7 @@ def test_the_tables_reach_every_lowering_they_name() -> None:
         used[runtime] |= set(lowered_for(runtime, elem_type).lowerings.values())
     assert used == {
         "openvino": {"doubling", "chain", "radix"},
-        "tract": {"chain", "tiled", "scan", "radix"},
+        "tract": {"chain", "scan", "radix", "carry"},
         "iree": {"doubling", "chain", "radix"},
         "tinygrad": {"radix"},  # n <= 16 (chain): tests/test_runtimes.py
     }

@@ -60,11 +60,18 @@ radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x); other axes n <= 64 ``chain
 run-time n: ``scan`` (OpenVINO runs Scan; its Scan and Loop are 10-67x its CumSum on the
 last axis, so a static length is better).
 
-``tract``: last axis: n <= 16 chain; float32 ``tiled`` up to n = 8192 (1.25-1.27x against
-radix's 1.5-1.6x), other types ``chain`` up to 64 and ``scan`` beyond (scan 2.8-6.1x
-against radix's 6.1-17x: tract's Mul of small integer / float64 slabs is slow, its Scan
-loop is not). Other axes n <= 512: ``scan`` (first: 1.3-6.3x against radix's 2.4-6.9x;
-middle: 1.1-5.3x against 2.4-9.1x; at n = 8 against chain's 1.8-7.4x); beyond, radix.
+``tract``: last axis: n <= 64 ``chain``; to n = 8192, where the unrolled levels pad nothing
+(n = r^k * q, q <= r), ``radix`` for float32 (r = 8; 1.42-1.49x CumSum against scan's
+1.58-2.11x) and ``carry`` for 8-byte types (r = 4; 1.59-4.56x against 1.67-6.22x), else
+``scan`` (padded levels cost tract a Pad and a Slice each: at n = 65-4097 padded radix /
+carry took 1.0-1.6x scan's time); int32 always ``scan`` there (carry 1.0-1.4x its time).
+Beyond 8192 (few rows, so Scan's n steps dominate): ``radix`` for float32, ``carry`` for
+the other types (1.45-1.49x and 2.07-6.25x against scan's 3.7-25.7x at n = 16384 and 65536).
+``tiled``, the float32 pick before (1.03-1.29x on 2^20 elements), falls off a cliff at other
+row counts (7.35x at 15625 x 64 and 6.68x at 1953 x 512, 1e6 elements), so it is not used.
+Runs: ``scripts/results/bench-runtime-tract-2026-11-30-round5-*`` (2^20 and 1e6 elements, n
+= 8-65536, padded lengths). Other axes n <= 512: ``scan`` (first: 1.3-6.3x against radix's
+2.4-6.9x; middle: 1.1-5.3x against 2.4-9.1x; at n = 8 against chain's 1.8-7.4x); beyond, radix.
 Run-time n: ``scan``.
 
 ``iree``: last axis, 4-byte compute types: ``doubling`` (1.3-6.8x its CumSum against
@@ -88,6 +95,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from rewriter.lowerings import carry, radix
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -95,6 +103,7 @@ __all__ = ["pick"]
 
 _WIDE = 8
 _CHAIN_UP_TO = 16
+_TRACT_SCAN_UP_TO = 8192
 
 
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
@@ -148,10 +157,16 @@ def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     if n is not None and n > 1 and spec.inner is not None:
         if spec.inner != 1:
             return "scan" if n <= 512 else "radix"
-        if n > _CHAIN_UP_TO:
-            if compute == ir.DataType.FLOAT:
-                return "tiled" if n <= 8192 else "scan"
-            return "chain" if n <= 64 else "scan"
+        if n <= 64:
+            return "chain"
+        if n > _TRACT_SCAN_UP_TO:  # few rows: Scan's n steps cost more than unrolled levels
+            return "radix" if compute == ir.DataType.FLOAT else "carry"
+        if compute == ir.DataType.FLOAT:
+            return "scan" if radix.pads(n, radix.radix_levels(n, last_axis=True)) else "radix"
+        wide = compute is not None and compute.itemsize >= _WIDE
+        if wide and not radix.pads(n, carry.carry_levels(n, last_axis=True)):
+            return "carry"
+        return "scan"
     return _static(spec, target, compute)
 
 

@@ -25,7 +25,7 @@ from rewriter.lowerings.view import View
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["build", "compute_dtype", "max_ulps", "radix_levels", "unsupported"]
+__all__ = ["build", "compute_dtype", "max_ulps", "pads", "radix_levels", "unsupported"]
 
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
@@ -43,6 +43,18 @@ def radix_levels(n: int, last_axis: bool) -> list[int]:
         levels.append(r)
         m = -(-m // r)
     return levels
+
+
+def pads(n: int, levels: list[int]) -> bool:
+    """Whether blocking n by ``levels`` (:func:`radix_levels`, ``carry.carry_levels``) pads
+    some level, that is n is not r^k * q with q <= r: each padded level costs a Pad and a
+    Slice, a pass over memory each."""
+    m = n
+    for r in levels:
+        if m % r:
+            return True
+        m //= r
+    return False
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
