@@ -615,6 +615,17 @@ def _ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v]
 
 
+def _totals(args: argparse.Namespace) -> list[int]:
+    if args.elements:
+        return _ints(args.elements)
+    return [t << 20 for t in _ints(args.totals)]
+
+
+def _size(total: int) -> str:
+    """2^20 elements as 1M; an exact count (--elements) as it is."""
+    return f"{total >> 20}M" if total % (1 << 20) == 0 else f"{total:,}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small grid, for a smoke run")
@@ -634,6 +645,11 @@ def main() -> None:
     )
     parser.add_argument("--dtypes", default="float32,float64,int32,int64")
     parser.add_argument("--totals", default="1,4", help="total elements, in units of 2^20")
+    parser.add_argument(
+        "--elements",
+        help="total elements, exactly (comma-separated; overrides --totals): e.g. 1000000, "
+        "whose row counts are not powers of two",
+    )
     parser.add_argument("--lengths", default="8,64,512,4096,65536")
     parser.add_argument("--positions", default="last,first,middle")
     parser.add_argument(
@@ -676,9 +692,9 @@ def main() -> None:
         CLOCK["now"] = time.thread_time
     if args.floors:
         floor_cells = [
-            (dt, t << 20, n, pos)
+            (dt, t, n, pos)
             for dt in args.dtypes.split(",")
-            for t in _ints(args.totals)
+            for t in _totals(args)
             for n in _ints(args.lengths)
             for pos in args.positions.split(",")
         ]
@@ -696,7 +712,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     chosen = args.strategies.split(",") if args.strategies else None
     dtypes = args.dtypes.split(",")
-    totals = [1 << 20] if args.quick else [t << 20 for t in _ints(args.totals)]
+    totals = [1 << 20] if args.quick else _totals(args)
     lengths = [8, 512, 65536] if args.quick else _ints(args.lengths)
     positions = args.positions.split(",")
     cells = []
@@ -809,7 +825,7 @@ def floors_markdown(rows: list[dict]) -> str:
             f"{r['routes_us'][k] / r['native_us']:.2f}×" for k in ("chain", "blocked", "scan")
         )
         lines.append(
-            f"| {r['dtype']} | {r['total'] >> 20}M | {r['n']} | {r['position']} | "
+            f"| {r['dtype']} | {_size(r['total'])} | {r['n']} | {r['position']} | "
             f"{r['native_us']:.0f} | {cells} | {least} | {r['floor_us'] / r['native_us']:.2f}× "
             f"({r['floor_route']}) | {over} | {floor_verdict(r)} |"
         )
@@ -846,7 +862,7 @@ def markdown(result: dict) -> str:
         ratios = " | ".join(f"{c['ratio'][k]:.2f}×" if k in c["ratio"] else "-" for k in names)
         pick = f" | {c['info']['auto'].get('picks', '?')}" if picks and "auto" in c["info"] else ""
         lines.append(
-            f"| {c['dtype']} | {c['total'] >> 20}M | {c['n']} | {c['position']} | "
+            f"| {c['dtype']} | {_size(c['total'])} | {c['n']} | {c['position']} | "
             f"{c['exclusive']},{c['reverse']} | {c['native_ms']:.2f} | {ratios}{pick} |"
         )
     lines += ["", "Median / worst ratio to native:", ""]
@@ -894,7 +910,7 @@ def markdown(result: dict) -> str:
             for k in names
         )
         lines.append(
-            f"| {c['dtype']} {c['total'] >> 20}M {c['position']} "
+            f"| {c['dtype']} {_size(c['total'])} {c['position']} "
             f"ex,rev={c['exclusive']},{c['reverse']} | {row} |"
         )
     return "\n".join(lines) + "\n"
