@@ -621,7 +621,7 @@ def _totals(args: argparse.Namespace) -> list[int]:
     return [t << 20 for t in _ints(args.totals)]
 
 
-def _size(total: int) -> str:
+def size_label(total: int) -> str:
     """2^20 elements as 1M; an exact count (--elements) as it is."""
     return f"{total >> 20}M" if total % (1 << 20) == 0 else f"{total:,}"
 
@@ -825,7 +825,7 @@ def floors_markdown(rows: list[dict]) -> str:
             f"{r['routes_us'][k] / r['native_us']:.2f}×" for k in ("chain", "blocked", "scan")
         )
         lines.append(
-            f"| {r['dtype']} | {_size(r['total'])} | {r['n']} | {r['position']} | "
+            f"| {r['dtype']} | {size_label(r['total'])} | {r['n']} | {r['position']} | "
             f"{r['native_us']:.0f} | {cells} | {least} | {r['floor_us'] / r['native_us']:.2f}× "
             f"({r['floor_route']}) | {over} | {floor_verdict(r)} |"
         )
@@ -862,7 +862,7 @@ def markdown(result: dict) -> str:
         ratios = " | ".join(f"{c['ratio'][k]:.2f}×" if k in c["ratio"] else "-" for k in names)
         pick = f" | {c['info']['auto'].get('picks', '?')}" if picks and "auto" in c["info"] else ""
         lines.append(
-            f"| {c['dtype']} | {_size(c['total'])} | {c['n']} | {c['position']} | "
+            f"| {c['dtype']} | {size_label(c['total'])} | {c['n']} | {c['position']} | "
             f"{c['exclusive']},{c['reverse']} | {c['native_ms']:.2f} | {ratios}{pick} |"
         )
     lines += ["", "Median / worst ratio to native:", ""]
@@ -910,7 +910,7 @@ def markdown(result: dict) -> str:
             for k in names
         )
         lines.append(
-            f"| {c['dtype']} {_size(c['total'])} {c['position']} "
+            f"| {c['dtype']} {size_label(c['total'])} {c['position']} "
             f"ex,rev={c['exclusive']},{c['reverse']} | {row} |"
         )
     return "\n".join(lines) + "\n"

@@ -48,7 +48,7 @@ from rewriter.site import ScanSpec
 from rewriter.targets import TARGETS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import DTYPES, data_for, model_for, shape_for
+from bench import DTYPES, data_for, model_for, shape_for, size_label
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIMES = ("openvino", "tract", "tinygrad", "iree")
@@ -232,7 +232,7 @@ def markdown(result: dict) -> str:
         "",
         f"{result['date']}; {result['machine']['cpu']}, {result['machine']['cores']} cores "
         f"(shared; load average {result['load_before']} before, {result['load_after']} after); "
-        f"N = {_elements(result['total'])} elements, one thread (tinygrad: its CPU device), "
+        f"N = {size_label(result['total'])} elements, one thread (tinygrad: its CPU device), "
         f"wall clock, median of up to "
         f"{result['rounds']} interleaved rounds (at most {result['max_seconds']:.0f} s per cell); "
         f"numpy in, numpy out. {result['how']}",
@@ -346,10 +346,6 @@ HOW = {
     "iree": "iree-import-onnx + iree-compile once per model (rewriter/runtimes.py IREE_FLAGS: "
     "llvm-cpu, generic CPU, float64 kept); local-sync driver; timed: the invoke and to_host.",
 }
-
-
-def _elements(total: int) -> str:
-    return f"{total >> 20}M" if total % (1 << 20) == 0 else f"{total:,}"
 
 
 def main() -> None:

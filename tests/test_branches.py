@@ -516,13 +516,20 @@ AUTO_ROWS = [
     (_8, (513, 1023), 0, "carry", "radix"),  # 8-byte, slab below 1024
     (_8, (4096, 1024), 0, "scan", "radix"),  # 8-byte, n <= 4096 on 1024-element slabs
     (_8, (4097, 1024), 0, "carry", "radix"),
-    (_4, (2, 16), 1, "scan", "chain"),  # last axis, 4-byte: n <= 16
-    (_4, (2, 17), 1, "tiled", "radix"),  # 4-byte: n <= 64
-    (_4, (2, 64), 1, "tiled", "radix"),
-    (_4, (2, 65), 1, "carry", "radix"),
+    (_4, (2, 16), 1, "scan", "chain"),  # last axis, 4-byte: n < 64
+    (_4, (2, 48), 1, "scan", "radix"),  # carry would not pad: scan all the same
+    (_4, (2, 63), 1, "scan", "radix"),
+    (_4, (2, 64), 1, "tiled", "radix"),  # 64: tiled
+    (_4, (2, 65), 1, "scan", "radix"),  # to 128, scan where carry (r = 4) would pad
+    (_4, (2, 128), 1, "carry", "radix"),  # carry pads nothing
+    (_4, (2, 129), 1, "carry", "radix"),  # past 128, carry even padded
     (_8, (2, 7), 1, "scan", "chain"),  # 8-byte: n < 8
     (_8, (2, 8), 1, "carry", "chain"),
-    (_8, (2, 17), 1, "carry", "radix"),
+    (_8, (2, 17), 1, "scan", "radix"),  # to 128, scan where carry would pad
+    (_8, (2, 64), 1, "carry", "radix"),
+    (_8, (2, 100), 1, "scan", "radix"),
+    (_8, (2, 128), 1, "carry", "radix"),
+    (_8, (2, 129), 1, "carry", "radix"),
     (_4, (2, 512, 2), 1, "chain", "radix"),  # middle: n <= 512
     (_4, (2, 513, 2), 1, "carry", "radix"),
     (_8, (2, 512, 2), 1, "chain", "radix"),
@@ -614,9 +621,9 @@ def test_every_target_has_its_rows() -> None:
 
 def test_auto_uint32_is_8_byte_on_onnxruntime_and_4_byte_on_spec() -> None:
     """uint32 is multiplied as int64 on onnxruntime: the 8-byte column."""
-    model = cumprod_model(U32, (2, 17), 1)
+    model = cumprod_model(U32, (2, 48), 1)
     assert _planned(model, "onnxruntime") == "carry"
-    assert _planned(model, "spec") == "tiled"
+    assert _planned(model, "spec") == "scan"
 
 
 def test_auto_without_a_bound_where_only_doubling_fits_is_refused() -> None:

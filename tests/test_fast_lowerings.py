@@ -238,9 +238,9 @@ def test_refused_without_scan() -> None:
 
 @pytest.mark.parametrize("last_axis", [True, False])
 def test_pads_exactly_off_the_powers_of_the_radix(last_axis: bool) -> None:
-    """``radix.pads`` (tract's table keys on it): False exactly for n = r^k * q with q <= r;
-    radix takes r = 8 on the last axis, off it 8 up to 512 and 16 above; carry r = 4 on the
-    last axis, else 16 (their levels' docstrings)."""
+    """``radix.pads`` (auto's onnxruntime and tract tables key on it): False exactly for
+    n = r^k * q with q <= r; radix takes r = 8 on the last axis, off it 8 up to 512 and 16
+    above; carry r = 4 on the last axis, else 16 (their levels' docstrings)."""
     from rewriter.lowerings import carry, radix
 
     radix_r = (lambda n: 8) if last_axis else (lambda n: 8 if n <= 512 else 16)

@@ -13,8 +13,8 @@ position   4-byte compute types (float32, float16,   8-byte compute types (int64
 =========  ========================================  =========================================
 first o=1  n <= 512: scan; else carry                n <= 512, or n <= 4096 with i >= 1024:
                                                      scan; else carry
-last i=1   n <= 16: scan; n <= 64: tiled;            n < 8: scan; else carry
-           else carry
+last i=1   n < 64: scan; 64: tiled; else carry;      n < 8: scan; else carry;
+           but scan to n = 128 where carry pads       but scan to n = 128 where carry pads
 middle     n <= 512: chain; else carry               as for 4-byte types
 =========  ========================================  =========================================
 
@@ -36,6 +36,16 @@ and exclusive + reverse; old table in the same rounds) the last-axis cells went 
 4.55x native (median / worst) to 1.24x / 2.96x; 8-byte n >= 64 took 0.60-0.68x of radix's
 time (n = 8: 0.87-1.04x of scan's), 4-byte n >= 512 0.64-0.87x of tiled's / blocked's; at
 n = 64 carry took 0.96-1.10x of tiled's time, so tiled and, below, scan stay.
+Off the grid's lengths (``scripts/results/bench-2026-11-30-round5-lengths*``: n = 17-128 on
+2^20, 4 * 2^20 and 10^6 elements) the unrolled routes pay for padding. Where carry's levels pad
+(n = 17, 33, 40, 56, 65, 100; r = 4) ``scan`` took 0.24-0.66x the time of the faster of tiled /
+carry for 4-byte types on 2^20 and 10^6 elements (0.37-1.14x on 4 * 2^20) and 0.53-0.96x
+carry's for 8-byte types (0.68-1.23x on 4 * 2^20). Below 64, 4-byte types take scan whatever
+the padding (n = 48: 0.85-0.87x tiled's; 1.17-1.19x carry's on 4 * 2^20). Where carry pads
+nothing (n = 48, 128) the 8-byte Scan took 0.95-3.30x carry's time, so carry stays there. Over
+these 88 cells the old table's picks, timed in the same runs, were 1.64x / 4.20x native (median
+/ worst; 2^20 and 4 * 2^20) and 1.40x / 2.79x (10^6); this table's 1.26x / 2.92x and 0.99x /
+1.67x. The grid's lengths get the same picks as before.
 The first and middle axes stay several times native: ``docs/performance.md`` has the
 figures and the measured floors.
 
@@ -104,6 +114,7 @@ __all__ = ["pick"]
 _WIDE = 8
 _CHAIN_UP_TO = 16
 _TRACT_SCAN_UP_TO = 8192
+_PADDED_SCAN_UP_TO = 128  # onnxruntime, last axis: Scan where carry would pad
 
 
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
@@ -120,11 +131,10 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
             return "scan"
         return "carry"
     if spec.inner == 1:  # the last axis
-        if wide:
-            return "scan" if n < 8 else "carry"
-        if n <= 16:
+        padded = n <= _PADDED_SCAN_UP_TO and radix.pads(n, carry.carry_levels(n, last_axis=True))
+        if n < (8 if wide else 64) or padded:
             return "scan"
-        return "tiled" if n <= 64 else "carry"
+        return "tiled" if not wide and n <= 64 else "carry"
     return "chain" if n <= 512 else "carry"  # a middle axis
 
 
