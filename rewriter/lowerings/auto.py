@@ -65,10 +65,14 @@ where the target has Scan, else ``doubling`` (which needs a bound, ``max_length`
 measured no cell where another lowering was 1.5x faster than this.
 
 ``openvino``: the last axis takes ``doubling`` (n = 64-4096: 2.8-9.1x its CumSum against
-radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x); other axes n <= 64 ``chain`` (first:
-0.04-0.06x against radix's 0.09-0.15x; middle: 0.17-0.67x against 0.22-0.91x), then radix;
-run-time n: ``scan`` (OpenVINO runs Scan; its Scan and Loop are 10-67x its CumSum on the
-last axis, so a static length is better).
+radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x); other axes n <= 512 ``chain``, then
+radix. The cut was n = 64, from runs at load average 3-5 where radix took 0.50-0.56x chain's
+time at n = 512; at load average 1 (``scripts/results/bench-runtime-openvino-2026-12-01-*``:
+n = 17-5000, 2^20 and 10^6 elements, first and middle axis) chain took 0.31-0.92x radix's
+time in all 36 cells with 64 < n <= 512, and at n = 1000 0.48-0.58x (first) and 0.88-1.07x
+(middle); but OpenVINO's compile time grows with its nodes: 0.2-0.35 s at n = 512 and
+0.5-1.2 s at 1000, against radix's 0.02-0.04 s. Run-time n: ``scan`` (OpenVINO runs Scan;
+its Scan and Loop are 10-67x its CumSum on the last axis, so a static length is better).
 
 ``tract``: last axis: n <= 64 ``chain``; to n = 8192, where the unrolled levels pad nothing
 (n = r^k * q, q <= r), ``radix`` for float32 (r = 8; 1.42-1.49x CumSum against scan's
@@ -115,6 +119,7 @@ _WIDE = 8
 _CHAIN_UP_TO = 16
 _TRACT_SCAN_UP_TO = 8192
 _PADDED_SCAN_UP_TO = 128  # onnxruntime, last axis: Scan where carry would pad
+_OPENVINO_CHAIN_UP_TO = 512  # first and middle axes
 
 
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
@@ -157,7 +162,7 @@ def _openvino(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> st
     if n is not None and n > 1 and spec.inner is not None:
         if spec.inner == 1:
             return "doubling"
-        if n <= 64:
+        if n <= _OPENVINO_CHAIN_UP_TO:
             return "chain"
     return _static(spec, target, compute)
 
