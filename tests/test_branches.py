@@ -572,15 +572,19 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_4, (2, 4), 0, ("chain", "scan", "chain", "chain")),
     (_4, (17, 4), 0, ("chain", "scan", "chain", "doubling")),
     (_8, (64, 4), 0, ("chain", "scan", "chain", "doubling")),
-    (_8, (65, 4), 0, ("chain", "scan", "radix", "doubling")),
-    (_4, (512, 4), 0, ("chain", "scan", "radix", "doubling")),  # openvino: chain to 512
-    (_4, (513, 4), 0, ("radix", "radix", "radix", "doubling")),
+    (_8, (65, 4), 0, ("chain", "scan", "chain", "doubling")),
+    (_8, (256, 4), 0, ("chain", "scan", "chain", "doubling")),  # iree: chain to 256
+    (_8, (257, 4), 0, ("chain", "scan", "carry", "doubling")),  # then carry
+    (_4, (512, 4), 0, ("chain", "scan", "carry", "doubling")),  # openvino: chain to 512
+    (_4, (513, 4), 0, ("radix", "radix", "carry", "doubling")),
     (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain")),  # middle
     (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling")),
     (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling")),
-    (_8, (2, 65, 2), 1, ("chain", "scan", "radix", "doubling")),
-    (_4, (2, 512, 2), 1, ("chain", "scan", "radix", "doubling")),
-    (_4, (2, 513, 2), 1, ("radix", "radix", "radix", "doubling")),
+    (_8, (2, 65, 2), 1, ("chain", "scan", "chain", "doubling")),
+    (_4, (2, 256, 2), 1, ("chain", "scan", "chain", "doubling")),
+    (_4, (2, 257, 2), 1, ("chain", "scan", "carry", "doubling")),
+    (_4, (2, 512, 2), 1, ("chain", "scan", "carry", "doubling")),
+    (_4, (2, 513, 2), 1, ("radix", "radix", "carry", "doubling")),
     (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling")),
 ]
 

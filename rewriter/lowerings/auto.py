@@ -55,7 +55,7 @@ with run-time padding.
 
 The other runtimes' tables come from ``scripts/bench_runtime.py --runtime NAME`` (each
 lowering against that runtime's own CumSum on the same shape; first, middle and last
-axis, n = 8, 64, 512, 4096, 1M elements; the runs of 2026-11-30 in
+axis, n = 8, 64, 512, 4096, 1M elements; the runs of 2026-11-30 and -12-01 in
 ``scripts/results/bench-runtime-*``). Below, "run-time n" is a length known only at run
 time; a run-time axis over static dims is lowered at the longest dim (the axis is then
 unknown, so only the ``static`` rule applies).
@@ -91,9 +91,14 @@ Run-time n: ``scan``.
 ``iree``: last axis, 4-byte compute types: ``doubling`` (1.3-6.8x its CumSum against
 chain / radix's 2.2-7.9x; IREE does not compile it with a static length for 8-byte
 types); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against radix's 3.6-6.7x), then radix.
-Other axes n <= 64: ``chain`` (first: 0.27-0.52x against radix's 1.1-2.0x; middle:
-0.49-1.26x against 1.0-2.6x), then radix. Run-time n: ``doubling`` (IREE's Scan ignores
-directions; ``max_length`` needed).
+Other axes n <= 256: ``chain``, then ``carry``. At n = 64 chain took 0.27-0.52x its CumSum
+(first) against radix's 1.1-2.0x, and 0.49-1.26x (middle) against 1.0-2.6x; at n = 100-512
+(``scripts/results/bench-runtime-iree-2026-12-01-probe{,2}``, 2^20 elements) 0.15-0.72x
+radix's time in all 32 cells, but IREE's compile time grows with it: 1.8-5.2 s at n = 100,
+2.9-8.3 s at 256, 5.3-17.1 s at 512, against radix's and carry's 1.2-3.2 s; so the cut is
+256. Beyond, carry took 0.62-1.12x radix's time at n = 512-4096 (0.86x at the median, 21 of
+24 cells below 1). Run-time n: ``doubling`` (IREE's Scan ignores directions;
+``max_length`` needed).
 
 ``tflite`` (onnx2tf 1.29): static dims with n <= 16: chain; else ``doubling``, static
 length or not (a run-time one needs ``max_length``): with a symbolic dim it runs on the 2-D
@@ -120,6 +125,7 @@ _CHAIN_UP_TO = 16
 _TRACT_SCAN_UP_TO = 8192
 _PADDED_SCAN_UP_TO = 128  # onnxruntime, last axis: Scan where carry would pad
 _OPENVINO_CHAIN_UP_TO = 512  # first and middle axes
+_IREE_CHAIN_UP_TO = 256  # first and middle axes
 
 
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
@@ -193,8 +199,7 @@ def _iree(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
             if not wide:
                 return "doubling"
             return "chain" if n <= 64 else "radix"
-        if n <= 64:
-            return "chain"
+        return "chain" if n <= _IREE_CHAIN_UP_TO else "carry"
     return _static(spec, target, compute)
 
 
