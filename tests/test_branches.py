@@ -576,7 +576,10 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_8, (256, 4), 0, ("chain", "scan", "chain", "doubling")),  # iree: chain to 256
     (_8, (257, 4), 0, ("chain", "scan", "carry", "doubling")),  # then carry
     (_4, (512, 4), 0, ("chain", "scan", "carry", "doubling")),  # openvino: chain to 512
-    (_4, (513, 4), 0, ("radix", "radix", "carry", "doubling")),
+    (_4, (513, 4), 0, ("radix", "carry", "carry", "doubling")),  # tract: float32 carry
+    (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling")),  # tract: others scan to 1024
+    (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling")),
+    (I32, (1025, 4), 0, ("radix", "radix", "carry", "doubling")),
     (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain")),  # middle
     (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling")),
     (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling")),
@@ -584,7 +587,8 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_4, (2, 256, 2), 1, ("chain", "scan", "chain", "doubling")),
     (_4, (2, 257, 2), 1, ("chain", "scan", "carry", "doubling")),
     (_4, (2, 512, 2), 1, ("chain", "scan", "carry", "doubling")),
-    (_4, (2, 513, 2), 1, ("radix", "radix", "carry", "doubling")),
+    (_4, (2, 513, 2), 1, ("radix", "carry", "carry", "doubling")),
+    (_8, (2, 1025, 2), 1, ("radix", "radix", "carry", "doubling")),
     (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling")),
 ]
 

@@ -9,7 +9,7 @@ wrap and never turn to zero, which would hide a wrong factor), floats within the
 contract (tests/bounds.py) for the lowering each node got, with 0, -0.0, ±inf and NaN
 sprinkled in. The shapes take each side of every threshold of rewriter/lowerings/auto.py's
 ``openvino``, ``tract``, ``iree`` and ``static`` tables: last axis n = 17, 65, 512, 600, 8193;
-first axis n = 17, 65, 600; a middle axis n = 17, 600.
+first axis n = 17, 65, 600, 1025; a middle axis n = 17, 600.
 
 tinygrad runs three of the shapes (its table is the static one; it compiles every kernel).
 Runtime limits are not run here (they are warned and tested in tests/test_runtimes.py):
@@ -49,6 +49,7 @@ SHAPES: list[tuple[tuple[int, ...], int]] = [
     ((600, 2), -2),
     ((2, 17, 3), 1),
     ((2, 600, 2), 1),
+    ((1025, 2), 0),
 ]
 ATTRS = [(0, 0), (1, 0), (0, 1), (1, 1)]  # (exclusive, reverse)
 LIMITED = {

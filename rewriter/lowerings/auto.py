@@ -84,8 +84,13 @@ the other types (1.45-1.49x and 2.07-6.25x against scan's 3.7-25.7x at n = 16384
 ``tiled``, the float32 pick before (1.03-1.29x on 2^20 elements), falls off a cliff at other
 row counts (7.35x at 15625 x 64 and 6.68x at 1953 x 512, 1e6 elements), so it is not used.
 Runs: ``scripts/results/bench-runtime-tract-2026-11-30-round5-*`` (2^20 and 1e6 elements, n
-= 8-65536, padded lengths). Other axes n <= 512: ``scan`` (first: 1.3-6.3x against radix's
-2.4-6.9x; middle: 1.1-5.3x against 2.4-9.1x; at n = 8 against chain's 1.8-7.4x); beyond, radix.
+= 8-65536, padded lengths). Other axes: ``scan`` to n = 512 (first: 1.3-6.3x against radix's
+2.4-6.9x; middle: 1.1-5.3x against 2.4-9.1x; at n = 8 against chain's 1.8-7.4x); beyond,
+float32 takes ``carry`` (0.38-0.96x radix's time in all 13 float32 cells measured with
+n = 1000-4096) and the other types keep scan to n = 1024 (0.62-1.04x radix's time at 1000
+and 1024), then radix (scan 0.92-1.22x radix's time at 2000 / 2048, 0.98-1.6x at 4096):
+``scripts/results/bench-runtime-tract-2026-12-01-other*`` (2^20 and 10^6 elements) and
+``...-2026-11-30-middle``.
 Run-time n: ``scan``.
 
 ``iree``: last axis, 4-byte compute types: ``doubling`` (1.3-6.8x its CumSum against
@@ -176,8 +181,10 @@ def _openvino(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> st
 def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     n = spec.length
     if n is not None and n > 1 and spec.inner is not None:
-        if spec.inner != 1:
-            return "scan" if n <= 512 else "radix"
+        if spec.inner != 1:  # first and middle axes
+            if compute == ir.DataType.FLOAT:
+                return "scan" if n <= 512 else "carry"
+            return "scan" if n <= 1024 else "radix"
         if n <= 64:
             return "chain"
         if n > _TRACT_SCAN_UP_TO:  # few rows: Scan's n steps cost more than unrolled levels
