@@ -193,7 +193,7 @@ TARGETS: dict[str, Target] = {
             "tinygrad",
             "tinygrad: no Loop or Scan",
             missing_ops=frozenset({"Loop", "Scan"}),
-            auto="static",
+            auto="tinygrad",
         ),
         Target(
             "portable",

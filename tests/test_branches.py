@@ -539,57 +539,62 @@ AUTO_ROWS = [
     (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
 ]
 # What the static table takes for a length known only at run time, per target.
-RUN_TIME_LENGTH = {"tinygrad": "doubling", "portable": "doubling"}
+RUN_TIME_LENGTH = {"portable": "doubling"}
 
-# The measured per-runtime tables (openvino, tract, iree): both sides of each of their
-# thresholds, and what they leave to the static rule (a middle axis, a run-time length).
-TARGET_COLUMNS = ("openvino", "tract", "iree", "tflite")
+# The measured per-runtime tables (openvino, tract, iree, tflite, tinygrad): both sides of
+# each of their thresholds, and what they leave to the static rule (a run-time length).
+TARGET_COLUMNS = ("openvino", "tract", "iree", "tflite", "tinygrad")
 TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
-    (_4, (3, 1), 1, ("chain", "chain", "chain", "chain")),  # n <= 1
-    (_4, (2, 2), 1, ("doubling", "chain", "doubling", "chain")),
-    (_4, (2, 16), 1, ("doubling", "chain", "doubling", "chain")),
-    (_4, (2, 17), 1, ("doubling", "chain", "doubling", "doubling")),
-    (_4, (2, 64), 1, ("doubling", "chain", "doubling", "doubling")),
-    (_4, (2, 65), 1, ("doubling", "scan", "doubling", "doubling")),  # radix would pad
-    (_4, (2, 512), 1, ("doubling", "radix", "doubling", "doubling")),  # radix pads nothing
-    (_4, (2, 8192), 1, ("doubling", "radix", "doubling", "doubling")),
-    (_4, (2, 8193), 1, ("doubling", "radix", "doubling", "doubling")),  # padded or not
-    (I32, (2, 17), 1, ("doubling", "chain", "doubling", "doubling")),
-    (I32, (2, 64), 1, ("doubling", "chain", "doubling", "doubling")),
-    (I32, (2, 65), 1, ("doubling", "scan", "doubling", "doubling")),
-    (I32, (2, 512), 1, ("doubling", "scan", "doubling", "doubling")),
-    (I32, (2, 8192), 1, ("doubling", "scan", "doubling", "doubling")),
-    (I32, (2, 8193), 1, ("doubling", "carry", "doubling", "doubling")),
-    (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain")),
-    (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling")),
-    (_8, (2, 65), 1, ("doubling", "scan", "radix", "doubling")),
-    (_8, (2, 512), 1, ("doubling", "carry", "radix", "doubling")),  # carry pads nothing
-    (_8, (2, 1000), 1, ("doubling", "scan", "radix", "doubling")),  # carry would pad
-    (_8, (2, 8192), 1, ("doubling", "carry", "radix", "doubling")),
-    (_8, (2, 8193), 1, ("doubling", "carry", "radix", "doubling")),
-    (_4, ("B", 65), 1, ("doubling", "scan", "doubling", "doubling")),
-    (_4, ("B", 512), 1, ("doubling", "radix", "doubling", "doubling")),
-    (_4, (2, 4), 0, ("chain", "scan", "chain", "chain")),
-    (_4, (17, 4), 0, ("chain", "scan", "chain", "doubling")),
-    (_8, (64, 4), 0, ("chain", "scan", "chain", "doubling")),
-    (_8, (65, 4), 0, ("chain", "scan", "chain", "doubling")),
-    (_8, (256, 4), 0, ("chain", "scan", "chain", "doubling")),  # iree: chain to 256
-    (_8, (257, 4), 0, ("chain", "scan", "carry", "doubling")),  # then carry
-    (_4, (512, 4), 0, ("chain", "scan", "carry", "doubling")),  # openvino: chain to 512
-    (_4, (513, 4), 0, ("radix", "carry", "carry", "doubling")),  # tract: float32 carry
-    (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling")),  # tract: others scan to 1024
-    (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling")),
-    (I32, (1025, 4), 0, ("radix", "radix", "carry", "doubling")),
-    (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain")),  # middle
-    (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling")),
-    (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling")),
-    (_8, (2, 65, 2), 1, ("chain", "scan", "chain", "doubling")),
-    (_4, (2, 256, 2), 1, ("chain", "scan", "chain", "doubling")),
-    (_4, (2, 257, 2), 1, ("chain", "scan", "carry", "doubling")),
-    (_4, (2, 512, 2), 1, ("chain", "scan", "carry", "doubling")),
-    (_4, (2, 513, 2), 1, ("radix", "carry", "carry", "doubling")),
-    (_8, (2, 1025, 2), 1, ("radix", "radix", "carry", "doubling")),
-    (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling")),
+    (_4, (3, 1), 1, ("chain", "chain", "chain", "chain", "chain")),  # n <= 1
+    (_4, (2, 2), 1, ("doubling", "chain", "doubling", "chain", "chain")),
+    (_4, (2, 16), 1, ("doubling", "chain", "doubling", "chain", "chain")),
+    (_4, (2, 17), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
+    (_4, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
+    (_4, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),  # radix would pad
+    (_4, (2, 512), 1, ("doubling", "radix", "doubling", "doubling", "carry")),  # radix pads nothing
+    (_4, (2, 8192), 1, ("doubling", "radix", "doubling", "doubling", "carry")),
+    (_4, (2, 8193), 1, ("doubling", "radix", "doubling", "doubling", "carry")),  # padded or not
+    (I32, (2, 17), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
+    (I32, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
+    (I32, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (I32, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (I32, (2, 8192), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (I32, (2, 8193), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
+    (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain", "chain")),
+    (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling", "carry")),
+    (_8, (2, 65), 1, ("doubling", "scan", "radix", "doubling", "carry")),
+    (_8, (2, 512), 1, ("doubling", "carry", "radix", "doubling", "carry")),  # carry pads nothing
+    (_8, (2, 1000), 1, ("doubling", "scan", "radix", "doubling", "carry")),  # carry would pad
+    (_8, (2, 8192), 1, ("doubling", "carry", "radix", "doubling", "carry")),
+    (_8, (2, 8193), 1, ("doubling", "carry", "radix", "doubling", "carry")),
+    (_4, ("B", 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (_4, ("B", 512), 1, ("doubling", "radix", "doubling", "doubling", "carry")),
+    (_4, (2, 4), 0, ("chain", "scan", "chain", "chain", "chain")),
+    (_4, (17, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (64, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (65, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (256, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),  # iree: chain to 256
+    (_8, (257, 4), 0, ("chain", "scan", "carry", "doubling", "carry")),  # then carry
+    (_4, (512, 4), 0, ("chain", "scan", "carry", "doubling", "carry")),  # openvino: chain to 512
+    (_4, (513, 4), 0, ("radix", "carry", "carry", "doubling", "carry")),  # tract: float32 carry
+    (
+        _8,
+        (1024, 4),
+        0,
+        ("radix", "scan", "carry", "doubling", "carry"),
+    ),  # tract: others scan to 1024
+    (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
+    (I32, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
+    (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain", "chain")),  # middle
+    (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (2, 65, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
+    (_4, (2, 256, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
+    (_4, (2, 257, 2), 1, ("chain", "scan", "carry", "doubling", "carry")),
+    (_4, (2, 512, 2), 1, ("chain", "scan", "carry", "doubling", "carry")),
+    (_4, (2, 513, 2), 1, ("radix", "carry", "carry", "doubling", "carry")),
+    (_8, (2, 1025, 2), 1, ("radix", "radix", "carry", "doubling", "carry")),
+    (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling", "doubling")),
 ]
 
 
@@ -607,7 +612,7 @@ def test_auto_picks_each_row_of_its_table(target: str) -> None:
         (e, d, a, ort, by_static or RUN_TIME_LENGTH.get(target))
         for e, d, a, ort, by_static in AUTO_ROWS
     ]
-    if table in ("openvino", "tract", "iree", "tflite"):
+    if table in TARGET_COLUMNS:
         column = TARGET_COLUMNS.index(target)
         rows = [(e, d, a, None, want[column]) for e, d, a, want in TARGET_ROWS]
     for elem, dims, axis, by_ort, by_other in rows:
@@ -620,7 +625,7 @@ def test_auto_picks_each_row_of_its_table(target: str) -> None:
 def test_every_target_has_its_rows() -> None:
     """A new target, or a new table, needs its expectations written out above."""
     tables = {t.auto for t in TARGETS.values()}
-    assert tables == {"onnxruntime", "static", "openvino", "tract", "iree", "tflite"}
+    assert tables == {"onnxruntime", "static", "openvino", "tract", "iree", "tflite", "tinygrad"}
     static = {name for name, t in TARGETS.items() if t.auto == "static"}
     assert set(RUN_TIME_LENGTH) == static
     assert set(TARGET_COLUMNS) == tables - {"onnxruntime", "static"}

@@ -60,9 +60,15 @@ axis, n = 8, 64, 512, 4096, 1M elements; the runs of 2026-11-30 and -12-01 in
 time; a run-time axis over static dims is lowered at the longest dim (the axis is then
 unknown, so only the ``static`` rule applies).
 
-``static`` (tinygrad, portable): n <= 16: chain; else radix. Run-time n: ``scan``
-where the target has Scan, else ``doubling`` (which needs a bound, ``max_length``). tinygrad
-measured no cell where another lowering was 1.5x faster than this.
+``static`` (portable): n <= 16: chain; else radix. Run-time n: ``scan`` where the target
+has Scan, else ``doubling`` (which needs a bound, ``max_length``).
+
+``tinygrad``: as ``static``, but ``carry`` where static takes radix over a static length:
+carry took 0.36-1.10x radix's time (median 0.96x) in all 28 cells measured with n > 16
+(float32 / int32, 2^20 elements, n = 64-4096, every axis; 0.36-0.60x at n = 512 on the first
+and middle axes): ``scripts/results/bench-runtime-tinygrad-2026-12-01-{middle,other}`` and
+``...-2026-11-30-round4-last``. Over those cells radix took 0.31x / 10.72x tinygrad's CumSum
+(median / worst), carry 0.17x / 10.75x.
 
 ``openvino``: the last axis takes ``doubling`` (n = 64-4096: 2.8-9.1x its CumSum against
 radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x); other axes n <= 512 ``chain``, then
@@ -178,6 +184,13 @@ def _openvino(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> st
     return _static(spec, target, compute)
 
 
+def _tinygrad(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
+    n = spec.length
+    if n is not None and n > _CHAIN_UP_TO and spec.inner is not None:
+        return "carry"
+    return _static(spec, target, compute)
+
+
 def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     n = spec.length
     if n is not None and n > 1 and spec.inner is not None:
@@ -220,6 +233,7 @@ def _tflite(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
 _TABLES = {
     "static": _static,
     "openvino": _openvino,
+    "tinygrad": _tinygrad,
     "tract": _tract,
     "iree": _iree,
     "tflite": _tflite,
