@@ -577,12 +577,8 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_8, (257, 4), 0, ("chain", "scan", "carry", "doubling", "carry")),  # then carry
     (_4, (512, 4), 0, ("chain", "scan", "carry", "doubling", "carry")),  # openvino: chain to 512
     (_4, (513, 4), 0, ("radix", "carry", "carry", "doubling", "carry")),  # tract: float32 carry
-    (
-        _8,
-        (1024, 4),
-        0,
-        ("radix", "scan", "carry", "doubling", "carry"),
-    ),  # tract: others scan to 1024
+    # tract: the other types scan to 1024
+    (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
     (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
     (I32, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
     (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain", "chain")),  # middle
