@@ -131,12 +131,25 @@ from rewriter.targets import Target
 
 __all__ = ["pick"]
 
-_WIDE = 8
-_CHAIN_UP_TO = 16
-_TRACT_SCAN_UP_TO = 8192
-_PADDED_SCAN_UP_TO = 128  # onnxruntime, last axis: Scan where carry would pad
+_WIDE = 8  # bytes per element of an "8-byte" compute type
+_CHAIN_UP_TO = 16  # static: chain, then radix
+# onnxruntime
+_SCAN_FIRST_UP_TO = 512  # first axis: Scan, then carry ...
+_WIDE_SCAN_FIRST_UP_TO = 4096  # ... but 8-byte types on slabs of _WIDE_SCAN_SLAB or more
+_WIDE_SCAN_SLAB = 1024  # elements: keep the Scan to _WIDE_SCAN_FIRST_UP_TO
+_SCAN_LAST_BELOW = 64  # last axis, 4-byte types: Scan below this n ...
+_WIDE_SCAN_LAST_BELOW = 8  # ... 8-byte types
+_TILED_LAST_UP_TO = 64  # last axis, 4-byte types: tiled from _SCAN_LAST_BELOW to here
+_PADDED_SCAN_UP_TO = 128  # last axis: Scan where carry would pad
+_MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry
+# the other runtimes
+_TRACT_SCAN_UP_TO = 8192  # last axis
+_TRACT_CHAIN_LAST_UP_TO = 64  # last axis
+_TRACT_FLOAT_SCAN_UP_TO = 512  # first and middle axes, float32: Scan, then carry
+_TRACT_SCAN_OTHER_UP_TO = 1024  # first and middle axes, other types: Scan, then radix
 _OPENVINO_CHAIN_UP_TO = 512  # first and middle axes
 _IREE_CHAIN_UP_TO = 256  # first and middle axes
+_IREE_WIDE_CHAIN_LAST_UP_TO = 64  # last axis, 8-byte types: chain, then radix
 
 
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
@@ -149,15 +162,17 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     if spec.outer == 1:  # the scanned axis is the outermost: Scan slabs are contiguous
         # 8-byte types: the Scan's per-step cost pays off to 4096 steps on 1024-element slabs
         slab = spec.inner or 0
-        if n <= 512 or (wide and n <= 4096 and slab >= 1024):
+        if n <= _SCAN_FIRST_UP_TO or (
+            wide and n <= _WIDE_SCAN_FIRST_UP_TO and slab >= _WIDE_SCAN_SLAB
+        ):
             return "scan"
         return "carry"
     if spec.inner == 1:  # the last axis
         padded = n <= _PADDED_SCAN_UP_TO and radix.pads(n, carry.carry_levels(n, last_axis=True))
-        if n < (8 if wide else 64) or padded:
+        if n < (_WIDE_SCAN_LAST_BELOW if wide else _SCAN_LAST_BELOW) or padded:
             return "scan"
-        return "tiled" if not wide and n <= 64 else "carry"
-    return "chain" if n <= 512 else "carry"  # a middle axis
+        return "tiled" if not wide and n <= _TILED_LAST_UP_TO else "carry"
+    return "chain" if n <= _MIDDLE_CHAIN_UP_TO else "carry"  # a middle axis
 
 
 def _bounded_length(spec: ScanSpec) -> int | None:
@@ -196,9 +211,9 @@ def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     if n is not None and n > 1 and spec.inner is not None:
         if spec.inner != 1:  # first and middle axes
             if compute == ir.DataType.FLOAT:
-                return "scan" if n <= 512 else "carry"
-            return "scan" if n <= 1024 else "radix"
-        if n <= 64:
+                return "scan" if n <= _TRACT_FLOAT_SCAN_UP_TO else "carry"
+            return "scan" if n <= _TRACT_SCAN_OTHER_UP_TO else "radix"
+        if n <= _TRACT_CHAIN_LAST_UP_TO:
             return "chain"
         if n > _TRACT_SCAN_UP_TO:  # few rows: Scan's n steps cost more than unrolled levels
             return "radix" if compute == ir.DataType.FLOAT else "carry"
@@ -218,7 +233,7 @@ def _iree(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
         if spec.inner == 1:
             if not wide:
                 return "doubling"
-            return "chain" if n <= 64 else "radix"
+            return "chain" if n <= _IREE_WIDE_CHAIN_LAST_UP_TO else "radix"
         return "chain" if n <= _IREE_CHAIN_UP_TO else "carry"
     return _static(spec, target, compute)
 
