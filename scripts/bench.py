@@ -641,7 +641,10 @@ def main() -> None:
         "kernel on it), which leaves out the time other processes hold the core",
     )
     parser.add_argument(
-        "--from-json", nargs="+", help="only re-render the markdown of earlier runs (merged)"
+        "--from-json",
+        nargs="+",
+        help="only re-render the markdown of earlier runs (merged; with --floors, the median "
+        "of the runs' ratios per cell)",
     )
     parser.add_argument("--dtypes", default="float32,float64,int32,int64")
     parser.add_argument("--totals", default="1,4", help="total elements, in units of 2^20")
@@ -674,6 +677,12 @@ def main() -> None:
         help="a small grid whose dims are all declared symbolic (auto then picks 'dynamic')",
     )
     args = parser.parse_args()
+    if args.from_json and args.floors:
+        rows = merge_floor_runs([json.loads(Path(f).read_text()) for f in args.from_json])
+        Path(f"{args.out}.json").write_text(json.dumps(rows, indent=1))
+        Path(f"{args.out}.md").write_text(floors_markdown(rows))
+        print(floors_markdown(rows))
+        return
     if args.from_json:
         parts = [json.loads(Path(f).read_text()) for f in args.from_json]
         result = dict(parts[0])
@@ -792,6 +801,33 @@ def main() -> None:
 
 
 GOAL_WORST = 4.0  # issue 13: no cell worse than 4x native
+
+
+def merge_floor_runs(runs: list[list[dict]]) -> list[dict]:
+    """Floor rows of several runs of the same cells, one row per cell: each contender's
+    ratio to native is the median over the runs that timed it (native's µs the median of
+    native's), and the route floors are recomputed from those. A single run's cell can move
+    10-20 % between runs; the median of three runs moves less."""
+    by_cell: dict[tuple, list[dict]] = {}
+    for run in runs:
+        for row in run:
+            key = (row["dtype"], row["total"], row["n"], row["position"])
+            by_cell.setdefault(key, []).append(row)
+    merged = []
+    for rows in by_cell.values():
+        native = statistics.median(r["native_us"] for r in rows)
+        names = dict.fromkeys(k for r in rows for k in r["us"])
+        row = dict(rows[0])
+        row["native_us"] = native
+        row["runs"] = len(rows)
+        row["us"] = {
+            k: native * statistics.median(r["us"][k] / r["native_us"] for r in rows if k in r["us"])
+            for k in names
+        }
+        row["routes_us"] = route_floors(row, str(row["position"]))
+        row["floor_us"], row["floor_route"] = floor_of(row, str(row["position"]))
+        merged.append(row)
+    return merged
 
 
 def floor_verdict(row: dict) -> str:

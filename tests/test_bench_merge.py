@@ -1,0 +1,72 @@
+"""scripts/bench.py's merge of floor runs: the per-cell median of the runs' ratios."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("bench_under_test", _PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(native: float, auto: float, scan: float, position: str = "middle") -> dict:
+    """A floor row for (int32, 1M, n = 8, position) whose routes are priced by hand: chain
+    and blocked cost 1000 µs or more, the scan route ``scan`` + 2 x 10 µs of Transposes."""
+    return {
+        "dtype": "int32",
+        "total": 1 << 20,
+        "n": 8,
+        "position": position,
+        "shape": [256, 8, 512],
+        "native_us": native,
+        "us": {
+            "mul": 1000.0,
+            "mul x*x": 1000.0,
+            "transpose": 10.0,
+            "64 launches": 64.0,
+            "fine split+concat": 1000.0,
+            "scan n steps": scan,
+            "auto": auto,
+        },
+        "picks": {"auto": "chain"},
+    }
+
+
+def test_median_of_ratios_per_cell(bench) -> None:  # type: ignore[no-untyped-def]
+    runs = [
+        [_row(100.0, 500.0, 300.0)],  # auto 5.0x, scan route (300 + 20) / 100 = 3.2x
+        [_row(200.0, 700.0, 580.0)],  # auto 3.5x, scan route 3.0x
+        [_row(100.0, 380.0, 480.0)],  # auto 3.8x, scan route 5.0x
+    ]
+    (row,) = bench.merge_floor_runs(runs)
+    assert row["runs"] == 3
+    assert row["native_us"] == 100.0  # median of 100, 200, 100
+    assert row["us"]["auto"] / row["native_us"] == pytest.approx(3.8)  # median of 5.0, 3.5, 3.8
+    # scan n steps: ratios 3.0, 2.9, 4.8 -> 3.0; the route adds two transposes at 0.1x each
+    # (ratios 0.1, 0.05, 0.1 -> 0.1)
+    assert row["floor_route"] == "scan"
+    assert row["floor_us"] / row["native_us"] == pytest.approx(3.2)
+    assert bench.floor_verdict(row) == "meets 4×"
+
+
+def test_cells_are_merged_separately(bench) -> None:  # type: ignore[no-untyped-def]
+    runs = [
+        [_row(100.0, 500.0, 300.0), _row(100.0, 300.0, 300.0, "last")],
+        [_row(100.0, 450.0, 300.0), _row(100.0, 900.0, 300.0, "last")],
+    ]
+    rows = {r["position"]: r for r in bench.merge_floor_runs(runs)}
+    assert rows["middle"]["us"]["auto"] == pytest.approx(475.0)  # median of two: their mean
+    assert rows["last"]["us"]["auto"] == pytest.approx(600.0)
+    assert bench.floor_verdict(rows["middle"]) == "not explained (floor 3.2×)"
