@@ -178,23 +178,16 @@ AUTO_BEFORE = "auto_before"
 
 
 def _table_before(spec: ScanSpec, compute_itemsize: int) -> str:
-    """``auto``'s onnxruntime table before this round (commit 3a6663d). Last axis: scan up
-    to n = 16, then radix for 8-byte types, tiled up to 8192 and blocked above for 4-byte
-    ones. Middle axes: chain up to 256, scan up to 512 on slabs of 8192 elements or more,
-    else carry. The first axis is the current table's."""
+    """``auto``'s onnxruntime table before this round (commit 3aeb042): on a first axis,
+    scan up to n = 512, and for 8-byte types up to n = 4096 on slabs of 1024 elements or
+    more; else carry. The other axes are the current table's."""
     n = spec.length
-    if n is None or n <= 1 or spec.outer == 1:
-        return _CURRENT_TABLE(spec, compute_itemsize)
-    if spec.inner == 1:
-        if n <= 16:
+    if n is not None and n > 1 and spec.outer == 1:
+        wide = compute_itemsize >= 8
+        if n <= 512 or (wide and n <= 4096 and (spec.inner or 0) >= 1024):
             return "scan"
-        if compute_itemsize >= 8:
-            return "radix"
-        return "tiled" if n <= 8192 else "blocked"
-    if n <= 256:
-        return "chain"
-    slab = (spec.outer or 0) * (spec.inner or 0)
-    return "scan" if n <= 512 and slab >= 8192 else "carry"
+        return "carry"
+    return _CURRENT_TABLE(spec, compute_itemsize)
 
 
 _CURRENT_TABLE = auto._onnxruntime

@@ -11,8 +11,9 @@ int64): onnxruntime moves those slower through Transposes and strided Split / Co
 position   4-byte compute types (float32, float16,   8-byte compute types (int64, double, ...)
            bfloat16, int32)
 =========  ========================================  =========================================
-first o=1  n <= 512: scan; else carry                n <= 512, or n <= 4096 with i >= 1024:
-                                                     scan; else carry
+first o=1  n <= 512, or i >= 1000 in more than 4    n <= 512, or i >= 400 in more than 4
+           MiB: scan; else carry (in reverse:        MiB: scan; else carry (in reverse:
+           i >= 2000)                                i >= 800)
 last i=1   n < 64: scan; 64: tiled; else carry;      n < 8: scan; else carry;
            but scan to n = 128 where carry pads       but scan to n = 128 where carry pads
 middle     n <= 512: chain; else carry               as for 4-byte types
@@ -46,8 +47,15 @@ nothing (n = 48, 128) the 8-byte Scan took 0.95-3.30x carry's time, so carry sta
 these 88 cells the old table's picks, timed in the same runs, were 1.64x / 4.20x native (median
 / worst; 2^20 and 4 * 2^20) and 1.40x / 2.79x (10^6); this table's 1.26x / 2.92x and 0.99x /
 1.67x. The grid's lengths get the same picks as before.
-The first and middle axes stay several times native: ``docs/performance.md`` has the
-figures and the measured floors.
+On a first axis past n = 512 a Scan step costs about 1 us whatever its slab, so on large
+slabs it beats carry's passes: in ``scripts/results/bench-2026-12-01-first-heldout`` (first
+axis, 10^6, 2 * 10^6, 4 * 2^20 and 10^7 elements, n = 1000-8192, every type) the table picks
+the faster of scan and carry in every cell but where they are within noise (at most 1.26x
+the faster's time, median 1.00x), and the 64 cells went from 5.01x / 8.07x native (the
+table before, same runs) to 3.39x / 7.97x. In reverse onnxruntime's Scan steps cost more
+(float32 (2000, 1000): 1.43x the forward Scan's time; carry the same both ways), so the slab
+must be twice as large. The first and middle axes stay several times native:
+``docs/performance.md`` has the figures and the measured floors.
 
 A length known only at run time (a symbolic dim, a run-time axis, an unknown rank) gets
 ``dynamic``: an If on the length at run time between ``scan`` (up to 512) and a blocked scan
@@ -134,9 +142,10 @@ __all__ = ["pick"]
 _WIDE = 8  # bytes per element of an "8-byte" compute type
 _CHAIN_UP_TO = 16  # static: chain, then radix
 # onnxruntime
-_SCAN_FIRST_UP_TO = 512  # first axis: Scan, then carry ...
-_WIDE_SCAN_FIRST_UP_TO = 4096  # ... but 8-byte types on slabs of _WIDE_SCAN_SLAB or more
-_WIDE_SCAN_SLAB = 1024  # elements: keep the Scan to _WIDE_SCAN_FIRST_UP_TO
+_SCAN_FIRST_UP_TO = 512  # first axis: Scan, then carry; but Scan on slabs of ...
+_SCAN_SLAB = 1000  # ... this many elements or more (4-byte types) ...
+_WIDE_SCAN_SLAB = 400  # ... or this many (8-byte types), twice as many in reverse, ...
+_SCAN_TENSOR_BYTES = 4 << 20  # ... in a tensor of more than this many bytes
 _SCAN_LAST_BELOW = 64  # last axis, 4-byte types: Scan below this n ...
 _WIDE_SCAN_LAST_BELOW = 8  # ... 8-byte types
 _TILED_LAST_UP_TO = 64  # last axis, 4-byte types: tiled from _SCAN_LAST_BELOW to here
@@ -160,13 +169,12 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
         return "chain"
     wide = compute_itemsize >= _WIDE
     if spec.outer == 1:  # the scanned axis is the outermost: Scan slabs are contiguous
-        # 8-byte types: the Scan's per-step cost pays off to 4096 steps on 1024-element slabs
+        # a Scan step costs about 1 µs (more in reverse): on large slabs of a tensor past
+        # 4 MiB that is less than carry's passes
         slab = spec.inner or 0
-        if n <= _SCAN_FIRST_UP_TO or (
-            wide and n <= _WIDE_SCAN_FIRST_UP_TO and slab >= _WIDE_SCAN_SLAB
-        ):
-            return "scan"
-        return "carry"
+        least = (_WIDE_SCAN_SLAB if wide else _SCAN_SLAB) * (2 if spec.reverse else 1)
+        large = slab >= least and n * slab * compute_itemsize > _SCAN_TENSOR_BYTES
+        return "scan" if n <= _SCAN_FIRST_UP_TO or large else "carry"
     if spec.inner == 1:  # the last axis
         padded = n <= _PADDED_SCAN_UP_TO and radix.pads(n, carry.carry_levels(n, last_axis=True))
         if n < (_WIDE_SCAN_LAST_BELOW if wide else _SCAN_LAST_BELOW) or padded:
