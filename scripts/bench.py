@@ -180,13 +180,16 @@ AUTO_BEFORE = "auto_before"
 def _table_before(spec: ScanSpec, compute_itemsize: int) -> str:
     """``auto``'s onnxruntime table before this round (commit 3aeb042): on a first axis,
     scan up to n = 512, and for 8-byte types up to n = 4096 on slabs of 1024 elements or
-    more; else carry. The other axes are the current table's."""
+    more; else carry. On a middle axis chain up to n = 512, else carry. The last axis is
+    the current table's."""
     n = spec.length
     if n is not None and n > 1 and spec.outer == 1:
         wide = compute_itemsize >= 8
         if n <= 512 or (wide and n <= 4096 and (spec.inner or 0) >= 1024):
             return "scan"
         return "carry"
+    if n is not None and n > 1 and spec.inner != 1:
+        return "chain" if n <= 512 else "carry"
     return _CURRENT_TABLE(spec, compute_itemsize)
 
 

@@ -16,7 +16,8 @@ first o=1  n <= 512, or i >= 1000 in more than 4    n <= 512, or i >= 400 in mor
            i >= 2000)                                i >= 800)
 last i=1   n < 64: scan; 64: tiled; else carry;      n < 8: scan; else carry;
            but scan to n = 128 where carry pads       but scan to n = 128 where carry pads
-middle     n <= 512: chain; else carry               as for 4-byte types
+middle     n <= 512, or n <= 1024 with o * i >=      as for 4-byte types
+           2048: chain; else carry
 =========  ========================================  =========================================
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
@@ -26,8 +27,15 @@ middle n = 4096 6.6x native against 10.7x, n = 65536 3.1x against 6.7x). Middle 
 ``chain`` to n = 512 (it was 64, then 256): at n = 128 and 256, 1M and 4M, float32 / float64
 / int32 / int64, it took 4.4-7.1x native against carry's 5.2-10.1x and scan's 5.5-11.8x; at
 n = 512 (the same 8 cells, where carry or, on slabs of 8192 elements, scan was the pick)
-0.76-0.93x the old pick's time; at n = 1024 0.83-0.90x in 3 cells (off the grid, not
-adopted); at 2048 and 4096 1.01-1.97x in 4 of 5 cells, with sessions of 74-227 ms to create.
+0.76-0.93x the old pick's time; at 2048 and 4096 1.01-1.97x in 4 of 5 cells, with sessions
+of 74-227 ms to create. Past 512, up to chain's 1024, it wins on large slabs (o * i, the
+elements of one position): in ``scripts/results/bench-2026-12-01-middle-heldout`` (10^6 -
+8 * 10^6 elements, n = 600-1024, every type, 80 cells) chain took 0.64-0.97x carry's time on
+slabs of 2496 elements or more (but 1.05-1.06x for 4-byte types at (32, 1024, 122)), and
+1.03-1.72x below 1000; between, 0.83-1.41x (8-byte types mostly below 1, 4-byte above). The
+cut is 2048 for every type; over the 80 cells auto went from 5.87x / 9.49x native (the table
+before, same runs) to 5.01x / 9.88x (the 9.88x is carry in both, timed at 8.98x as the old
+pick), and a 1024-chain takes 26-40 ms to create a session (carry 3-4 ms).
 On the last
 axis ``carry`` takes r = 4 (the Split there moves single elements, and each of its r slices
 reads every cache line of the input): it took over the last axis from ``radix`` (8-byte
@@ -150,7 +158,9 @@ _SCAN_LAST_BELOW = 64  # last axis, 4-byte types: Scan below this n ...
 _WIDE_SCAN_LAST_BELOW = 8  # ... 8-byte types
 _TILED_LAST_UP_TO = 64  # last axis, 4-byte types: tiled from _SCAN_LAST_BELOW to here
 _PADDED_SCAN_UP_TO = 128  # last axis: Scan where carry would pad
-_MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry
+_MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry; but chain to ...
+_MIDDLE_LONG_CHAIN_UP_TO = 1024  # ... this n (chain's MAX_LENGTH) where ...
+_MIDDLE_LONG_CHAIN_SLAB = 2048  # ... o * i, the elements per position, is this or more
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
 _TRACT_CHAIN_LAST_UP_TO = 64  # last axis
@@ -180,7 +190,10 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
         if n < (_WIDE_SCAN_LAST_BELOW if wide else _SCAN_LAST_BELOW) or padded:
             return "scan"
         return "tiled" if not wide and n <= _TILED_LAST_UP_TO else "carry"
-    return "chain" if n <= _MIDDLE_CHAIN_UP_TO else "carry"  # a middle axis
+    # a middle axis: past 512 the chain's launches pay off on large slabs only
+    slab = (spec.outer or 0) * (spec.inner or 0)
+    long_chain = n <= _MIDDLE_LONG_CHAIN_UP_TO and slab >= _MIDDLE_LONG_CHAIN_SLAB
+    return "chain" if n <= _MIDDLE_CHAIN_UP_TO or long_chain else "carry"
 
 
 def _bounded_length(spec: ScanSpec) -> int | None:
