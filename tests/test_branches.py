@@ -594,6 +594,13 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
     (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
     (I32, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
+    # tract, first axis: Scan at any n on slabs of 1500 elements (float32) / 900 (others)
+    (_4, (2000, 1499), 0, ("radix", "carry", "carry", "doubling", "carry")),
+    (_4, (2000, 1500), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (_8, (2000, 899), 0, ("radix", "radix", "carry", "doubling", "carry")),
+    (_8, (2000, 900), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (I32, (9000, 900), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (_8, (2, 2000, 900), 1, ("radix", "radix", "carry", "doubling", "carry")),  # not middle
     (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain", "chain")),  # middle
     (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
     (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),

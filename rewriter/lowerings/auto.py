@@ -112,7 +112,12 @@ float32 takes ``carry`` (0.38-0.96x radix's time in all 13 float32 cells measure
 n = 1000-4096) and the other types keep scan to n = 1024 (0.62-1.04x radix's time at 1000
 and 1024), then radix (scan 0.92-1.22x radix's time at 2000 / 2048, 0.98-1.6x at 4096):
 ``scripts/results/bench-runtime-tract-2026-12-01-other*`` (2^20 and 10^6 elements) and
-``...-2026-11-30-middle``.
+``...-2026-11-30-middle``. A first axis takes ``scan`` at any n on slabs of 1500 elements or
+more (float32) or 900 (other types): its slices are views of x, while the unrolled levels
+move the data; in ``...-2026-12-01-first-{2e6,4e6,8e6}`` (n = 2000-8192 on 2·10^6 - 8·10^6
+elements, slabs of 488-4000) the Scan took 0.54-0.98x the old pick's time on slabs of 976 or
+more (float32 from 1953 only: at 976-1000 0.99-1.07x carry's), 0.96-1.67x on 488: over those
+28 cells 2.48x / 5.00x tract's CumSum (median / worst) -> 2.06x / 4.98x (one run each).
 Run-time n: ``scan``.
 
 ``iree``: last axis, 4-byte compute types: ``doubling`` (1.3-6.8x its CumSum against
@@ -166,6 +171,8 @@ _TRACT_SCAN_UP_TO = 8192  # last axis
 _TRACT_CHAIN_LAST_UP_TO = 64  # last axis
 _TRACT_FLOAT_SCAN_UP_TO = 512  # first and middle axes, float32: Scan, then carry
 _TRACT_SCAN_OTHER_UP_TO = 1024  # first and middle axes, other types: Scan, then radix
+_TRACT_FLOAT_SCAN_SLAB = 1500  # first axis, float32: Scan at any n on slabs this large
+_TRACT_SCAN_OTHER_SLAB = 900  # first axis, other types: the same
 _OPENVINO_CHAIN_UP_TO = 512  # first and middle axes
 _IREE_CHAIN_UP_TO = 256  # first and middle axes
 _IREE_WIDE_CHAIN_LAST_UP_TO = 64  # last axis, 8-byte types: chain, then radix
@@ -231,7 +238,11 @@ def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     n = spec.length
     if n is not None and n > 1 and spec.inner is not None:
         if spec.inner != 1:  # first and middle axes
-            if compute == ir.DataType.FLOAT:
+            float32 = compute == ir.DataType.FLOAT
+            large = _TRACT_FLOAT_SCAN_SLAB if float32 else _TRACT_SCAN_OTHER_SLAB
+            if spec.outer == 1 and spec.inner >= large:  # a Scan's slices of x are views
+                return "scan"
+            if float32:
                 return "scan" if n <= _TRACT_FLOAT_SCAN_UP_TO else "carry"
             return "scan" if n <= _TRACT_SCAN_OTHER_UP_TO else "radix"
         if n <= _TRACT_CHAIN_LAST_UP_TO:
