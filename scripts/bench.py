@@ -183,14 +183,14 @@ def _table_before(spec: ScanSpec, compute_itemsize: int) -> str:
     more; else carry. On a middle axis chain up to n = 512, else carry. The last axis is
     the current table's."""
     n = spec.length
-    if n is not None and n > 1 and spec.outer == 1:
+    if n is None or n <= 1 or spec.inner == 1:
+        return _CURRENT_TABLE(spec, compute_itemsize)
+    if spec.outer == 1:
         wide = compute_itemsize >= 8
         if n <= 512 or (wide and n <= 4096 and (spec.inner or 0) >= 1024):
             return "scan"
         return "carry"
-    if n is not None and n > 1 and spec.inner != 1:
-        return "chain" if n <= 512 else "carry"
-    return _CURRENT_TABLE(spec, compute_itemsize)
+    return "chain" if n <= 512 else "carry"
 
 
 _CURRENT_TABLE = auto._onnxruntime
@@ -674,10 +674,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.from_json and args.floors:
-        rows = merge_floor_runs([json.loads(Path(f).read_text()) for f in args.from_json])
-        Path(f"{args.out}.json").write_text(json.dumps(rows, indent=1))
-        Path(f"{args.out}.md").write_text(floors_markdown(rows))
-        print(floors_markdown(rows))
+        _write_floors(
+            merge_floor_runs([json.loads(Path(f).read_text()) for f in args.from_json]), args.out
+        )
         return
     if args.from_json:
         parts = [json.loads(Path(f).read_text()) for f in args.from_json]
@@ -710,9 +709,7 @@ def main() -> None:
             max_seconds=args.max_seconds,
             strategies=args.strategies.split(",") if args.strategies else None,
         )
-        Path(f"{args.out}.json").write_text(json.dumps(rows, indent=1))
-        Path(f"{args.out}.md").write_text(floors_markdown(rows))
-        print(floors_markdown(rows))
+        _write_floors(rows, args.out)
         return
     rng = np.random.default_rng(0)
     chosen = args.strategies.split(",") if args.strategies else None
@@ -797,6 +794,12 @@ def main() -> None:
 
 
 GOAL_WORST = 4.0  # issue 13: no cell worse than 4x native
+
+
+def _write_floors(rows: list[dict], out: str) -> None:
+    Path(f"{out}.json").write_text(json.dumps(rows, indent=1))
+    Path(f"{out}.md").write_text(floors_markdown(rows))
+    print(floors_markdown(rows))
 
 
 def merge_floor_runs(runs: list[list[dict]]) -> list[dict]:
