@@ -146,7 +146,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from rewriter.lowerings import carry, radix
+from rewriter.lowerings import carry, chain, radix
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -163,9 +163,8 @@ _SCAN_LAST_BELOW = 64  # last axis, 4-byte types: Scan below this n ...
 _WIDE_SCAN_LAST_BELOW = 8  # ... 8-byte types
 _TILED_LAST_UP_TO = 64  # last axis, 4-byte types: tiled from _SCAN_LAST_BELOW to here
 _PADDED_SCAN_UP_TO = 128  # last axis: Scan where carry would pad
-_MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry; but chain to ...
-_MIDDLE_LONG_CHAIN_UP_TO = 1024  # ... this n (chain's MAX_LENGTH) where ...
-_MIDDLE_LONG_CHAIN_SLAB = 2048  # ... o * i, the elements per position, is this or more
+_MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry; but chain to its MAX_LENGTH ...
+_MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is this or more
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
 _TRACT_CHAIN_LAST_UP_TO = 64  # last axis
@@ -199,7 +198,7 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
         return "tiled" if not wide and n <= _TILED_LAST_UP_TO else "carry"
     # a middle axis: past 512 the chain's launches pay off on large slabs only
     slab = (spec.outer or 0) * (spec.inner or 0)
-    long_chain = n <= _MIDDLE_LONG_CHAIN_UP_TO and slab >= _MIDDLE_LONG_CHAIN_SLAB
+    long_chain = n <= chain.MAX_LENGTH and slab >= _MIDDLE_LONG_CHAIN_SLAB
     return "chain" if n <= _MIDDLE_CHAIN_UP_TO or long_chain else "carry"
 
 
