@@ -340,29 +340,6 @@ def _split_concat(
     )
 
 
-def _slab_chain(elem_type: int, shape: tuple[int, ...], view: list[int]) -> onnx.ModelProto:
-    """Position 0's (o, 1, i) slab of x viewed as ``view``, times itself n - 2 times in a
-    chain (each Mul waits for the one before, as the chain's running product does)."""
-    n = view[1]
-    nodes = [
-        helper.make_node("Reshape", ["x", "view"], ["v"]),
-        helper.make_node("Slice", ["v", "zero", "one_i", "axis1"], ["c0"]),
-    ]
-    nodes += [helper.make_node("Mul", [f"c{k}", "c0"], [f"c{k + 1}"]) for k in range(n - 2)]
-    nodes.append(helper.make_node("Identity", [f"c{n - 2}"], ["y"]))
-    return _graph_model(
-        nodes,
-        elem_type,
-        shape,
-        [
-            helper.make_tensor("view", TensorProto.INT64, [3], view),
-            helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
-            helper.make_tensor("one_i", TensorProto.INT64, [1], [1]),
-            helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
-        ],
-    )
-
-
 def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str, onnx.ModelProto]:
     """The data movement and launches every exact lowering here needs at least, as models:
 
@@ -383,11 +360,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     - ``scan n steps``: a Scan over the cell's own n positions, each step one Mul of an
       (o * i) slab and the copy out (the sequential route without its Transposes);
     - ``n-way split+concat`` (r < n <= :data:`NWAY_UP_TO`): the (o, n, i) view cut into its
-      n slices and put back: the data movement of the one-level unrolled route (``chain``);
-    - ``slab chain`` (2 <= n <= :data:`NWAY_UP_TO`): one position's (o, 1, i) slab sliced
-      out and multiplied by itself n - 2 times in a chain: n - 1 nodes over one slab each,
-      the least the one-level route's n - 1 Muls cost (its slices come from memory, this
-      slab stays in cache; a Slice stands in for the first Mul).
+      n slices and put back: the data movement of the one-level unrolled route (``chain``).
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
@@ -479,8 +452,6 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             ),
         ],
     )
-    if 2 <= n <= NWAY_UP_TO:
-        models["slab chain"] = _slab_chain(elem_type, shape, [outer, n, inner])
     if n % 8 == 0:
         models["split+concat"] = _split_concat(elem_type, shape, [outer, 8, n // 8, inner], 8)
     return models
@@ -493,10 +464,8 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
     """Each route's least cost in µs, from the floor models timed in the cell's rounds:
 
     - ``chain`` (one level, any n): the n slices out and back (``n-way split+concat``; the
-      fine one where n <= r), and its n - 1 Muls at no less than the larger of two lower
-      bounds: one multiplying pass and n - 1 node launches (``64 launches`` / 64 each), or
-      the n - 1 Muls on one slab in cache (``slab chain``); past :data:`NWAY_UP_TO` the
-      first bound only;
+      fine one where n <= r), one multiplying pass and n - 1 node launches (``64 launches``
+      / 64 each); past :data:`NWAY_UP_TO` the multiplying pass and the launches only;
     - ``blocked`` (two levels or more): one level's data movement (``fine split+concat``),
       two multiplying passes (in-block products, then the carries) and one copy (``mul``:
       the interleaved blocks leave through a Reshape, which onnxruntime copies into a graph
@@ -508,9 +477,8 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
     n = int(row["n"])  # type: ignore[call-overload]
     launches = (n - 1) * us["64 launches"] / 64
     move = us.get("n-way split+concat", us["fine split+concat"] if n <= 16 else 0.0)
-    muls = max(us["mul x*x"] + launches, us.get("slab chain", 0.0))
     return {
-        "chain": move + muls,
+        "chain": move + us["mul x*x"] + launches,
         "blocked": us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"],
         "scan": us["scan n steps"] + (2 * us["transpose"] if position != "first" else 0.0),
     }

@@ -70,29 +70,3 @@ def test_cells_are_merged_separately(bench) -> None:  # type: ignore[no-untyped-
     assert rows["middle"]["us"]["auto"] == pytest.approx(475.0)  # median of two: their mean
     assert rows["last"]["us"]["auto"] == pytest.approx(600.0)
     assert bench.floor_verdict(rows["middle"]) == "not explained (floor 3.2×)"
-
-
-def test_chain_route_takes_the_larger_bound_of_its_muls(bench) -> None:  # type: ignore[no-untyped-def]
-    row = _row(100.0, 500.0, 3000.0)
-    row["n"] = 64
-    row["us"]["n-way split+concat"] = 200.0
-    # one multiplying pass + 63 launches: 1000 + 63 = 1063 µs
-    assert bench.route_floors(row, "middle")["chain"] == pytest.approx(1263.0)
-    row["us"]["slab chain"] = 1500.0  # the 63 Muls on one slab in cache: the larger bound
-    assert bench.route_floors(row, "middle")["chain"] == pytest.approx(1700.0)
-    row["us"]["slab chain"] = 900.0
-    assert bench.route_floors(row, "middle")["chain"] == pytest.approx(1263.0)
-
-
-def test_slab_chain_model_multiplies_one_slab_n_minus_1_times(bench) -> None:  # type: ignore[no-untyped-def]
-    import numpy as np
-    import onnxruntime as ort
-    from onnx import TensorProto
-
-    shape = (3, 6, 4)
-    model = bench.floor_models(TensorProto.INT64, shape, 1)["slab chain"]
-    x = np.random.default_rng(0).integers(-3, 4, size=shape).astype(np.int64)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    (y,) = sess.run(None, {"x": x})
-    np.testing.assert_array_equal(y, x[:, :1, :] ** 5)  # n - 1 = 5 factors
-    assert [n.op_type for n in model.graph.node].count("Mul") == 4  # n - 2; the Slice is one
