@@ -13,7 +13,9 @@ models run in interleaved rounds (numpy in, numpy out, one thread) and the media
 The figures that count are the ratios to CumSum measured in the same rounds.
 
 ``auto`` is not timed separately: for a static length it emits the same graph as the
-lowering it picks (:func:`auto_pick`), whose ratio is reported as auto's.
+lowering it picks (:func:`auto_pick`), whose ratio is reported as auto's. On the targets where
+``doubling`` runs blocked from some length (``doubling.BLOCKED_FROM``), ``doubling_plain`` is
+its graph without the blocks, timed in the same rounds.
 
 Usage: python scripts/bench_runtime.py --runtime NAME [--dtypes ...] [--lengths ...]
     [--rounds 15] [--max-seconds 10] [--out scripts/results/bench-runtime-NAME-DATE]
@@ -22,6 +24,7 @@ Usage: python scripts/bench_runtime.py --runtime NAME [--dtypes ...] [--lengths 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -32,6 +35,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +46,7 @@ from onnx import TensorProto, helper
 
 import rewriter
 from rewriter.errors import StrategyError
-from rewriter.lowerings import LOWERINGS
+from rewriter.lowerings import LOWERINGS, doubling
 from rewriter.lowerings import auto as auto_module
 from rewriter.site import ScanSpec
 from rewriter.targets import TARGETS
@@ -64,6 +68,18 @@ DEFAULT_SKIP = {"tinygrad": "doubling:512"}
 # Ratio of auto's time to the best exact lowering's from which a cell counts as "clearly not
 # the fastest".
 CLEARLY = 1.5
+PLAIN_DOUBLING = "doubling_plain"  # doubling without its blocked form, where it has one
+
+
+@contextlib.contextmanager
+def _plain_doubling() -> Iterator[None]:
+    """``doubling`` as before its blocked form: no target blocks."""
+    saved = dict(doubling.BLOCKED_FROM)
+    doubling.BLOCKED_FROM.clear()
+    try:
+        yield
+    finally:
+        doubling.BLOCKED_FROM.update(saved)
 
 
 def cumsum_model(elem_type: int, shape: tuple[int, ...], axis: int) -> onnx.ModelProto:
@@ -133,8 +149,13 @@ def prepare_cell(
     k = np.arange(1, n + 1)
     models = []
     skipped = [k for k, length in skip.items() if n >= length]
-    for strategy in LOWERINGS:
-        rewritten = None if strategy in skipped else lowered(model, strategy, target, n)
+    extra = [PLAIN_DOUBLING] if target in doubling.BLOCKED_FROM else []
+    for strategy in [*LOWERINGS, *extra]:
+        if strategy == PLAIN_DOUBLING:
+            with _plain_doubling():
+                rewritten = None if "doubling" in skipped else lowered(model, "doubling", target, n)
+        else:
+            rewritten = None if strategy in skipped else lowered(model, strategy, target, n)
         if rewritten is None:
             continue
         entry = {
@@ -145,9 +166,8 @@ def prepare_cell(
         }
         onnx.save(rewritten, str(folder / entry["file"]))
         if is_float:
-            bound = np.asarray(
-                LOWERINGS[strategy].max_ulps(ir.DataType(elem_type), k), dtype=np.float64
-            )
+            kernel = LOWERINGS["doubling" if strategy == PLAIN_DOUBLING else strategy]
+            bound = np.asarray(kernel.max_ulps(ir.DataType(elem_type), k), dtype=np.float64)
             np.save(folder / f"{strategy}.bound.npy", bound)
             entry["bound"] = f"{strategy}.bound.npy"
         models.append(entry)
@@ -226,7 +246,7 @@ def _fmt(cell: dict, name: str) -> str:
 
 def markdown(result: dict) -> str:
     cells = result["cells"]
-    names = [k for k in LOWERINGS if any(k in c["models"] for c in cells)]
+    names = [k for k in (*LOWERINGS, PLAIN_DOUBLING) if any(k in c["models"] for c in cells)]
     lines = [
         f"# Per-runtime benchmark: {result['runtime']} ({result['version']})",
         "",

@@ -14,7 +14,8 @@ both sides of the branch:
 - dynamic: static 513 / 1025 (blocks of 32, one and two levels); a symbolic length fed
   0, 1, 512, 513, 1024, 1025, 2049 through one graph (its If and the run-time padding)
 - doubling: 1 (no step), 2, 4 / 5 (2^k +- 1), 1025; a run-time length up to its bound,
-  and past it (a run-time failure, not a wrong result)
+  and past it (a run-time failure, not a wrong result); blocked (OpenVINO, IREE) at and
+  below its first length, padded or not, m = 4 ... 257, inner > 1
 - the view: static, rank-3 axis-1 (no Reshape), symbolic outer dims, run-time axis (every
   axis, negative too), unknown rank; empty axes and empty outer dims at opsets 11, 13, 14
   and 26 (below 14 the If around the lowering)
@@ -208,6 +209,62 @@ def test_static_length(cell: tuple) -> None:
     assert used == [strategy]
     run = session(lowered)
     run_checked(run, elem, strategy, shape, axis, ex=ex, rev=rev, key=_static_id(cell))
+
+
+# doubling's blocked form (doubling.BLOCKED_FROM: OpenVINO from n = 2000, IREE from 128; B =
+# 32): the first length of each target, padded and unpadded blocks, 257 blocks, inner > 1
+# (first and middle axes), a symbolic outer dim; run here on onnxruntime (the graphs are the
+# targets'), on the runtimes themselves in tests/test_runtime_tables.py
+BLOCKED_DOUBLING = [
+    ("openvino", F32, (2, 2048), 1, 1, 1),  # m = 64, nothing padded
+    ("openvino", I32, (3, 2000), 1, 1, 0),  # m = 63, padded
+    ("openvino", F16, (2, 8193), 1, 0, 1),  # m = 257 (the carries take 9 steps)
+    ("openvino", F32, ("B", 2100), 1, 0, 0),  # outer known only at run time
+    ("iree", I64, (129, 2), 0, 1, 1),  # first axis, inner 2, padded
+    ("iree", U32, (2, 128, 3), 1, 0, 0),  # middle axis, m = 4
+    ("iree", F64, (2, 1000), 1, 0, 1),
+    ("iree", BF16, (2, 300), 1, 1, 1),
+]
+
+
+def _blocked_id(cell: tuple) -> str:
+    target, elem, shape, axis, ex, rev = cell
+    return f"{target}-{TYPE_NAMES[elem]}-{'x'.join(map(str, shape))}-ax{axis}-ex{ex}rev{rev}"
+
+
+@pytest.mark.parametrize("cell", BLOCKED_DOUBLING, ids=_blocked_id)
+def test_doubling_blocked(cell: tuple) -> None:
+    target, elem, dims, axis, ex, rev = cell
+    lowered, used = lower(
+        cumprod_model(elem, dims, axis, exclusive=ex, reverse=rev), "doubling", target=target
+    )
+    assert used == ["doubling"]
+    shape = tuple(5 if isinstance(d, str) else d for d in dims)
+    run_checked(session(lowered), elem, "doubling", shape, axis, ex=ex, rev=rev, key=cell)
+
+
+def test_doubling_blocks_from_its_length_on_its_targets() -> None:
+    """Blocked: log2(32) in-block Muls, ceil(log2 m) for the carries and one to put them in;
+    plain: ceil(log2 n). Below the target's length, and on other targets, plain."""
+    muls = {}
+    for target, n in (
+        ("openvino", 1999),
+        ("openvino", 2000),
+        ("iree", 127),
+        ("iree", 128),
+        ("tflite", 4096),
+        ("onnxruntime", 4096),
+    ):
+        lowered, _ = lower(cumprod_model(F32, (2, n), 1), "doubling", target=target)
+        muls[(target, n)] = op_types(lowered).count("Mul")
+    assert muls == {
+        ("openvino", 1999): 11,
+        ("openvino", 2000): 5 + 6 + 1,  # m = 63
+        ("iree", 127): 7,
+        ("iree", 128): 5 + 2 + 1,  # m = 4
+        ("tflite", 4096): 12,
+        ("onnxruntime", 4096): 12,
+    }
 
 
 def test_chain_refuses_more_than_its_maximum() -> None:

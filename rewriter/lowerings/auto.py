@@ -87,7 +87,8 @@ and middle axes): ``scripts/results/bench-runtime-tinygrad-2026-12-01-{middle,ot
 (median / worst), carry 0.17x / 10.75x.
 
 ``openvino``: the last axis takes ``doubling`` (n = 64-4096: 2.8-9.1x its CumSum against
-radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x); other axes n <= 512 ``chain``, then
+radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x; from n = 2000 in blocks of 32, see
+``doubling.BLOCKED_FROM``); other axes n <= 512 ``chain``, then
 radix. The cut was n = 64, from runs at load average 3-5 where radix took 0.50-0.56x chain's
 time at n = 512; at load average 1 (``scripts/results/bench-runtime-openvino-2026-12-01-*``:
 n = 17-5000, 2^20 and 10^6 elements, first and middle axis) chain took 0.31-0.92x radix's
@@ -121,8 +122,10 @@ more (float32 from 1953 only: at 976-1000 0.99-1.07x carry's), 0.96-1.67x on 488
 Run-time n: ``scan``.
 
 ``iree``: last axis, 4-byte compute types: ``doubling`` (1.3-6.8x its CumSum against
-chain / radix's 2.2-7.9x; IREE does not compile it with a static length for 8-byte
-types); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against radix's 3.6-6.7x), then radix.
+chain / radix's 2.2-7.9x; from n = 128 in blocks of 32, ``doubling.BLOCKED_FROM``: 0.69-0.93x
+float32's and 2.7-4.3x int32's CumSum at n = 128-8192; IREE compiles it for 8-byte types
+neither blocked nor plain); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against radix's
+3.6-6.7x), then radix.
 Other axes n <= 256: ``chain``, then ``carry``. At n = 64 chain took 0.27-0.52x its CumSum
 (first) against radix's 1.1-2.0x, and 0.49-1.26x (middle) against 1.0-2.6x; at n = 100-512
 (``scripts/results/bench-runtime-iree-2026-12-01-probe{,2}``, 2^20 elements) 0.15-0.72x
