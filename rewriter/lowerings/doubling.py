@@ -161,7 +161,8 @@ def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
     static = v.static_length
-    if static is not None and not v.flat and static >= BLOCKED_FROM.get(v.target.name, 1 << 62):
+    first = BLOCKED_FROM.get(v.target.name)
+    if static is not None and first is not None and static >= first and not v.flat:
         return _blocked(b, x3, v, static)
     bound = static if static is not None else v.spec.max_length
     assert bound is not None
