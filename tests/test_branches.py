@@ -632,7 +632,10 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (I32, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
     (I32, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
     (I32, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
-    (I32, (2, 8192), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (I32, (2, 1000), 1, ("doubling", "scan", "doubling", "doubling", "carry")),  # carry pads
+    (I32, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "carry")),  # from 1024
+    (I32, (2, 3000), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (I32, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
     (I32, (2, 8193), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
     (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain", "chain")),
     (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling", "carry")),

@@ -101,7 +101,14 @@ its Scan and Loop are 10-67x its CumSum on the last axis, so a static length is 
 (n = r^k * q, q <= r), ``radix`` for float32 (r = 8; 1.42-1.49x CumSum against scan's
 1.58-2.11x) and ``carry`` for 8-byte types (r = 4; 1.59-4.56x against 1.67-6.22x), else
 ``scan`` (padded levels cost tract a Pad and a Slice each: at n = 65-4097 padded radix /
-carry took 1.0-1.6x scan's time); int32 always ``scan`` there (carry 1.0-1.4x its time).
+carry took 1.0-1.6x scan's time); int32 takes ``scan`` there too, but ``carry`` where it
+pads nothing from n = 1024: tract's Scan on an int32 last axis is slow at powers of two
+(its Transposes; ``scripts/results/bench-runtime-tract-2026-12-01-int32-last*``, 2^20 and
+10^6 elements: scan 9.4-12.1x CumSum at n = 1024-8192 against 6.0-7.0x at 3000 and 5000),
+where carry took 0.58-0.70x its time (n = 1024, 2048, 4096, 8192; at 512 1.02-1.17x, and
+where carry pads, n = 1000, 3000, 5000, 8193, 1.07-1.48x). On 2026-11-30
+(``...-round5-last*``, ``...-round5-long4``) carry had taken 1.00-1.06x scan's time at 2048
+and 4096: per day, the machine moves these figures.
 Beyond 8192 (few rows, so Scan's n steps dominate): ``radix`` for float32, ``carry`` for
 the other types (1.45-1.49x and 2.07-6.25x against scan's 3.7-25.7x at n = 16384 and 65536).
 ``tiled``, the float32 pick before (1.03-1.29x on 2^20 elements), falls off a cliff at other
@@ -170,6 +177,7 @@ _MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry; but chain to its MA
 _MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is this or more
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
+_TRACT_INT32_CARRY_FROM = 1024  # last axis, int32: carry where it pads nothing from here
 _TRACT_CHAIN_LAST_UP_TO = 64  # last axis
 _TRACT_FLOAT_SCAN_UP_TO = 512  # first and middle axes, float32: Scan, then carry
 _TRACT_SCAN_OTHER_UP_TO = 1024  # first and middle axes, other types: Scan, then radix
@@ -254,7 +262,9 @@ def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
         if compute == ir.DataType.FLOAT:
             return "scan" if radix.pads(n, radix.radix_levels(n, last_axis=True)) else "radix"
         wide = compute is not None and compute.itemsize >= _WIDE
-        if wide and not radix.pads(n, carry.carry_levels(n, last_axis=True)):
+        if (wide or n >= _TRACT_INT32_CARRY_FROM) and not radix.pads(
+            n, carry.carry_levels(n, last_axis=True)
+        ):
             return "carry"
         return "scan"
     return _static(spec, target, compute)
