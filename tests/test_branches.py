@@ -653,7 +653,14 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_8, (256, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),  # iree: chain to 256
     (_8, (257, 4), 0, ("chain", "scan", "carry", "doubling", "carry")),  # then carry
     (_4, (512, 4), 0, ("chain", "scan", "carry", "doubling", "carry")),  # openvino: chain to 512
-    (_4, (513, 4), 0, ("radix", "carry", "carry", "doubling", "carry")),  # tract: float32 carry
+    # tract, float32: carry past 512, but Scan to 1024 where carry's levels pad
+    (_4, (513, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (_4, (768, 4), 0, ("radix", "carry", "carry", "doubling", "carry")),  # 16 * 48: no pad
+    (_4, (1000, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (_4, (1024, 4), 0, ("radix", "carry", "carry", "doubling", "carry")),
+    (_4, (1025, 4), 0, ("radix", "carry", "carry", "doubling", "carry")),
+    (_4, (2, 600, 2), 1, ("radix", "scan", "carry", "doubling", "carry")),
+    (_4, (2, 1024, 2), 1, ("radix", "carry", "carry", "doubling", "carry")),
     # tract: the other types scan to 1024
     (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
     (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
@@ -672,7 +679,7 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_4, (2, 256, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
     (_4, (2, 257, 2), 1, ("chain", "scan", "carry", "doubling", "carry")),
     (_4, (2, 512, 2), 1, ("chain", "scan", "carry", "doubling", "carry")),
-    (_4, (2, 513, 2), 1, ("radix", "carry", "carry", "doubling", "carry")),
+    (_4, (2, 513, 2), 1, ("radix", "scan", "carry", "doubling", "carry")),
     (_8, (2, 1025, 2), 1, ("radix", "radix", "carry", "doubling", "carry")),
     (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling", "doubling")),
 ]

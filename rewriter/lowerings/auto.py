@@ -117,8 +117,11 @@ Runs: ``scripts/results/bench-runtime-tract-2026-11-30-round5-*`` (2^20 and 1e6 
 = 8-65536, padded lengths). Other axes: ``scan`` to n = 512 (first: 1.3-6.3x against radix's
 2.4-6.9x; middle: 1.1-5.3x against 2.4-9.1x; at n = 8 against chain's 1.8-7.4x); beyond,
 float32 takes ``carry`` (0.38-0.96x radix's time in all 13 float32 cells measured with
-n = 1000-4096) and the other types keep scan to n = 1024 (0.62-1.04x radix's time at 1000
-and 1024), then radix (scan 0.92-1.22x radix's time at 2000 / 2048, 0.98-1.6x at 4096):
+n = 1000-4096), but ``scan`` up to n = 1024 where carry's levels pad (carry took 1.08-1.61x
+scan's time at n = 600 and 1000, 0.64-0.76x at 1024, where it pads nothing:
+``...-2026-12-01-other-2e20-b`` and ``-other{,-1e6}``) and the other types keep scan to
+n = 1024 (0.62-1.04x radix's time at 1000 and 1024), then radix (scan 0.92-1.22x radix's
+time at 2000 / 2048, 0.98-1.6x at 4096):
 ``scripts/results/bench-runtime-tract-2026-12-01-other*`` (2^20 and 10^6 elements) and
 ``...-2026-11-30-middle``. A first axis takes ``scan`` at any n on slabs of 1500 elements or
 more (float32) or 900 (other types): its slices are views of x, while the unrolled levels
@@ -180,6 +183,7 @@ _TRACT_SCAN_UP_TO = 8192  # last axis
 _TRACT_INT32_CARRY_FROM = 1024  # last axis, int32: carry where it pads nothing from here
 _TRACT_CHAIN_LAST_UP_TO = 64  # last axis
 _TRACT_FLOAT_SCAN_UP_TO = 512  # first and middle axes, float32: Scan, then carry
+_TRACT_FLOAT_PADDED_SCAN_UP_TO = 1024  # ... but Scan to here where carry's levels pad
 _TRACT_SCAN_OTHER_UP_TO = 1024  # first and middle axes, other types: Scan, then radix
 _TRACT_FLOAT_SCAN_SLAB = 1500  # first axis, float32: Scan at any n on slabs this large
 _TRACT_SCAN_OTHER_SLAB = 900  # first axis, other types: the same
@@ -253,7 +257,10 @@ def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
             if spec.outer == 1 and spec.inner >= large:  # a Scan's slices of x are views
                 return "scan"
             if float32:
-                return "scan" if n <= _TRACT_FLOAT_SCAN_UP_TO else "carry"
+                padded = n <= _TRACT_FLOAT_PADDED_SCAN_UP_TO and radix.pads(
+                    n, carry.carry_levels(n)
+                )
+                return "scan" if n <= _TRACT_FLOAT_SCAN_UP_TO or padded else "carry"
             return "scan" if n <= _TRACT_SCAN_OTHER_UP_TO else "radix"
         if n <= _TRACT_CHAIN_LAST_UP_TO:
             return "chain"
