@@ -192,6 +192,11 @@ _IREE_CHAIN_UP_TO = 256  # first and middle axes
 _IREE_WIDE_CHAIN_LAST_UP_TO = 64  # last axis, 8-byte types: chain, then radix
 
 
+def _carry_pads(n: int, last_axis: bool = False) -> bool:
+    """Whether ``carry``'s levels pad a length of n (each padded level: a Pad and a Slice)."""
+    return radix.pads(n, carry.carry_levels(n, last_axis=last_axis))
+
+
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     n = spec.length
     if n is None:
@@ -207,7 +212,7 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
         large = slab >= least and n * slab * compute_itemsize > _SCAN_TENSOR_BYTES
         return "scan" if n <= _SCAN_FIRST_UP_TO or large else "carry"
     if spec.inner == 1:  # the last axis
-        padded = n <= _PADDED_SCAN_UP_TO and radix.pads(n, carry.carry_levels(n, last_axis=True))
+        padded = n <= _PADDED_SCAN_UP_TO and _carry_pads(n, last_axis=True)
         if n < (_WIDE_SCAN_LAST_BELOW if wide else _SCAN_LAST_BELOW) or padded:
             return "scan"
         return "tiled" if not wide and n <= _TILED_LAST_UP_TO else "carry"
@@ -257,9 +262,7 @@ def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
             if spec.outer == 1 and spec.inner >= large:  # a Scan's slices of x are views
                 return "scan"
             if float32:
-                padded = n <= _TRACT_FLOAT_PADDED_SCAN_UP_TO and radix.pads(
-                    n, carry.carry_levels(n)
-                )
+                padded = n <= _TRACT_FLOAT_PADDED_SCAN_UP_TO and _carry_pads(n)
                 return "scan" if n <= _TRACT_FLOAT_SCAN_UP_TO or padded else "carry"
             return "scan" if n <= _TRACT_SCAN_OTHER_UP_TO else "radix"
         if n <= _TRACT_CHAIN_LAST_UP_TO:
@@ -269,9 +272,7 @@ def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
         if compute == ir.DataType.FLOAT:
             return "scan" if radix.pads(n, radix.radix_levels(n, last_axis=True)) else "radix"
         wide = compute is not None and compute.itemsize >= _WIDE
-        if (wide or n >= _TRACT_INT32_CARRY_FROM) and not radix.pads(
-            n, carry.carry_levels(n, last_axis=True)
-        ):
+        if (wide or n >= _TRACT_INT32_CARRY_FROM) and not _carry_pads(n, last_axis=True):
             return "carry"
         return "scan"
     return _static(spec, target, compute)
