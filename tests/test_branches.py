@@ -590,6 +590,7 @@ AUTO_ROWS = [
     (_4, (2, 63), 1, "scan", "radix"),
     (_4, (2, 64), 1, "tiled", "radix"),  # 64: tiled
     (_4, (2, 65), 1, "scan", "radix"),  # to 128, scan where carry (r = 4) would pad
+    (_4, (2, 80), 1, "scan", "radix"),  # 4 * 4 * 5 pads with r = 4 (16 * 5 would not)
     (_4, (2, 128), 1, "carry", "radix"),  # carry pads nothing
     (_4, (2, 129), 1, "carry", "radix"),  # past 128, carry even padded
     (_8, (2, 7), 1, "scan", "chain"),  # 8-byte: n < 8
@@ -597,6 +598,7 @@ AUTO_ROWS = [
     (_8, (2, 17), 1, "scan", "radix"),  # to 128, scan where carry would pad
     (_8, (2, 64), 1, "carry", "radix"),
     (_8, (2, 100), 1, "scan", "radix"),
+    (_8, (2, 80), 1, "scan", "radix"),  # r = 4 pads, r = 16 would not
     (_8, (2, 128), 1, "carry", "radix"),
     (_8, (2, 129), 1, "carry", "radix"),
     (_4, (2, 512, 2), 1, "chain", "radix"),  # middle: n <= 512
