@@ -597,7 +597,7 @@ def pass_time(count: int = 1000) -> float:
     return (time.perf_counter() - start) / count
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -607,14 +607,14 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _ints(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v]
 
 
 def _totals(args: argparse.Namespace) -> list[int]:
     if args.elements:
-        return _ints(args.elements)
-    return [t << 20 for t in _ints(args.totals)]
+        return int_list(args.elements)
+    return [t << 20 for t in int_list(args.totals)]
 
 
 def size_label(total: int) -> str:
@@ -699,7 +699,7 @@ def main() -> None:
             (dt, t, n, pos)
             for dt in args.dtypes.split(",")
             for t in _totals(args)
-            for n in _ints(args.lengths)
+            for n in int_list(args.lengths)
             for pos in args.positions.split(",")
         ]
         rows = floors(
@@ -715,7 +715,7 @@ def main() -> None:
     chosen = args.strategies.split(",") if args.strategies else None
     dtypes = args.dtypes.split(",")
     totals = [1 << 20] if args.quick else _totals(args)
-    lengths = [8, 512, 65536] if args.quick else _ints(args.lengths)
+    lengths = [8, 512, 65536] if args.quick else int_list(args.lengths)
     positions = args.positions.split(",")
     cells = []
     if args.symbolic:
@@ -770,7 +770,7 @@ def main() -> None:
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {
-            "cpu": _cpu_name(),
+            "cpu": cpu_name(),
             "cores": __import__("os").cpu_count(),
             "python": platform.python_version(),
             "load_average": __import__("os").getloadavg(),

@@ -52,7 +52,7 @@ from rewriter.site import ScanSpec
 from rewriter.targets import TARGETS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import DTYPES, data_for, model_for, shape_for, size_label
+from bench import DTYPES, cpu_name, data_for, int_list, model_for, shape_for, size_label
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIMES = ("openvino", "tract", "tinygrad", "iree")
@@ -193,20 +193,6 @@ def prepare_cell(
         "skipped": skipped,
         "models": models,
     }
-
-
-def _ints(text: str) -> list[int]:
-    return [int(v) for v in text.split(",") if v]
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def analyse(cells: list[dict]) -> None:
@@ -431,7 +417,7 @@ def main() -> None:
             for i, cell in enumerate(
                 (dt, total, n, pos)
                 for dt in dtypes
-                for n in _ints(args.lengths)
+                for n in int_list(args.lengths)
                 for pos in args.positions.split(",")
             )
         ]
@@ -462,7 +448,7 @@ def main() -> None:
         "version": timed.get("version", "?"),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {
-            "cpu": _cpu_name(),
+            "cpu": cpu_name(),
             "cores": os.cpu_count(),
             "python": platform.python_version(),
         },
