@@ -169,7 +169,10 @@ def check_result(
 
 
 def random_data(elem_type: int, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Integers: half full-range (wraps at once), half small (incl. 0 and negatives).
+    """Integers: odd, half full-range (wraps at once), half small (negatives too). Odd so
+    that no running product turns to 0: with zeros or even factors every output past a few
+    dozen positions of an int64 axis is 0 whatever a lowering did before it, which would hide
+    a wrong carry on long axes (zeros and wrapping-to-zero values: ``sprinkle_specials``).
     Floats: sign * 2^U(-s, s) with s = min(1, 4 / sqrt(longest dim)), so that no prefix
     product leaves any type's normal range, even over thousands of factors."""
     dtype = np_dtype(elem_type)
@@ -177,7 +180,7 @@ def random_data(elem_type: int, shape: tuple[int, ...], rng: np.random.Generator
         info = np.iinfo(dtype)
         big = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
         small = rng.integers(max(info.min, -7), 8, size=shape).astype(dtype)
-        return np.where(rng.random(shape) < 0.5, big, small)
+        return np.where(rng.random(shape) < 0.5, big, small) | np.ones((), dtype)
     spread = min(1.0, 4.0 / np.sqrt(max(shape, default=1) or 1))
     values = np.exp2(rng.uniform(-spread, spread, size=shape)) * rng.choice([-1.0, 1.0], size=shape)
     return values.astype(dtype)

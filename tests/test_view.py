@@ -127,6 +127,7 @@ def test_every_view_and_lowering_is_exact(case: dict) -> None:
     rng = np.random.default_rng(case["seed"])
     x = rng.integers(-(2**62), 2**62, case["shape"], dtype=np.int64)
     x = np.where(rng.random(case["shape"]) < 0.5, x, rng.integers(-3, 4, case["shape"]))
+    x |= 1  # odd: no running product turns to 0 and hides the positions after it
     feeds = {"x": x}
     if case["form"] == "unknown rank":
         feeds["shape"] = np.array(case["shape"], dtype=np.int64)
