@@ -80,6 +80,30 @@ MUTANTS = [
         "    if flip:\n        x = b.flip(x, 0)\n",
         "",
     ),
+    Mutant(
+        "carry._scan: the block carries scanned inclusively",
+        "rewriter/lowerings/carry.py",
+        "v, exclusive=True, reverse=reverse, levels=rest)",
+        "v, exclusive=exclusive, reverse=reverse, levels=rest)",
+    ),
+    Mutant(
+        "carry._scan: padded with zeros, not ones (wrong only in reverse)",
+        "rewriter/lowerings/carry.py",
+        "0, padded - n, 0]), v.one)",
+        '0, padded - n, 0]), b.op("Sub", v.one, v.one))',
+    ),
+    Mutant(
+        "doubling._blocked: block totals from the last position in reverse too",
+        "rewriter/lowerings/doubling.py",
+        "    last = 0 if v.reverse else BLOCK - 1\n",
+        "    last = BLOCK - 1\n",
+    ),
+    Mutant(
+        "doubling._blocked: the block carries inclusive",
+        "rewriter/lowerings/doubling.py",
+        "    carries = _scan_static(b, totals, m, v, exclusive=True)\n",
+        "    carries = _scan_static(b, totals, m, v, exclusive=False)\n",
+    ),
 ]
 
 
