@@ -454,7 +454,7 @@ def _tensor(
     if safe is not None:
         return np.full(shape, safe).astype(np_type)
     if dtype == ir.DataType.BOOL:
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)  # a 0-D comparison gives a numpy scalar
     if dtype in PRECISION:
         if kind == "special":
             data = _special_floats(dtype, rng, shape)

@@ -266,6 +266,26 @@ def test_sequence_inputs_pass(tmp_path: Path) -> None:
     assert result.ok, [c.detail for c in result.mismatches()]
 
 
+def test_a_scalar_bool_input_passes(tmp_path: Path) -> None:
+    """An If condition as a 0-D bool graph input (a numpy comparison of a 0-D array gives a
+    numpy scalar, which onnxruntime refuses as a feed)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 10, opset_import: ["" : 26]>
+        main (float[2, 3] x, bool c) => (float[2, 3] y) {
+            ax = Constant <value = int64 {1}> ()
+            p = CumProd (x, ax)
+            y = If (c) < then_branch = t () => (float[2, 3] a) { a = Identity (p) },
+                         else_branch = e () => (float[2, 3] b) { b = Neg (p) } >
+        }
+        """
+    )
+    feeds = random_inputs(model, np.random.default_rng(0))
+    assert isinstance(feeds["c"], np.ndarray) and feeds["c"].shape == ()
+    result = _verify(*_rewrite(model, tmp_path, "m"), sites=True)
+    assert result.ok, [c.detail for c in result.mismatches()]
+
+
 # -- the standalone site check ----------------------------------------------------------------
 
 
