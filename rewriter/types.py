@@ -2,8 +2,9 @@
 
 A CumProd's input is usually an intermediate value with no ``value_info``, and when it has
 one it may be stale. Its type decides the lowering, so types come from onnx's own shape
-inference, run on a copy of the model whose intermediate ``value_info`` and output shapes are
-removed (only graph inputs and initializers are taken as declared):
+inference, run on a copy of the model whose intermediate ``value_info``, output shapes and
+subgraph input shapes are removed (only the main graph's inputs and initializers are taken as
+declared: a Loop body's declared input shape, say, is not checked by any runtime):
 
 - main graph and its subgraphs: ``onnx.shape_inference.infer_shapes``, called through onnx_ir's
   initializer lifting (``call_onnx_api``), so weights are not serialized: peak memory does not
@@ -15,6 +16,11 @@ removed (only graph inputs and initializers are taken as declared):
   that disagree keep what they share (the element type when equal, the dims that are equal);
   :mod:`rewriter.specialize` first gives every function with a CumProd one element type per
   input, so what remains to disagree is dims, which the lowerings take at run time.
+
+Values are looked up by name per scope (the main graph with its subgraphs, or one function
+with its subgraphs). Sibling subgraphs may reuse a name (two If branches, two Loop bodies
+both defining ``h``): such a name keeps only what all its definitions agree on, like two call
+sites of a function, so that one body's static dims are never taken for another's.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ __all__ = [
     "infer_function_types",
     "infer_types",
     "proto_nodes",
+    "stale_shapes",
+    "unconfirmed_subgraph_inputs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -60,8 +68,9 @@ def function_scope(function: ir.Function | onnx.FunctionProto) -> str:
 class TypeTable:
     """Known (dtype, shape) per value name and scope, from inference on a copy."""
 
-    def __init__(self) -> None:
+    def __init__(self, main: ir.Graph | None = None) -> None:
         self._types: dict[TypeKey, onnx.TypeProto] = {}
+        self._main = main  # the graph whose inputs' declared shapes are trusted
 
     def set(self, scope: str, name: str, type_proto: onnx.TypeProto) -> None:
         self._types[(scope, name)] = type_proto
@@ -70,9 +79,11 @@ class TypeTable:
         return self._types.get((scope, name))
 
     def lookup(self, scope: str, value: ir.Value) -> tuple[ir.DataType | None, ir.Shape | None]:
-        """The value's dtype and shape: the inferred ones; declared ones only for graph
-        inputs and initializers (a declared ``value_info`` may be stale)."""
-        trusted = value.is_graph_input() or value.is_initializer() or value.producer() is None
+        """The value's dtype and shape: the inferred ones; declared ones only for the main
+        graph's inputs and for initializers (a declared ``value_info``, or the declared input
+        of a subgraph or function, may be stale)."""
+        main_input = value.is_graph_input() and (self._main is None or value.graph is self._main)
+        trusted = main_input or value.is_initializer()
         dtype = value.dtype
         shape = value.shape if trusted else None
         tp = self._types.get((scope, value.name or ""))
@@ -109,23 +120,44 @@ def _proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 
 def _forget_declared(proto: onnx.ModelProto) -> None:
-    """Remove what may be stale: intermediate value_info and graph output shapes."""
+    """Remove what may be stale: intermediate value_info, graph output shapes and the shapes
+    of subgraph inputs (inference gives them from the node: a Scan body's the slices', a
+    Loop body's carried values none, since they may change shape between iterations)."""
     for graph in _proto_graphs(proto.graph):
         del graph.value_info[:]
-        for output in graph.output:
-            if output.type.HasField("tensor_type"):
-                output.type.tensor_type.ClearField("shape")
+        stale = [*graph.output] if graph is proto.graph else [*graph.input, *graph.output]
+        for value in stale:
+            if value.type.HasField("tensor_type"):
+                value.type.tensor_type.ClearField("shape")
+
+
+class _Definitions:
+    """Types by name where a name may be defined in several sibling subgraphs: a name seen
+    again keeps what its definitions agree on (:func:`_merge`); None where they disagree on
+    the element type."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, onnx.TypeProto | None] = {}
+
+    def add(self, name: str, type_proto: onnx.TypeProto) -> None:
+        if name in self.types and self.types[name] != type_proto:
+            self.types[name] = _merge(self.types[name], type_proto)
+        else:
+            self.types[name] = type_proto
 
 
 def _collect_graph_types(table: TypeTable, graph: onnx.GraphProto) -> None:
+    found = _Definitions()
     for sub in _proto_graphs(graph):
-        for vi in [*sub.input, *sub.value_info, *sub.output]:
+        named = {vi.name: vi for vi in [*sub.input, *sub.value_info, *sub.output]}
+        for vi in named.values():  # one entry per name and graph
             if vi.HasField("type"):
-                table.set(_MAIN, vi.name, vi.type)
+                found.add(vi.name, vi.type)
         for init in sub.initializer:
-            table.set(
-                _MAIN, init.name, onnx.helper.make_tensor_type_proto(init.data_type, init.dims)
-            )
+            found.add(init.name, onnx.helper.make_tensor_type_proto(init.data_type, init.dims))
+    for name, type_proto in found.types.items():
+        if type_proto is not None:
+            table.set(_MAIN, name, type_proto)
 
 
 def _merge(a: onnx.TypeProto | None, b: onnx.TypeProto | None) -> onnx.TypeProto | None:
@@ -148,18 +180,33 @@ def _merge(a: onnx.TypeProto | None, b: onnx.TypeProto | None) -> onnx.TypeProto
     return merged
 
 
+def _element_type_only(type_proto: onnx.TypeProto) -> onnx.TypeProto:
+    """``type_proto`` without its shape (a subgraph input's declared shape may be stale)."""
+    copy = onnx.TypeProto()
+    copy.CopyFrom(type_proto)
+    if copy.HasField("tensor_type"):
+        copy.tensor_type.ClearField("shape")
+    return copy
+
+
 def _propagate_nodes(
     nodes: Iterable[onnx.NodeProto],
     known: dict[str, onnx.TypeProto],
     version: int,
     opsets: list[onnx.OperatorSetIdProto],
+    found: _Definitions,
 ) -> None:
-    """Add the output types of ai.onnx ``nodes`` (and of nodes in their subgraphs) to ``known``."""
+    """Add the output types of ai.onnx ``nodes`` (and of nodes in their subgraphs) to
+    ``known`` (the types in scope as the nodes are visited) and to ``found`` (every
+    definition of a name, merged across sibling subgraphs)."""
     for node in nodes:
         for attr in node.attribute:
             for sub in [attr.g, *attr.graphs] if attr.type in (5, 10) else []:
-                known.update({vi.name: vi.type for vi in sub.input if vi.HasField("type")})
-                _propagate_nodes(sub.node, known, version, opsets)
+                for vi in sub.input:
+                    if vi.HasField("type"):
+                        known[vi.name] = _element_type_only(vi.type)
+                        found.add(vi.name, known[vi.name])
+                _propagate_nodes(sub.node, known, version, opsets, found)
         if (node.domain or "") not in ("", "ai.onnx"):
             continue
         try:
@@ -171,6 +218,8 @@ def _propagate_nodes(
             logger.debug("no type inference for %s: %s", node.op_type, exc)
             continue
         known.update(outputs)
+        for name, type_proto in outputs.items():
+            found.add(name, type_proto)
 
 
 def _propagate_function(
@@ -185,8 +234,11 @@ def _propagate_function(
         if vi.HasField("type") and vi.name in proto.input and vi.name not in known:
             known[vi.name] = vi.type
     version = {o.domain: o.version for o in proto.opset_import}.get("", 1)
-    _propagate_nodes(proto.node, known, version, list(proto.opset_import))
-    return known
+    found = _Definitions()
+    for name, type_proto in known.items():
+        found.add(name, type_proto)
+    _propagate_nodes(proto.node, known, version, list(proto.opset_import), found)
+    return {name: tp for name, tp in found.types.items() if tp is not None}
 
 
 def call_sites(
@@ -236,7 +288,7 @@ def _main_graph_types(model: ir.Model) -> onnx.GraphProto:
 
 def infer_types(model: ir.Model) -> TypeTable:
     """Infer value types of ``model``; ``model`` is left as it was."""
-    table = TypeTable()
+    table = TypeTable(model.graph)
     _collect_graph_types(table, _main_graph_types(model))
     infer_function_types(model, table)
     return table
@@ -284,3 +336,70 @@ def stale_shapes(model: ir.Model, types: TypeTable) -> list[ir.Value]:
             ):
                 stale.append(value)
     return stale
+
+
+def _declared_dims(value: ir.Value) -> list[int | None] | None:
+    if value.shape is None:
+        return None
+    return [d if isinstance(d, int) else None for d in value.shape.dims]
+
+
+def _inferred_dims(type_proto: onnx.TypeProto | None) -> list[int | None] | None:
+    if type_proto is None or not type_proto.HasField("tensor_type"):
+        return None
+    tt = type_proto.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+
+
+def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            yield attr.as_graph()
+        elif attr.type == ir.AttributeType.GRAPHS:
+            yield from attr.as_graphs()
+
+
+def _cumprod_subgraphs(top: ir.Graph) -> list[ir.Graph]:
+    """The subgraphs below ``top`` that hold a CumProd, and every subgraph around those."""
+    parent: dict[int, ir.Graph] = {}
+    holders: list[ir.Graph] = []
+    for node in ir.traversal.RecursiveGraphIterator(top):
+        assert node.graph is not None
+        for sub in _subgraphs(node):
+            parent[id(sub)] = node.graph
+        if node.op_type == "CumProd" and node.graph is not top:
+            holders.append(node.graph)
+    chosen: dict[int, ir.Graph] = {}
+    for holder in holders:
+        graph: ir.Graph | None = holder
+        while graph is not None and graph is not top and id(graph) not in chosen:
+            chosen[id(graph)] = graph
+            graph = parent.get(id(graph))
+    return list(chosen.values())
+
+
+def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Value]:
+    """Inputs of the subgraphs that hold a CumProd (and of the subgraphs around those) whose
+    declared static dims shape inference does not confirm: a Loop body's carried value, say,
+    whose declaration no runtime checks, but from which onnxruntime folds a Shape of it (and
+    of what is computed from it) into a constant: a lowering that reads the dims at run time
+    would read the declaration."""
+    scopes = [(_MAIN, model.graph)]
+    scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
+    found: list[ir.Value] = []
+    for scope, top in scopes:
+        for graph in _cumprod_subgraphs(top):
+            for value in graph.inputs:
+                declared = _declared_dims(value)
+                if declared is None or all(d is None for d in declared):
+                    continue
+                inferred = _inferred_dims(types.get_proto(scope, value.name or ""))
+                if (
+                    inferred is None
+                    or len(inferred) != len(declared)
+                    or any(d is not None and d != e for d, e in zip(declared, inferred))
+                ):
+                    found.append(value)
+    return found

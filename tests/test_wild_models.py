@@ -547,3 +547,143 @@ def test_a_function_called_from_specialised_callers_gets_their_types() -> None:
     rewritten = _check_against_native(model, feeds)
     assert sorted(f.name for f in rewritten.functions) == ["A__0", "A__1", "B__0", "B__1"]
     assert "CastLike" not in op_types(rewritten)
+
+
+def _odd(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(-9, 9, shape).astype(np.int64) | 1
+
+
+def test_if_branches_reusing_a_name_with_other_shapes() -> None:
+    """Both branches define ``h``, [2, 6] in one and [6, 2] in the other: a lookup by name
+    alone gave the then-branch's CumProd the else-branch's static dims (wrong values)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 10, opset_import: ["" : 26]>
+        main (int64[2, 6] x, bool c) => (int64[12] y) {
+            y = If (c) <
+                then_branch = tg () => (int64[12] t) {
+                    ax = Constant <value = int64 {1}> ()
+                    h = Identity (x)
+                    p = CumProd (h, ax)
+                    fl = Constant <value = int64[1] {12}> ()
+                    t = Reshape (p, fl)
+                },
+                else_branch = eg () => (int64[12] e) {
+                    ax2 = Constant <value = int64 {0}> ()
+                    s = Constant <value = int64[2] {6, 2}> ()
+                    h = Reshape (x, s)
+                    p2 = CumProd (h, ax2)
+                    fl2 = Constant <value = int64[1] {12}> ()
+                    e = Reshape (p2, fl2)
+                }
+            >
+        }
+        """
+    )
+    for c in (True, False):
+        _check_against_native(model, {"x": _odd((2, 6), 0), "c": np.array(c)})
+
+
+def test_loop_bodies_reusing_names_with_other_shapes_and_types() -> None:
+    """Two Loop bodies (as exporters name them) both define ``h``: other shapes in the first
+    pair, other element types in the second (which inference, merged by name, refused)."""
+    text = """
+        <ir_version: 10, opset_import: ["" : 26]>
+        main (T1[3, 4] a, T2[4, 3] b, int64 n) => (T1[3, 4] ya, T2[4, 3] yb) {
+            t = Constant <value = bool {1}> ()
+            ya = Loop (n, t, a) <
+                body = b1 (int64 i, bool c, T1[3, 4] acc) => (bool co, T1[3, 4] out) {
+                    co = Identity (c)
+                    ax = Constant <value = int64 {1}> ()
+                    h = Identity (acc)
+                    out = CumProd (h, ax)
+                }
+            >
+            yb = Loop (n, t, b) <
+                body = b2 (int64 i, bool c, T2[4, 3] acc) => (bool co, T2[4, 3] out) {
+                    co = Identity (c)
+                    ax = Constant <value = int64 {0}> ()
+                    h = Identity (acc)
+                    out = CumProd (h, ax)
+                }
+            >
+        }
+    """
+    for t1, t2 in (("int64", "int64"), ("int64", "int32")):
+        model = onnx.parser.parse_model(text.replace("T1", t1).replace("T2", t2))
+        feeds = {
+            "a": _odd((3, 4), 1).astype(t1),
+            "b": _odd((4, 3), 2).astype(t2),
+            "n": np.array(2, np.int64),
+        }
+        _check_against_native(model, feeds)
+
+
+def test_function_with_if_branches_reusing_a_name() -> None:
+    """The same sibling-name case inside a model-local function (types propagated there;
+    a Transpose, whose output shape node-by-node inference knows, unlike a Reshape's)."""
+    model = onnx.parser.parse_model(
+        """
+        <ir_version: 10, opset_import: ["" : 26, "local" : 1]>
+        main (int64[2, 6] x, bool c) => (int64[12] y) {
+            y = local.F (x, c)
+        }
+        <domain: "local", opset_import: ["" : 26]>
+        F (x, c) => (y) {
+            y = If (c) <
+                then_branch = tg () => (int64[12] t) {
+                    ax = Constant <value = int64 {1}> ()
+                    h = Identity (x)
+                    p = CumProd (h, ax)
+                    fl = Constant <value = int64[1] {12}> ()
+                    t = Reshape (p, fl)
+                },
+                else_branch = eg () => (int64[12] e) {
+                    ax2 = Constant <value = int64 {0}> ()
+                    h = Transpose <perm = [1, 0]> (x)
+                    p2 = CumProd (h, ax2)
+                    fl2 = Constant <value = int64[1] {12}> ()
+                    e = Reshape (p2, fl2)
+                }
+            >
+        }
+        """
+    )
+    for c in (True, False):
+        _check_against_native(model, {"x": _odd((2, 6), 3), "c": np.array(c)})
+
+
+@pytest.mark.parametrize("declared", [[3, 4], [6, 2], ["A", 4]])
+def test_a_loop_body_input_declared_with_stale_dims(declared: list[int | str]) -> None:
+    """A Loop body's carried input declared with dims it does not have (no runtime checks
+    them, so onnxruntime runs the original): the lowering must not take them, and the
+    declaration is dropped, since onnxruntime folds Shape of the input from it."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["c"], ["co"]),
+            helper.make_node("Constant", [], ["ax"], value_int=1),
+            helper.make_node("CumProd", ["acc", "ax"], ["out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", TensorProto.INT64, declared),
+        ],
+        [
+            helper.make_tensor_value_info("co", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("out", TensorProto.INT64, declared),
+        ],
+    )
+    model = _model(
+        [
+            helper.make_node("Constant", [], ["t"], value=helper.make_tensor("v", 9, [], [True])),
+            helper.make_node("Loop", ["n", "t", "x"], ["y"], body=body),
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.INT64, [4, 3]),
+            helper.make_tensor_value_info("n", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [4, 3])],
+    )
+    _check_against_native(model, {"x": _odd((4, 3), 4), "n": np.array(2, np.int64)})
