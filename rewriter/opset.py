@@ -138,14 +138,18 @@ def _types_not_allowed(where: Located, schema: onnx.defs.OpSchema, types: TypeTa
 
 
 # Ops whose meaning changed between versions without their signature saying so
-# (GridSample-20 renamed its modes, ...): always left to onnx's converter.
-_MEANING_CHANGED = frozenset({"GridSample", "Resize", "Upsample"})
+# (GridSample-20 renamed its modes; RoiAlign-16 added coordinate_transformation_mode, whose
+# default half_pixel is not RoiAlign-10's fixed output_half_pixel; GroupNormalization-21
+# scales per channel where 18 scaled per group, ...): always left to onnx's converter.
+_MEANING_CHANGED = frozenset({"GridSample", "GroupNormalization", "Resize", "RoiAlign", "Upsample"})
 
 
 def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema) -> bool:
     """Whether this node, as written, means the same under the older schema: it uses no
     input or attribute the older one lacks, every attribute it leaves out has the same default
-    in both, and the op's meaning did not change in between."""
+    in both, the older one has no attribute with a default that the newer one dropped (DFT-20
+    took ``axis`` as an input, default -2, where DFT-17's attribute defaults to 1), and the
+    op's meaning did not change in between."""
     if node.op_type in _MEANING_CHANGED:
         return False
     if node.op_type == "Pad" and node.attributes.get_string("mode", "constant") == "wrap":
@@ -163,8 +167,12 @@ def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema)
             return False
     for name, old in then.attributes.items():
         new = now.attributes.get(name)
-        if name in node.attributes or new is None:
+        if name in node.attributes:
             continue
+        if new is None:  # moved to an input, or dropped
+            if old.required or old.default_value.name:
+                return False  # the older op applies its default: DFT's axis 1, not -2
+            continue  # optional without a default (Reduce*'s axes, Split's split): as absent
         if old.default_value.SerializeToString() != new.default_value.SerializeToString():
             return False
     return True

@@ -229,3 +229,36 @@ def test_target_opset_keeps_a_softmax_on_its_last_axis_and_refuses_the_others() 
     with pytest.raises(rewriter.OpsetError, match="Softmax-13 in graph 'main': Softmax below"):
         rewriter.decompose_cumprod(middle, target_opset=11)
     assert middle.SerializeToString() == before
+
+
+def test_target_opset_does_not_relabel_an_attribute_default_that_moved() -> None:
+    """DFT-20 takes its axis as an input (default -2); DFT-17's attribute defaults to 1. A
+    DFT-20 without the input relabelled as DFT-17 would transform another axis: it goes
+    through onnx's converter, which writes the axis out."""
+    model = _at_opset_26(
+        "r = DFT (x) ax = Constant <value = int64 {-1}> () y = CumProd (r, ax)", "[2, 3, 4, 2]"
+    )
+    model.graph.input[0].type.tensor_type.shape.dim.add().dim_value = 1
+    x = np.random.default_rng(7).uniform(0.5, 1.5, (2, 3, 4, 1)).astype(np.float32)
+    rewritten = rewriter.decompose_cumprod(model, target_opset=17)
+    (dft,) = [n for n in rewritten.graph.node if n.op_type == "DFT"]
+    assert [a.i for a in dft.attribute if a.name == "axis"] == [-2]
+    (y,) = run_ort(rewritten, {"x": x})
+    spectrum = np.fft.fft(x[..., 0].astype(np.float64), axis=-1)  # x's axis 2 (-2)
+    r = np.stack([spectrum.real, spectrum.imag], axis=-1)
+    np.testing.assert_allclose(y, np.cumprod(r, axis=-1), rtol=1e-5, atol=1e-5)
+
+
+def test_target_opset_refuses_roialign_whose_default_mode_changed() -> None:
+    """RoiAlign-16's coordinate_transformation_mode defaults to half_pixel; RoiAlign-10 is
+    always output_half_pixel. Not relabelled; onnx's converter has no adapter: refused."""
+    model = _at_opset_26(
+        "bi = Constant <value = int64[1] {0}> ()"
+        " r = RoiAlign <output_height = 2, output_width = 2> (x, rois, bi)"
+        " ax = Constant <value = int64 {-1}> () y = CumProd (r, ax)",
+        "[1, 2, 2, 2]",
+    )
+    rois = onnx.helper.make_tensor_value_info("rois", onnx.TensorProto.FLOAT, [1, 4])
+    model.graph.input.append(rois)
+    with pytest.raises(rewriter.OpsetError, match="RoiAlign"):
+        rewriter.decompose_cumprod(model, target_opset=15)
