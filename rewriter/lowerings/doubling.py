@@ -2,11 +2,14 @@
 
 Formula, on the (o, n, i) view of x, with K = ceil(log2(N)) steps for a bound N >= n::
 
-    y_0 = x3
+    y_0 = x3                                 exclusive: y_0 = shift(x3, 1)
     y_{k+1} = y_k * shift(y_k, 2^k)          k = 0 .. K-1
     shift(y, s)[:, j] = y[:, j - s] for j >= s, 1 before    (reverse: y[:, j + s], 1 after)
                       = Slice(Pad(Slice(y, 0, -s), s ones before), 0, n)
-    exclusive: y = shift(y_K, 1)
+
+(Exclusive shifts the input, not the products: IREE 3.13 does not compile the products'
+shift of an 8-byte type over a run-time length, "'stream.yield' op used resource not listed
+in explicit captures".)
 
 After step k every output holds the product of the (up to) 2^(k+1) inputs ending at it, so
 after K steps, of all inputs up to it. Every shift is a Slice, a Pad with constant pads and a
@@ -167,11 +170,9 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     bound = static if static is not None else v.spec.max_length
     assert bound is not None
     n = v.tensor(b, v.length)
-    y = x3
+    y = _shift(b, x3, 1, n, v) if v.exclusive else x3
     for k in range(steps(bound)):
         y = b.op("Mul", y, _shift(b, y, 1 << k, n, v))
-    if v.exclusive:
-        y = _shift(b, y, 1, n, v)
     if static is not None:
         return y if y is not x3 else b.op("Identity", x3)
     # A run-time length above the bound must fail, not return a partial product.
