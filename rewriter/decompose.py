@@ -29,7 +29,7 @@ from rewriter import lowerings
 from rewriter.errors import CumProdError, InvalidCumProdError, StrategyError
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
-from rewriter.site import CumProdSite, inspect_cumprod
+from rewriter.site import CumProdSite, ScanSpec, inspect_cumprod
 from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
 from rewriter.types import TypeTable, infer_types, stale_shapes, unconfirmed_subgraph_inputs
@@ -242,6 +242,14 @@ class LowerCumProdPass(ir.passes.InPlacePass):
                     limit.message,
                     self.target.name,
                 )
+            for unchecked in _unchecked_at_run_time(plan.site.spec, self.target):
+                logger.warning(
+                    "CumProd '%s' in %s: %s (target %s)",
+                    plan.site.name,
+                    plan.site.location,
+                    unchecked,
+                    self.target.name,
+                )
         names = lowerings.NameSource.for_model(model)
         for plan in plans:
             _replace(plan, names, self.build_opset, self.target)
@@ -253,6 +261,24 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         )
         self.plans = plans
         return ir.passes.PassResult(model, modified=True)
+
+
+def _unchecked_at_run_time(spec: ScanSpec, target: Target) -> list[str]:
+    """What the lowered node cannot refuse at run time on ``target`` (``run_time_checks``)."""
+    if target.run_time_checks:
+        return []
+    unchecked = []
+    if spec.length is None and not spec.static_dims:
+        unchecked.append(
+            f"{target.name} does not check the length bound ({spec.max_length}) at run time: "
+            "a longer input gives wrong values past it instead of failing"
+        )
+    if spec.axis is None:
+        unchecked.append(
+            f"{target.name} does not range-check the run-time axis: one out of range scans "
+            "another axis instead of failing"
+        )
+    return unchecked
 
 
 def _commit(model: ir.Model, result: ir.Model) -> None:

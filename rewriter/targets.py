@@ -92,6 +92,11 @@ class Target:
             ``target_opset`` is refused).
         wrong_lowerings: Lowerings whose output converts or loads but computes wrong
             values there (or is untested and built the same way): refused.
+        run_time_checks: Whether a Reshape to a shape that does not fit the data, and a
+            Gather index out of range, fail at run time: the guards that make an input longer
+            than ``max_length``, or a run-time axis out of range, fail like the native op.
+            Else (IREE 3.13 checks neither) such inputs give wrong values: a warning per node
+            that takes either.
     """
 
     name: str
@@ -109,6 +114,7 @@ class Target:
     loop_exclusive_min_opset: int = 0
     min_opset: int = 11
     wrong_lowerings: frozenset[str] = frozenset()
+    run_time_checks: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -162,6 +168,7 @@ TARGETS: dict[str, Target] = {
             scan_directions=False,
             runtime_view=False,
             auto="iree",
+            run_time_checks=False,
             limits=(
                 Limit(
                     frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}),

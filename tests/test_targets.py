@@ -149,3 +149,36 @@ def test_lowerings_wrong_on_the_runtime_are_refused(strategy: str) -> None:
     with pytest.raises(rewriter.StrategyError, match="wrong values on tflite"):
         rewriter.decompose_cumprod(model, strategy=strategy, target="tflite")
     rewriter.decompose_cumprod(model, strategy=strategy, target="tinygrad")  # elsewhere: fine
+
+
+@pytest.mark.parametrize(
+    ("target", "shape", "axis_form", "warned"),
+    [
+        ("iree", ("a", "n"), "initializer", ["length bound (16)"]),
+        ("iree", (3, 4), "input", ["run-time axis"]),
+        ("iree", ("a", "n"), "input", ["length bound (16)", "run-time axis"]),
+        ("iree", (3, 4), "initializer", []),
+        ("openvino", ("a", "n"), "input", []),
+        ("tinygrad", ("a", "n"), "input", []),
+    ],
+)
+def test_a_runtime_without_run_time_checks_warns_what_it_cannot_refuse(
+    target: str,
+    shape: tuple[int | str, ...],
+    axis_form: str,
+    warned: list[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """IREE 3.13 neither fails a Reshape that does not fit its data nor a Gather out of range,
+    so an input longer than max_length, or a run-time axis out of range, gives wrong values
+    there instead of failing (docs/runtime-probe-iree-tflite.md): one warning each."""
+    model = cumprod_model(TensorProto.INT32, shape, 1, axis_form=axis_form)
+    with caplog.at_level(logging.WARNING, logger="rewriter"):
+        rewriter.decompose_cumprod(model, target=target, max_length=16)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w for w in warnings if "does not" in w] == [
+        w for w in warnings if any(what in w for what in warned)
+    ]
+    assert len(warnings) == len(warned), warnings
+    for what, warning in zip(warned, warnings):
+        assert what in warning and f"(target {target})" in warning
