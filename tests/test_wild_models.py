@@ -553,32 +553,33 @@ def _odd(shape: tuple[int, ...], seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(-9, 9, shape).astype(np.int64) | 1
 
 
-def test_if_branches_reusing_a_name_with_other_shapes() -> None:
-    """Both branches define ``h``, [2, 6] in one and [6, 2] in the other: a lookup by name
-    alone gave the then-branch's CumProd the else-branch's static dims (wrong values)."""
-    model = onnx.parser.parse_model(
-        """
-        <ir_version: 10, opset_import: ["" : 26]>
-        main (int64[2, 6] x, bool c) => (int64[12] y) {
-            y = If (c) <
-                then_branch = tg () => (int64[12] t) {
-                    ax = Constant <value = int64 {1}> ()
-                    h = Identity (x)
-                    p = CumProd (h, ax)
-                    fl = Constant <value = int64[1] {12}> ()
-                    t = Reshape (p, fl)
-                },
-                else_branch = eg () => (int64[12] e) {
-                    ax2 = Constant <value = int64 {0}> ()
-                    s = Constant <value = int64[2] {6, 2}> ()
-                    h = Reshape (x, s)
-                    p2 = CumProd (h, ax2)
-                    fl2 = Constant <value = int64[1] {12}> ()
-                    e = Reshape (p2, fl2)
-                }
-            >
+# An If whose branches both define ``h``: [2, 6] in one, [6, 2] (a Transpose) in the other.
+_IF_REUSING_H = """
+    y = If (c) <
+        then_branch = tg () => (int64[12] t) {
+            ax = Constant <value = int64 {1}> ()
+            h = Identity (x)
+            p = CumProd (h, ax)
+            fl = Constant <value = int64[1] {12}> ()
+            t = Reshape (p, fl)
+        },
+        else_branch = eg () => (int64[12] e) {
+            ax2 = Constant <value = int64 {0}> ()
+            h = Transpose <perm = [1, 0]> (x)
+            p2 = CumProd (h, ax2)
+            fl2 = Constant <value = int64[1] {12}> ()
+            e = Reshape (p2, fl2)
         }
-        """
+    >
+"""
+
+
+def test_if_branches_reusing_a_name_with_other_shapes() -> None:
+    """A lookup by name alone gave the then-branch's CumProd the else-branch's static dims
+    (wrong values)."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 26]>'
+        f" main (int64[2, 6] x, bool c) => (int64[12] y) {{ {_IF_REUSING_H} }}"
     )
     for c in (True, False):
         _check_against_native(model, {"x": _odd((2, 6), 0), "c": np.array(c)})
@@ -620,34 +621,12 @@ def test_loop_bodies_reusing_names_with_other_shapes_and_types() -> None:
 
 
 def test_function_with_if_branches_reusing_a_name() -> None:
-    """The same sibling-name case inside a model-local function (types propagated there;
-    a Transpose, whose output shape node-by-node inference knows, unlike a Reshape's)."""
+    """The same If inside a model-local function (types propagated node by node there)."""
     model = onnx.parser.parse_model(
-        """
-        <ir_version: 10, opset_import: ["" : 26, "local" : 1]>
-        main (int64[2, 6] x, bool c) => (int64[12] y) {
-            y = local.F (x, c)
-        }
-        <domain: "local", opset_import: ["" : 26]>
-        F (x, c) => (y) {
-            y = If (c) <
-                then_branch = tg () => (int64[12] t) {
-                    ax = Constant <value = int64 {1}> ()
-                    h = Identity (x)
-                    p = CumProd (h, ax)
-                    fl = Constant <value = int64[1] {12}> ()
-                    t = Reshape (p, fl)
-                },
-                else_branch = eg () => (int64[12] e) {
-                    ax2 = Constant <value = int64 {0}> ()
-                    h = Transpose <perm = [1, 0]> (x)
-                    p2 = CumProd (h, ax2)
-                    fl2 = Constant <value = int64[1] {12}> ()
-                    e = Reshape (p2, fl2)
-                }
-            >
-        }
-        """
+        '<ir_version: 10, opset_import: ["" : 26, "local" : 1]>'
+        " main (int64[2, 6] x, bool c) => (int64[12] y) { y = local.F (x, c) }"
+        ' <domain: "local", opset_import: ["" : 26]>'
+        f" F (x, c) => (y) {{ {_IF_REUSING_H} }}"
     )
     for c in (True, False):
         _check_against_native(model, {"x": _odd((2, 6), 3), "c": np.array(c)})
