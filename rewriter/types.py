@@ -315,29 +315,6 @@ def infer_function_types(model: ir.Model, table: TypeTable) -> None:
         record(fscope, function)
 
 
-def stale_shapes(model: ir.Model, types: TypeTable) -> list[ir.Value]:
-    """Main-graph values whose declared shape contradicts inference (stale ``value_info``)."""
-    stale = []
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        for value in node.outputs:
-            if value.shape is None:
-                continue
-            tp = types.get_proto(_MAIN, value.name or "")
-            if tp is None or not tp.HasField("tensor_type"):
-                continue
-            tt = tp.tensor_type
-            if not tt.HasField("shape"):
-                continue
-            inferred = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-            declared = list(value.shape.dims)
-            if len(inferred) != len(declared) or any(
-                isinstance(a, int) and isinstance(b, int) and a != b
-                for a, b in zip(inferred, declared)
-            ):
-                stale.append(value)
-    return stale
-
-
 def _declared_dims(value: ir.Value) -> list[int | None] | None:
     if value.shape is None:
         return None
@@ -351,6 +328,22 @@ def _inferred_dims(type_proto: onnx.TypeProto | None) -> list[int | None] | None
     if not tt.HasField("shape"):
         return None
     return [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+
+
+def stale_shapes(model: ir.Model, types: TypeTable) -> list[ir.Value]:
+    """Main-graph values whose declared shape contradicts inference (stale ``value_info``)."""
+    stale = []
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        for value in node.outputs:
+            declared = _declared_dims(value)
+            inferred = _inferred_dims(types.get_proto(_MAIN, value.name or ""))
+            if declared is None or inferred is None:
+                continue
+            if len(inferred) != len(declared) or any(
+                a is not None and b is not None and a != b for a, b in zip(inferred, declared)
+            ):
+                stale.append(value)
+    return stale
 
 
 def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
