@@ -92,6 +92,11 @@ class Target:
             ``target_opset`` is refused).
         wrong_lowerings: Lowerings whose output converts or loads but computes wrong
             values there (or is untested and built the same way): refused.
+        bounded_lengths: Whether the runtime loads a Pad or a Reshape whose sizes are
+            computed from a length known only at run time (what the lowerings that take such
+            a length through ``max_length`` build). tract 0.23 does not ("Undetermined
+            symbol in expression", "shape input is variable"): those lowerings are refused
+            there for such lengths.
         run_time_checks: Whether a Reshape to a shape that does not fit the data, and a
             Gather index out of range, fail at run time: the guards that make an input longer
             than ``max_length``, or a run-time axis out of range, fail like the native op.
@@ -114,6 +119,7 @@ class Target:
     loop_exclusive_min_opset: int = 0
     min_opset: int = 11
     wrong_lowerings: frozenset[str] = frozenset()
+    bounded_lengths: bool = True
     run_time_checks: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
@@ -156,6 +162,7 @@ TARGETS: dict[str, Target] = {
             missing_ops=frozenset({"Loop", "If"}),
             slice_negative_step=False,
             runtime_view=False,
+            bounded_lengths=False,
             auto="tract",
             limits=(Limit(frozenset({ir.DataType.BFLOAT16}), "tract has no bfloat16 at all"),),
         ),

@@ -182,3 +182,20 @@ def test_a_runtime_without_run_time_checks_warns_what_it_cannot_refuse(
     assert len(warnings) == len(warned), warnings
     for what, warning in zip(warned, warnings):
         assert what in warning and f"(target {target})" in warning
+
+
+def test_tract_refuses_what_it_cannot_load_for_a_run_time_length() -> None:
+    """tract 0.23 loads no Pad or Reshape sized from a length known only at run time (the
+    bounded lowerings' padding, doubling's guard): those are refused for such a length, with
+    max_length given; Scan and the logsum lowerings take it, and over static dims a run-time
+    axis (each candidate axis static) keeps every lowering."""
+    symbolic = cumprod_model(TensorProto.FLOAT, ("a", "n"), 1)
+    for strategy in ("doubling", "radix", "carry", "chain", "blocked", "tiled"):
+        with pytest.raises(rewriter.StrategyError, match="tract cannot load a Pad or Reshape"):
+            rewriter.decompose_cumprod(symbolic, strategy=strategy, target="tract", max_length=16)
+        rewriter.decompose_cumprod(symbolic, strategy=strategy, target="openvino", max_length=16)
+    for strategy in ("auto", "scan", "logsum", "logsum32"):
+        rewriter.decompose_cumprod(symbolic, strategy=strategy, target="tract", max_length=16)
+    static = cumprod_model(TensorProto.FLOAT, (3, 5), 1, axis_form="input")
+    for strategy in ("doubling", "radix", "carry", "chain"):
+        rewriter.decompose_cumprod(static, strategy=strategy, target="tract")

@@ -71,6 +71,9 @@ class Lowering:
             output element that multiplies k inputs: ``max_ulps(dtype, k_array)``.
         static_length: Whether ``build`` needs the length static: a length known only at
             run time is then padded to the spec's ``max_length`` (:mod:`.view`).
+        bounded: Whether a length known only at run time goes through the bound
+            ``max_length``: a Pad to it, or a Reshape whose size is computed from the length
+            (``doubling``'s guard); see ``Target.bounded_lengths``.
         build_first_axis: The scan along axis 0 of x itself, without the view, or None:
             ``build_first_axis(builder, x, spec, dtype=compute, target=target) -> y``, y
             None where the lowering keeps the view on that target.
@@ -82,6 +85,7 @@ class Lowering:
     build: Callable[[Builder, ir.Value, View], ir.Value]
     max_ulps: Callable[[ir.DataType, np.ndarray], np.ndarray]
     static_length: bool
+    bounded: bool
     build_first_axis: Callable[..., ir.Value | None] | None = None
 
 
@@ -93,6 +97,7 @@ LOWERINGS: dict[str, Lowering] = {
         build=module.build,
         max_ulps=module.max_ulps,
         static_length=module in (chain, blocked, radix, tiled),
+        bounded=module in (chain, blocked, radix, tiled, carry, doubling),
         build_first_axis=getattr(module, "build_first_axis", None),
     )
     for module in (
@@ -145,6 +150,12 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
         reason = (
             f"strategy '{wanted}' needs the length of the scanned axis to be static, or a "
             "bound on it (max_length=, --max-length N)"
+        )
+    run_time_length = spec.length is None and not spec.static_dims
+    if reason is None and run_time_length and lowering.bounded and not runtime.bounded_lengths:
+        reason = (
+            f"{runtime.name} cannot load a Pad or Reshape sized from a length known only at "
+            f"run time, which strategy '{wanted}' builds for one (auto takes Scan there)"
         )
     if reason is None and spec.axis is None and spec.rank is None and not runtime.runtime_view:
         reason = (
