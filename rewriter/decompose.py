@@ -234,20 +234,13 @@ class LowerCumProdPass(ir.passes.InPlacePass):
             value.shape = None
         for plan in plans:
             limit = self.target.limit_for(plan.site.spec.dtype)
-            if limit is not None:
+            warnings = [] if limit is None else [limit.message]
+            for message in warnings + _unchecked_at_run_time(plan.site.spec, self.target):
                 logger.warning(
                     "CumProd '%s' in %s: %s (target %s)",
                     plan.site.name,
                     plan.site.location,
-                    limit.message,
-                    self.target.name,
-                )
-            for unchecked in _unchecked_at_run_time(plan.site.spec, self.target):
-                logger.warning(
-                    "CumProd '%s' in %s: %s (target %s)",
-                    plan.site.name,
-                    plan.site.location,
-                    unchecked,
+                    message,
                     self.target.name,
                 )
         names = lowerings.NameSource.for_model(model)
