@@ -32,7 +32,7 @@ from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
 from rewriter.site import CumProdSite, ScanSpec, inspect_cumprod
 from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
-from rewriter.types import TypeTable, infer_types, stale_shapes, unconfirmed_subgraph_inputs
+from rewriter.types import TypeTable, drop_unconfirmed_shapes, infer_types
 
 __all__ = [
     "DecomposeCumProdPass",
@@ -217,21 +217,7 @@ class LowerCumProdPass(ir.passes.InPlacePass):
                     "the element type of x is not known, and a type-generic lowering "
                     "needs CastLike (opset 15)",
                 )
-        for value in stale_shapes(model, types):
-            logger.warning(
-                "value '%s' declares shape %s, which contradicts shape inference: dropped",
-                value.name,
-                value.shape,
-            )
-            value.shape = None
-        for value in unconfirmed_subgraph_inputs(model, types):
-            logger.info(
-                "subgraph input '%s' declares shape %s, which shape inference does not "
-                "confirm: dropped (onnxruntime would fold the lowering's Shape from it)",
-                value.name,
-                value.shape,
-            )
-            value.shape = None
+        drop_unconfirmed_shapes(model, types)
         for plan in plans:
             limit = self.target.limit_for(plan.site.spec.dtype)
             warnings = [] if limit is None else [limit.message]

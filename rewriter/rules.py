@@ -18,10 +18,13 @@ rewriter's op builder, at the ai.onnx version where the node lives. A check that
 gives its reason (the pass's error message) in the match result (``MatchingTracer``,
 ``verbose``), and the node is left alone.
 
-Types: x's element type and shape come from the model's own type information; when the
-value has none (an intermediate without ``value_info``, or a function body), from onnx shape
-inference on a copy of the model, as the pass does (``rewriter.types.infer_types``), computed
-once per visited graph and only when needed. The model's opset is not changed (the pass's
+Types: x's element type and shape come from onnx shape inference on a copy of the model,
+as in the pass (``rewriter.types.infer_types``), computed once per visited graph that holds a
+CumProd; a declared shape counts only where inference confirms it. As the pass does, the
+rule clears the declared shapes inference contradicts (stale ``value_info``) and those of
+subgraph inputs on the way to a CumProd that it does not confirm (a Loop body's carried
+value may change shape between iterations, and onnxruntime would fold the lowering's
+``Shape`` of it from the declaration). The model's opset is not changed (the pass's
 ``target_opset`` has no counterpart here). Unlike the pass, a rule cannot specialise a
 function per call signature: a function whose calls disagree on x's element type gets a
 type-generic lowering (computed in x's own type), and an attribute given by reference is
@@ -42,7 +45,7 @@ from rewriter.errors import CumProdError, InvalidCumProdError
 from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, target_named
-from rewriter.types import TypeTable, infer_types
+from rewriter.types import TypeTable, drop_unconfirmed_shapes, infer_types
 
 __all__ = ["RuleBuilder", "cumprod_rule", "cumprod_rules"]
 
@@ -126,14 +129,16 @@ class CumProdRule(RewriteRuleClassBase):
         if where.opset < 26:
             problem = f"CumProd needs ai.onnx opset >= 26, found {where.opset}"
             return result.fail(str(InvalidCumProdError(node.name or "", where.location, problem)))
-        types = TypeTable()
-        if x.dtype is None or x.shape is None:
-            if facts.types is None:
-                facts.types = infer_types(facts.model)
-            types = facts.types
+        if facts.types is None:
+            facts.types = infer_types(facts.model)
+            drop_unconfirmed_shapes(facts.model, facts.types)
         try:
             site = inspect_cumprod(
-                node, location=where.location, opset=where.opset, scope=where.scope, types=types
+                node,
+                location=where.location,
+                opset=where.opset,
+                scope=where.scope,
+                types=facts.types,
             )
             if self.max_length is not None and site.spec.max_length is None:
                 spec = dataclasses.replace(site.spec, max_length=self.max_length)

@@ -36,6 +36,7 @@ __all__ = [
     "FunctionKey",
     "TypeTable",
     "call_sites",
+    "drop_unconfirmed_shapes",
     "function_key",
     "function_scope",
     "functions_in_call_order",
@@ -396,3 +397,24 @@ def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Va
                 ):
                     found.append(value)
     return found
+
+
+def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
+    """Clear the declared shapes a lowering must not build on: main-graph values whose
+    declaration contradicts inference (:func:`stale_shapes`) and subgraph inputs on the way to
+    a CumProd that inference does not confirm (:func:`unconfirmed_subgraph_inputs`)."""
+    for value in stale_shapes(model, types):
+        logger.warning(
+            "value '%s' declares shape %s, which contradicts shape inference: dropped",
+            value.name,
+            value.shape,
+        )
+        value.shape = None
+    for value in unconfirmed_subgraph_inputs(model, types):
+        logger.info(
+            "subgraph input '%s' declares shape %s, which shape inference does not "
+            "confirm: dropped (onnxruntime would fold the lowering's Shape from it)",
+            value.name,
+            value.shape,
+        )
+        value.shape = None

@@ -209,6 +209,19 @@ def test_types_from_inference_when_the_model_has_none() -> None:
     _same([y], run_ort(_with_pass(model), {"x": x}))
 
 
+def test_a_declared_intermediate_shape_that_inference_confirms_is_used() -> None:
+    """``sq`` declared in value_info: the rule once took the declaration as untrusted and ran
+    no inference, so the rank was unknown and tract (which needs it) was left its CumProd."""
+    model = onnx.parser.parse_model(UNTYPED.replace("N, 4", "5, 4"))
+    model.graph.value_info.append(helper.make_tensor_value_info("sq", TensorProto.INT64, [5, 4]))
+    rules = cumprod_rules(target="tract")
+    rewritten = onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules)
+    assert "CumProd" not in op_types(rewritten)
+    x = np.random.default_rng(7).integers(-(2**40), 2**40, (5, 4)).astype(np.int64)
+    (y,) = run_ort(rewritten, {"x": x})
+    np.testing.assert_array_equal(y, ReferenceEvaluator(model).run(None, {"x": x})[0])
+
+
 def test_composes_with_other_rules() -> None:
     text = """
     <ir_version: 11, opset_import: ["" : 26]>

@@ -8,10 +8,12 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxruntime as ort
+import onnxscript.rewriter
 import pytest
 from onnx import TensorProto, helper
 
 import rewriter
+from rewriter.rules import cumprod_rules
 from tests.helpers import op_types, run_ort
 
 OPSET = [helper.make_opsetid("", 26)]
@@ -24,12 +26,23 @@ def _native(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.nda
     return run_ort(model, feeds)
 
 
-def _check_against_native(
-    model: onnx.ModelProto, feeds: dict[str, np.ndarray], **options: object
-) -> onnx.ModelProto:
-    onnx.checker.check_model(model, full_check=True)
+VIA = ["pass", "rules"]  # decompose_cumprod, or the onnxscript rule set
+
+
+def _rewrite(model: onnx.ModelProto, via: str = "pass", **options: object) -> onnx.ModelProto:
+    if via == "rules":
+        rules = cumprod_rules(**options)  # type: ignore[arg-type]
+        return onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules)
     rewritten = rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
     assert isinstance(rewritten, onnx.ModelProto)
+    return rewritten
+
+
+def _check_against_native(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], via: str = "pass", **options: object
+) -> onnx.ModelProto:
+    onnx.checker.check_model(model, full_check=True)
+    rewritten = _rewrite(model, via, **options)
     onnx.checker.check_model(rewritten, full_check=True)
     assert "CumProd" not in op_types(rewritten)
     expected = _native(model, feeds)
@@ -206,7 +219,8 @@ def test_unused_function_with_cumprod_is_lowered_type_generically() -> None:
         np.testing.assert_array_equal(actual[0], expected[0])
 
 
-def test_stale_value_info_is_not_trusted() -> None:
+@pytest.mark.parametrize("via", VIA)
+def test_stale_value_info_is_not_trusted(via: str) -> None:
     nodes = [
         helper.make_node("Neg", ["x"], ["h"]),
         helper.make_node("Constant", [], ["axis"], value_int=1),
@@ -221,14 +235,15 @@ def test_stale_value_info_is_not_trusted() -> None:
     x = np.arange(1, 11, dtype=np.int64).reshape(2, 5)
     # The checker takes the stale value_info (full_check would refuse it): check without.
     onnx.checker.check_model(model)
-    rewritten = rewriter.decompose_cumprod(model)
-    assert isinstance(rewritten, onnx.ModelProto)
+    rewritten = _rewrite(model, via)
     onnx.checker.check_model(rewritten, full_check=True)
+    assert "CumProd" not in op_types(rewritten)
     (y,) = run_ort(rewritten, {"x": x})
     np.testing.assert_array_equal(y, np.cumprod(-x, axis=1))
 
 
-def test_unknown_rank_integer_in_a_loop_body() -> None:
+@pytest.mark.parametrize("via", VIA)
+def test_unknown_rank_integer_in_a_loop_body(via: str) -> None:
     """A Loop-carried value declared without shape: rank unknown inside the body."""
     body = helper.make_graph(
         [
@@ -257,7 +272,7 @@ def test_unknown_rank_integer_in_a_loop_body() -> None:
         [helper.make_tensor_value_info("y", TensorProto.INT64, ["A", "B"])],
     )
     x = np.array([[3, 5, 7], [2, -9, 4]], dtype=np.int64)
-    _check_against_native(model, {"trips": np.array(3, dtype=np.int64), "x": x})
+    _check_against_native(model, {"trips": np.array(3, dtype=np.int64), "x": x}, via)
 
 
 @pytest.mark.parametrize("strategy", ["auto", "loop", "scan", "dynamic", "logsum", "doubling"])
@@ -574,7 +589,8 @@ _IF_REUSING_H = """
 """
 
 
-def test_if_branches_reusing_a_name_with_other_shapes() -> None:
+@pytest.mark.parametrize("via", VIA)
+def test_if_branches_reusing_a_name_with_other_shapes(via: str) -> None:
     """A lookup by name alone gave the then-branch's CumProd the else-branch's static dims
     (wrong values)."""
     model = onnx.parser.parse_model(
@@ -582,10 +598,11 @@ def test_if_branches_reusing_a_name_with_other_shapes() -> None:
         f" main (int64[2, 6] x, bool c) => (int64[12] y) {{ {_IF_REUSING_H} }}"
     )
     for c in (True, False):
-        _check_against_native(model, {"x": _odd((2, 6), 0), "c": np.array(c)})
+        _check_against_native(model, {"x": _odd((2, 6), 0), "c": np.array(c)}, via)
 
 
-def test_loop_bodies_reusing_names_with_other_shapes_and_types() -> None:
+@pytest.mark.parametrize("via", VIA)
+def test_loop_bodies_reusing_names_with_other_shapes_and_types(via: str) -> None:
     """Two Loop bodies (as exporters name them) both define ``h``: other shapes in the first
     pair, other element types in the second (which inference, merged by name, refused)."""
     text = """
@@ -617,10 +634,11 @@ def test_loop_bodies_reusing_names_with_other_shapes_and_types() -> None:
             "b": _odd((4, 3), 2).astype(t2),
             "n": np.array(2, np.int64),
         }
-        _check_against_native(model, feeds)
+        _check_against_native(model, feeds, via)
 
 
-def test_function_with_if_branches_reusing_a_name() -> None:
+@pytest.mark.parametrize("via", VIA)
+def test_function_with_if_branches_reusing_a_name(via: str) -> None:
     """The same If inside a model-local function (types propagated node by node there)."""
     model = onnx.parser.parse_model(
         '<ir_version: 10, opset_import: ["" : 26, "local" : 1]>'
@@ -629,11 +647,12 @@ def test_function_with_if_branches_reusing_a_name() -> None:
         f" F (x, c) => (y) {{ {_IF_REUSING_H} }}"
     )
     for c in (True, False):
-        _check_against_native(model, {"x": _odd((2, 6), 3), "c": np.array(c)})
+        _check_against_native(model, {"x": _odd((2, 6), 3), "c": np.array(c)}, via)
 
 
+@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("declared", [[3, 4], [6, 2], ["A", 4]])
-def test_a_loop_body_input_declared_with_stale_dims(declared: list[int | str]) -> None:
+def test_a_loop_body_input_declared_with_stale_dims(declared: list[int | str], via: str) -> None:
     """A Loop body's carried input declared with dims it does not have (no runtime checks
     them, so onnxruntime runs the original): the lowering must not take them, and the
     declaration is dropped, since onnxruntime folds Shape of the input from it."""
@@ -665,4 +684,38 @@ def test_a_loop_body_input_declared_with_stale_dims(declared: list[int | str]) -
         ],
         [helper.make_tensor_value_info("y", TensorProto.INT64, [4, 3])],
     )
-    _check_against_native(model, {"x": _odd((4, 3), 4), "n": np.array(2, np.int64)})
+    _check_against_native(model, {"x": _odd((4, 3), 4), "n": np.array(2, np.int64)}, via)
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_a_loop_body_value_that_changes_shape_between_iterations(via: str) -> None:
+    """The body transposes its carried value, declared [2, 3] (right for the first iteration
+    only): the rule path once baked the declaration in (wrong values from the second)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["ax"], value_int=1),
+            helper.make_node("CumProd", ["v", "ax"], ["cp"]),
+            helper.make_node("Transpose", ["cp"], ["out"], perm=[1, 0]),
+            helper.make_node("Identity", ["c"], ["co"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", TensorProto.INT64, [2, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("co", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("out", TensorProto.INT64, [3, 2]),
+        ],
+    )
+    model = _model(
+        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)],
+        [
+            helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3]),
+            helper.make_tensor_value_info("n", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [None, None])],
+    )
+    for trips in (1, 2, 3):
+        _check_against_native(model, {"x": _odd((2, 3), 5), "n": np.array(trips, np.int64)}, via)
