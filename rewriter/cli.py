@@ -188,12 +188,23 @@ def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> Non
             f"  verify: rewritten model run on {report.verify.runtime}, original on "
             f"{report.verify.reference}"
         )
+        if report.verify.sizes:
+            fed = ", ".join(f"{name}={size}" for name, size in report.verify.sizes.items())
+            print(f"  verify: symbolic dims fed at {fed} (--dim NAME=SIZE for others)")
+        if not report.verify.loops_richer:
+            print(
+                "  verify: the original fails with each symbolic dim at its own size and Loop "
+                "trip counts at 3: fed the safe values instead (--dim to choose sizes)"
+            )
         for o in (*report.verify.outputs, *report.verify.sites):
             unit = (
                 "ulp"
                 if o.bound or o.dtype.startswith(("float", "double", "bfloat"))
                 else "elements differ"
             )
+            if o.skipped:
+                print(f"  verify {o.name} ({o.dtype}): [SKIPPED] {o.detail}")
+                continue
             state = "ok" if o.ok else "MISMATCH"
             print(
                 f"  verify {o.name} ({o.dtype}): worst {o.worst:.3g} {unit} [{state}]"

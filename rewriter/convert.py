@@ -25,7 +25,7 @@ from rewriter.errors import CumProdError
 from rewriter.opset import OpsetError
 from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import DEFAULT_TARGET, target_named
-from rewriter.verify import DEFAULT_DIM, VerifyResult, verify_model
+from rewriter.verify import DEFAULT_DIM, VerifyResult, symbolic_sizes, verify_model
 
 __all__ = [
     "OUTPUT_SUFFIX",
@@ -222,6 +222,7 @@ def convert_file(
         # never over an input's external data (an output equal to the input is in place)
         io.check_write_plan([(source, destination)], in_place=True)
         model = io.load_model(source, check=False)
+        sizes = symbolic_sizes(model, dims)  # what --verify feeds (before the pass's rewrite)
         rewrite = DecomposeCumProdPass(
             strategy, target_opset=target_opset, target=target, max_length=max_length
         )
@@ -234,7 +235,7 @@ def convert_file(
                 io.atomic_copy(source, output)
                 report.output, report.status = str(output), "copied"
             return report
-        bound = _verify_bound(rewrite.plans, dims or {})
+        bound = _verify_bound(rewrite.plans, sizes)
 
         def check(staged: Path) -> bool:
             if verify_runs <= 0:

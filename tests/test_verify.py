@@ -360,6 +360,199 @@ def test_sites_catch_a_wrong_lowering(
     assert not check.ok and expected in check.detail, check
 
 
+def test_symbolic_dims_are_fed_at_sizes_of_their_own(tmp_path: Path) -> None:
+    """A rewrite that is right only when B == N (it keeps the first B columns): with every
+    symbolic dim fed at 3 it passed."""
+    original, rewritten = _rewrite(_symbolic_model(TensorProto.FLOAT, ["B", "N"], 1), tmp_path, "m")
+
+    def first_b_columns(model: onnx.ModelProto) -> None:
+        model.graph.initializer.extend(
+            [
+                helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+                helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+            ]
+        )
+        for node in model.graph.node:
+            node.input[:] = ["x_cut" if i == "x" else i for i in node.input]
+        model.graph.node.insert(0, helper.make_node("Shape", ["x"], ["x_shape"], end=1))
+        model.graph.node.insert(
+            1, helper.make_node("Slice", ["x", "zero", "x_shape", "one"], ["x_cut"])
+        )
+
+    assert _verify(original, rewritten).ok
+    result = _verify(original, _edit(rewritten, tmp_path, first_b_columns))
+    assert dict(result.sizes) == {"B": 3, "N": 4}, result.sizes
+    assert not result.ok, result
+
+
+def _loop_model(body_node: Callable[[], list[onnx.NodeProto]]) -> onnx.ModelProto:
+    """y = Loop(trips, x) whose body maps its carried value ``acc`` to ``out``."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond"], ["cond_out"]),
+            helper.make_node("Constant", [], ["ax"], value_int=1),
+            *body_node(),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", TensorProto.FLOAT, [2, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3]),
+        ],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)],
+        "g",
+        [
+            helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    return _opset26(graph)
+
+
+def test_loop_trip_counts_run_the_body_more_than_once(tmp_path: Path) -> None:
+    """A rewrite whose Loop body is right on the first trip only: with the trip count fed 1
+    (the safe value) it passed."""
+    good = _loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])])
+    first_trip_only = _loop_model(
+        lambda: [
+            helper.make_node("CumProd", ["acc", "ax"], ["cp"]),
+            helper.make_node("Constant", [], ["zero"], value_int=0),
+            helper.make_node("Equal", ["i", "zero"], ["first"]),
+            helper.make_node("Where", ["first", "cp", "acc"], ["out"]),
+        ]
+    )
+    original, rewritten = tmp_path / "loop.onnx", tmp_path / "loop.wrong.onnx"
+    onnx.save(good, original)
+    onnx.save(first_trip_only, rewritten)
+    result = _verify(original, rewritten)
+    assert result.loops_richer and not result.ok, result
+
+
+def test_feeds_fall_back_when_the_original_needs_them(tmp_path: Path) -> None:
+    """B and N must be equal for the original to run (an Add of x and its transpose): the
+    richer feeds fail there, and verify falls back to every dim at 3."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+            helper.make_node("Add", ["x", "xt"], ["s"]),
+            helper.make_node("CumProd", ["s", "axis"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "N"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "N"])],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    original, rewritten = _rewrite(_opset26(graph), tmp_path, "square")
+    result = _verify(original, rewritten)
+    assert result.ok and not result.loops_richer, result
+    assert dict(result.sizes) == {"B": 3, "N": 3}, result.sizes
+
+
+def _symbolic_model(elem: int, shape: list[int | str], axis: int | None) -> onnx.ModelProto:
+    """CumProd over x with symbolic dims; ``axis`` None: a run-time axis input."""
+    inputs = [helper.make_tensor_value_info("x", elem, shape)]
+    initializers = []
+    if axis is None:
+        inputs.append(helper.make_tensor_value_info("axis", TensorProto.INT64, []))
+    else:
+        initializers.append(helper.make_tensor("axis", TensorProto.INT64, [], [axis]))
+    graph = helper.make_graph(
+        [helper.make_node("CumProd", ["x", "axis"], ["y"], name="cp")],
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", elem, shape)],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
+
+
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT, TensorProto.INT64])
+def test_sites_run_a_symbolic_length_past_each_branch(
+    monkeypatch: pytest.MonkeyPatch, elem: int
+) -> None:
+    """``dynamic`` takes another branch past 512 positions; with symbolic dims fed at 3 only,
+    a long branch that forgets to multiply passed --verify. The sites now run at longer
+    lengths too, and say at which shape a mismatch is."""
+    from rewriter.lowerings import dynamic
+
+    class Forgetful:  # the long branch returns its input
+        @staticmethod
+        def lower_3d(b, x3, v, levels, method):  # type: ignore[no-untyped-def]
+            return b.op("Identity", x3)
+
+    plans = _plans(_symbolic_model(elem, ["B", "N"], 1))
+    (right,) = check_sites(plans)
+    assert right.ok and not right.skipped, right
+    monkeypatch.setattr(dynamic, "blocked", Forgetful)
+    (check,) = check_sites(plans)
+    assert not check.ok and "shape [3, 513]" in check.detail, check
+
+
+def test_sites_feed_negative_run_time_axes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lowering that treated a negative run-time axis as 0 passed the site check, which fed
+    axes 0 .. rank - 1 only."""
+    import rewriter.decompose
+
+    real = rewriter.decompose.decompose_cumprod
+
+    def clamped(model: onnx.ModelProto, **kwargs: object) -> onnx.ModelProto:
+        lowered = real(model, **kwargs)  # type: ignore[arg-type]
+        assert isinstance(lowered, onnx.ModelProto)
+        lowered.graph.initializer.append(helper.make_tensor("zero", TensorProto.INT64, [], [0]))
+        for node in lowered.graph.node:
+            node.input[:] = ["axis_clamped" if i == "axis" else i for i in node.input]
+        lowered.graph.node.insert(0, helper.make_node("Max", ["axis", "zero"], ["axis_clamped"]))
+        return lowered
+
+    plans = _plans(_symbolic_model(TensorProto.FLOAT, [2, 3, 4], None))
+    (right,) = check_sites(plans)
+    assert right.ok, right
+    monkeypatch.setattr(rewriter.decompose, "decompose_cumprod", clamped)
+    (check,) = check_sites(plans)
+    assert not check.ok and "axis -" in check.detail, check
+
+
+def test_a_site_that_cannot_run_is_reported_as_skipped() -> None:
+    """Rank unknown (a Loop-carried value declared without shape): the site check cannot
+    build its model; it says so, where it once printed ``[ok]``."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=-1),
+            helper.make_node("CumProd", ["acc", "axis"], ["next"]),
+            helper.make_node("Identity", ["cond"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", TensorProto.FLOAT, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("next", TensorProto.FLOAT, None),
+        ],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)],
+        "g",
+        [
+            helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
+    (check,) = check_sites(_plans(model))
+    assert check.skipped and check.detail == "not checked: rank unknown", check
+
+
 # -- the command -------------------------------------------------------------------------------
 
 CORRUPT_SAVE = """
@@ -419,6 +612,29 @@ def test_cli_verify_takes_a_positive_count(tmp_path: Path) -> None:
         )
         assert result.returncode == 2 and "must be a whole number >= 1" in result.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+
+
+def test_cli_verify_says_what_it_fed_and_what_it_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sizes of the symbolic dims are printed, and a site check that could not run says
+    SKIPPED, not ok."""
+    from rewriter.cli import main
+
+    symbolic = tmp_path / "sym.onnx"
+    onnx.save(_symbolic_model(TensorProto.FLOAT, ["B", "N"], 1), symbolic)
+    assert main([str(symbolic), "-o", str(tmp_path / "sym.out.onnx"), "--verify"]) == 0
+    assert "symbolic dims fed at B=3, N=4" in capsys.readouterr().out
+    looped = tmp_path / "loop.onnx"
+    model = _loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])])
+    body = model.graph.node[0].attribute[0].g
+    for value in (body.input[2], body.output[1]):
+        value.type.tensor_type.ClearField("shape")  # rank unknown in the body
+    onnx.save(model, looped)
+    assert main([str(looped), "-o", str(tmp_path / "loop.out.onnx"), "--verify"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    site = [line for line in lines if "alone" in line]
+    assert len(site) == 1 and "[SKIPPED] not checked: rank unknown" in site[0], lines
 
 
 def test_verify_runs_the_rewritten_model_on_the_targets_runtime(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
