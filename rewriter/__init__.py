@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rewriter.decompose import DecomposeCumProdPass, decompose_cumprod
-from rewriter.errors import CumProdError, InvalidCumProdError, StrategyError
+from rewriter.errors import CumProdError, InputModelError, InvalidCumProdError, StrategyError
 from rewriter.lowerings import STRATEGIES
 from rewriter.opset import OpsetError
 from rewriter.targets import DEFAULT_TARGET, TARGETS
@@ -14,6 +14,7 @@ __all__ = [
     "TARGETS",
     "CumProdError",
     "DecomposeCumProdPass",
+    "InputModelError",
     "InvalidCumProdError",
     "OpsetError",
     "StrategyError",

@@ -21,7 +21,7 @@ import onnx
 
 from rewriter import io
 from rewriter.decompose import DecomposeCumProdPass, Planned, plan_cumprods
-from rewriter.errors import CumProdError
+from rewriter.errors import CumProdError, InputModelError
 from rewriter.opset import OpsetError
 from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import DEFAULT_TARGET, target_named
@@ -141,7 +141,7 @@ def list_file(
         report.nodes = _describe(plans)
         io.check_model_file(path)
         report.status = "listed"
-    except (io.ModelFileError, CumProdError, OpsetError) as exc:
+    except (io.ModelFileError, CumProdError, InputModelError, OpsetError) as exc:
         logger.debug("%s failed", path, exc_info=True)
         report.error = _message(path, exc)
     except Exception as exc:  # one bad file must not stop a batch
@@ -260,7 +260,7 @@ def convert_file(
         else:
             report.status = "mismatch"
             report.error = f"{source}: --verify found a mismatch; nothing written"
-    except (io.ModelFileError, CumProdError, OpsetError) as exc:
+    except (io.ModelFileError, CumProdError, InputModelError, OpsetError) as exc:
         logger.debug("%s failed", source, exc_info=True)
         report.error = _message(source, exc)
     except Exception as exc:

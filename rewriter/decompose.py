@@ -26,7 +26,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass
 
 from rewriter import lowerings
-from rewriter.errors import CumProdError, InvalidCumProdError, StrategyError
+from rewriter.errors import CumProdError, InputModelError, InvalidCumProdError, StrategyError
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
 from rewriter.site import CumProdSite, ScanSpec, inspect_cumprod
@@ -337,7 +337,13 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
             while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
                 cause = cause.__cause__
             if isinstance(cause, onnx.checker.ValidationError):
-                first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+                first = _first_line(cause)
+                before = _checker_problem(model)
+                if before is not None:
+                    raise InputModelError(
+                        f"the input model fails the ONNX checker (full check) before any "
+                        f"rewrite: {before}"
+                    ) from cause
                 raise CumProdError(
                     "", "the rewritten model", f"fails the ONNX checker: {first}"
                 ) from cause
@@ -345,6 +351,23 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         _commit(model, work)
         self.plans = lower.plans
         return ir.passes.PassResult(model, modified=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _checker_problem(model: ir.Model) -> str | None:
+    """The ONNX checker's (full check) first complaint about ``model``, None if it passes."""
+    try:
+        CheckerPass(full_check=True)(model)
+    except Exception as exc:  # noqa: BLE001 - a PassError around the checker's error
+        cause: BaseException = exc
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        return _first_line(cause)
+    return None
 
 
 def _keep_untouched(original: onnx.ModelProto, rewritten: onnx.ModelProto) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CumProdError", "InvalidCumProdError", "StrategyError"]
+__all__ = ["CumProdError", "InputModelError", "InvalidCumProdError", "StrategyError"]
 
 
 class CumProdError(ValueError):
@@ -30,3 +30,8 @@ class InvalidCumProdError(CumProdError):
 
 class StrategyError(CumProdError):
     """The requested lowering cannot compute this node exactly (e.g. ``logsum`` on integers)."""
+
+
+class InputModelError(ValueError):
+    """The model as given fails the ONNX checker (full check), where the rewrite is checked:
+    nothing is rewritten, and the message says that the input, not the rewrite, is at fault."""

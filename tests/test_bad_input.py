@@ -154,3 +154,18 @@ def test_element_type_unknown_below_opset_15_is_refused() -> None:
     ):
         rewriter.decompose_cumprod(model, target_opset=14)
     assert "CumProd" not in op_types(rewriter.decompose_cumprod(model))
+
+
+def test_an_input_that_fails_the_checker_is_blamed_not_the_rewrite(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A graph output typed without a shape field: the full checker refuses the original too.
+    The error said the rewritten model failed it; it now says the input does."""
+    from rewriter.cli import main
+
+    model = cumprod_model(TensorProto.FLOAT, [3, 4], 1)
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    with pytest.raises(rewriter.InputModelError, match="the input model fails the ONNX checker"):
+        rewriter.decompose_cumprod(model)
+    source = tmp_path / "noshape.onnx"
+    onnx.save(model, source)
+    assert main([str(source), "-o", str(tmp_path / "out.onnx"), "-q"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["noshape.onnx"]
