@@ -190,7 +190,7 @@ def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> Non
         )
         if report.verify.sizes:
             fed = ", ".join(f"{name}={size}" for name, size in report.verify.sizes.items())
-            print(f"  verify: symbolic dims fed at {fed} (--dim NAME=SIZE for others)")
+            print(f"  verify: symbolic dims fed at {fed} (--dim NAME=SIZE to choose)")
         if not report.verify.loops_richer:
             print(
                 "  verify: the original fails with each symbolic dim at its own size and Loop "
