@@ -191,7 +191,7 @@ def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> Non
         if report.verify.sizes:
             fed = ", ".join(f"{name}={size}" for name, size in report.verify.sizes.items())
             print(f"  verify: symbolic dims fed at {fed} (--dim NAME=SIZE to choose)")
-        if not report.verify.loops_richer:
+        if not report.verify.richer_feeds:
             print(
                 "  verify: the original fails with each symbolic dim at its own size and Loop "
                 "trip counts at 3: fed the safe values instead (--dim to choose sizes)"

@@ -186,8 +186,9 @@ class VerifyResult:
         runtime: What ran the rewritten model: the target's own runtime when it is installed
             here (:mod:`rewriter.runtimes`), else ``onnxruntime``.
         sizes: The size each symbolic dim of the graph inputs was fed at.
-        loops_richer: Whether the graph inputs that count Loop trips were fed 3 (else the
-            safe values of :data:`INDEX_POSITIONS`: the original failed on the richer feeds).
+        richer_feeds: Whether each symbolic dim had a size of its own and Loop trip counts
+            were 3 (else every dim not given was 3 and the counts took the safe values of
+            :data:`INDEX_POSITIONS`: the original failed on the richer feeds).
     """
 
     ok: bool
@@ -197,7 +198,7 @@ class VerifyResult:
     sites: tuple[OutputCheck, ...] = ()
     runtime: str = "onnxruntime"
     sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    loops_richer: bool = False
+    richer_feeds: bool = False
 
     def mismatches(self) -> list[OutputCheck]:
         return [c for c in (*self.outputs, *self.sites) if not c.ok]

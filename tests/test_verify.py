@@ -432,7 +432,7 @@ def test_loop_trip_counts_run_the_body_more_than_once(tmp_path: Path) -> None:
     onnx.save(good, original)
     onnx.save(first_trip_only, rewritten)
     result = _verify(original, rewritten)
-    assert result.loops_richer and not result.ok, result
+    assert result.richer_feeds and not result.ok, result
 
 
 def test_feeds_fall_back_when_the_original_needs_them(tmp_path: Path) -> None:
@@ -451,7 +451,7 @@ def test_feeds_fall_back_when_the_original_needs_them(tmp_path: Path) -> None:
     )
     original, rewritten = _rewrite(_opset26(graph), tmp_path, "square")
     result = _verify(original, rewritten)
-    assert result.ok and not result.loops_richer, result
+    assert result.ok and not result.richer_feeds, result
     assert dict(result.sizes) == {"B": 3, "N": 3}, result.sizes
 
 
