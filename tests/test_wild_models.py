@@ -70,6 +70,42 @@ def _model(nodes, inputs, outputs, functions=(), initializers=()) -> onnx.ModelP
     )
 
 
+def _loop_model(
+    body_nodes: list[onnx.NodeProto],
+    elem: int,
+    declared: list | None,
+    x_shape: list,
+    y_shape: list | None,
+    *,
+    declared_out: list | None = None,
+) -> onnx.ModelProto:
+    """y = Loop(n, x): the body maps its carried value ``acc`` (declared ``declared``) to
+    ``out`` (declared ``declared_out``, default the same) with ``body_nodes``."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["co"]), *body_nodes],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", elem, declared),
+        ],
+        [
+            helper.make_tensor_value_info("co", TensorProto.BOOL, []),
+            helper.make_tensor_value_info(
+                "out", elem, declared if declared_out is None else declared_out
+            ),
+        ],
+    )
+    return _model(
+        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)],
+        [
+            helper.make_tensor_value_info("n", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", elem, x_shape),
+        ],
+        [helper.make_tensor_value_info("y", elem, y_shape)],
+    )
+
+
 def _function_by_reference() -> onnx.FunctionProto:
     """F(x) = CumProd(x, 0) with exclusive / reverse taken from F's attributes ex / rev."""
     node = helper.make_node("CumProd", ["x", "axis"], ["y"])
@@ -245,34 +281,13 @@ def test_stale_value_info_is_not_trusted(via: str) -> None:
 @pytest.mark.parametrize("via", VIA)
 def test_unknown_rank_integer_in_a_loop_body(via: str) -> None:
     """A Loop-carried value declared without shape: rank unknown inside the body."""
-    body = helper.make_graph(
-        [
-            helper.make_node("Constant", [], ["axis"], value_int=-1),
-            helper.make_node("CumProd", ["acc", "axis"], ["next"], exclusive=1),
-            helper.make_node("Identity", ["cond"], ["cond_out"]),
-        ],
-        "body",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("acc", TensorProto.INT64, None),
-        ],
-        [
-            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("next", TensorProto.INT64, None),
-        ],
-    )
-    loop = helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)
-    model = _model(
-        [loop],
-        [
-            helper.make_tensor_value_info("trips", TensorProto.INT64, []),
-            helper.make_tensor_value_info("x", TensorProto.INT64, ["A", "B"]),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, ["A", "B"])],
-    )
+    nodes = [
+        helper.make_node("Constant", [], ["axis"], value_int=-1),
+        helper.make_node("CumProd", ["acc", "axis"], ["out"], exclusive=1),
+    ]
+    model = _loop_model(nodes, TensorProto.INT64, None, ["A", "B"], ["A", "B"])
     x = np.array([[3, 5, 7], [2, -9, 4]], dtype=np.int64)
-    _check_against_native(model, {"trips": np.array(3, dtype=np.int64), "x": x}, via)
+    _check_against_native(model, {"n": np.array(3, dtype=np.int64), "x": x}, via)
 
 
 @pytest.mark.parametrize("strategy", ["auto", "loop", "scan", "dynamic", "logsum", "doubling"])
@@ -656,34 +671,11 @@ def test_a_loop_body_input_declared_with_stale_dims(declared: list[int | str], v
     """A Loop body's carried input declared with dims it does not have (no runtime checks
     them, so onnxruntime runs the original): the lowering must not take them, and the
     declaration is dropped, since onnxruntime folds Shape of the input from it."""
-    body = helper.make_graph(
-        [
-            helper.make_node("Identity", ["c"], ["co"]),
-            helper.make_node("Constant", [], ["ax"], value_int=1),
-            helper.make_node("CumProd", ["acc", "ax"], ["out"]),
-        ],
-        "body",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("acc", TensorProto.INT64, declared),
-        ],
-        [
-            helper.make_tensor_value_info("co", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("out", TensorProto.INT64, declared),
-        ],
-    )
-    model = _model(
-        [
-            helper.make_node("Constant", [], ["t"], value=helper.make_tensor("v", 9, [], [True])),
-            helper.make_node("Loop", ["n", "t", "x"], ["y"], body=body),
-        ],
-        [
-            helper.make_tensor_value_info("x", TensorProto.INT64, [4, 3]),
-            helper.make_tensor_value_info("n", TensorProto.INT64, []),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, [4, 3])],
-    )
+    nodes = [
+        helper.make_node("Constant", [], ["ax"], value_int=1),
+        helper.make_node("CumProd", ["acc", "ax"], ["out"]),
+    ]
+    model = _loop_model(nodes, TensorProto.INT64, declared, [4, 3], [4, 3])
     _check_against_native(model, {"x": _odd((4, 3), 4), "n": np.array(2, np.int64)}, via)
 
 
@@ -691,31 +683,11 @@ def test_a_loop_body_input_declared_with_stale_dims(declared: list[int | str], v
 def test_a_loop_body_value_that_changes_shape_between_iterations(via: str) -> None:
     """The body transposes its carried value, declared [2, 3] (right for the first iteration
     only): the rule path once baked the declaration in (wrong values from the second)."""
-    body = helper.make_graph(
-        [
-            helper.make_node("Constant", [], ["ax"], value_int=1),
-            helper.make_node("CumProd", ["v", "ax"], ["cp"]),
-            helper.make_node("Transpose", ["cp"], ["out"], perm=[1, 0]),
-            helper.make_node("Identity", ["c"], ["co"]),
-        ],
-        "body",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("v", TensorProto.INT64, [2, 3]),
-        ],
-        [
-            helper.make_tensor_value_info("co", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("out", TensorProto.INT64, [3, 2]),
-        ],
-    )
-    model = _model(
-        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)],
-        [
-            helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3]),
-            helper.make_tensor_value_info("n", TensorProto.INT64, []),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, [None, None])],
-    )
+    nodes = [
+        helper.make_node("Constant", [], ["ax"], value_int=1),
+        helper.make_node("CumProd", ["acc", "ax"], ["cp"]),
+        helper.make_node("Transpose", ["cp"], ["out"], perm=[1, 0]),
+    ]
+    model = _loop_model(nodes, TensorProto.INT64, [2, 3], [2, 3], [None, None], declared_out=[3, 2])
     for trips in (1, 2, 3):
         _check_against_native(model, {"x": _odd((2, 3), 5), "n": np.array(trips, np.int64)}, via)
