@@ -336,13 +336,20 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
             cause: BaseException = exc
             while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
                 cause = cause.__cause__
-            if isinstance(cause, onnx.checker.ValidationError):
+            if isinstance(
+                cause, (onnx.checker.ValidationError, onnx.shape_inference.InferenceError)
+            ):
                 first = _first_line(cause)
                 before = _checker_problem(model)
                 if before is not None:
                     raise InputModelError(
                         f"the input model fails the ONNX checker (full check) before any "
                         f"rewrite: {before}"
+                    ) from cause
+                if lower_opset:  # onnx's converter output, or a node relabelled as fitting
+                    assert self.target_opset is not None
+                    raise OpsetError(
+                        self.target_opset, f"the model there fails the ONNX checker: {first}"
                     ) from cause
                 raise CumProdError(
                     "", "the rewritten model", f"fails the ONNX checker: {first}"

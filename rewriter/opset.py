@@ -144,6 +144,78 @@ def _types_not_allowed(where: Located, schema: onnx.defs.OpSchema, types: TypeTa
 _MEANING_CHANGED = frozenset({"GridSample", "GroupNormalization", "Resize", "RoiAlign", "Upsample"})
 
 
+# Attribute values that an op took only from some version on (its signature unchanged):
+# (op, attribute) -> value -> the first version that has it.
+_VALUES_SINCE: dict[tuple[str, str], dict[str, int]] = {
+    ("Pad", "mode"): {"wrap": 19},
+    ("ScatterElements", "reduction"): {"max": 18, "min": 18},
+    ("ScatterND", "reduction"): {"max": 18, "min": 18},
+}
+_POOLS_22 = frozenset({"AveragePool", "MaxPool"})  # opset 22 changed their ceil_mode size
+_QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})  # per-axis from 13
+
+
+def _pool_window_dropped(node: ir.Node, shape: ir.Shape | None) -> bool | None:
+    """Whether a ceil_mode pool's last window starts in the right padding on some axis (which
+    opset 22 drops and earlier opsets keep); None when the shape or padding is not known."""
+    kernel = node.attributes.get_ints("kernel_shape")
+    if shape is None or kernel is None:
+        return None
+    if node.attributes.get_string("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return None
+    k = len(kernel)
+    spatial = list(shape)[-k:]
+    if len(spatial) != k or not all(isinstance(d, int) for d in spatial):
+        return None
+    strides = list(node.attributes.get_ints("strides") or [1] * k)
+    dilations = list(node.attributes.get_ints("dilations") or [1] * k)
+    pads = list(node.attributes.get_ints("pads") or [0] * (2 * k))
+    for i, size in enumerate(spatial):
+        assert isinstance(size, int)
+        span = size + pads[i] + pads[i + k] - ((kernel[i] - 1) * dilations[i] + 1)
+        if span < 0:
+            continue
+        count = -(-span // strides[i]) + 1  # ceil
+        if (count - 1) * strides[i] >= size + pads[i]:
+            return True
+    return False
+
+
+def _meaning_lost(
+    where: Located, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema, types: TypeTable
+) -> str | None:
+    """Why this node, as written, would mean something else (or nothing) under the older
+    schema although the schemas' signatures may agree; None when it keeps its meaning."""
+    node = where.node
+    for (op, name), since in _VALUES_SINCE.items():
+        value = node.attributes.get_string(name) if node.op_type == op else None
+        if value in since and then.since_version < since[value]:
+            return f"{name}='{value}' exists from opset {since[value]}"
+    first = node.inputs[0] if node.inputs else None
+    dtype, shape = types.lookup(where.scope, first) if first is not None else (None, None)
+    if (
+        node.op_type in _POOLS_22
+        and now.since_version >= 22 > then.since_version
+        and node.attributes.get_int("ceil_mode", 0) == 1
+        and _pool_window_dropped(node, shape) is not False
+    ):
+        return (
+            "with ceil_mode=1, opset 22 drops a last window that starts in the right padding "
+            "and earlier opsets keep it (another output size; the input's spatial dims must "
+            "be known to show it does not happen)"
+        )
+    if node.op_type == "Mod" and now.since_version >= 28 > then.since_version:
+        floating = dtype is None or dtype.is_floating_point()
+        if floating and node.attributes.get_int("fmod", 0) == 0:
+            return "a floor Mod (fmod=0) of floats exists from opset 28"
+    if node.op_type in _QDQ and then.since_version < 13 <= now.since_version:
+        scale = node.inputs[1] if len(node.inputs) > 1 else None
+        _, shape = types.lookup(where.scope, scale) if scale is not None else (None, None)
+        if shape is None or shape.rank() != 0:
+            return "a scale that is not 0-D (per-axis quantization) exists from opset 13"
+    return None
+
+
 def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema) -> bool:
     """Whether this node, as written, means the same under the older schema: it uses no
     input or attribute the older one lacks, every attribute it leaves out has the same default
@@ -152,8 +224,6 @@ def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema)
     op's meaning did not change in between."""
     if node.op_type in _MEANING_CHANGED:
         return False
-    if node.op_type == "Pad" and node.attributes.get_string("mode", "constant") == "wrap":
-        return False  # mode "wrap" came with Pad-19
     used_inputs = max((i + 1 for i, v in enumerate(node.inputs) if v is not None), default=0)
     if not then.min_input <= used_inputs <= then.max_input:
         return False
@@ -262,6 +332,17 @@ def check_target_opset(
             continue
         if then.since_version == now.since_version:
             continue
+        lost = _meaning_lost(where, then, now, types)
+        if lost is not None:
+            blockers.append(_blocker(where, now, lost))
+            continue
+        # spelled out at their default, absent from the older schema: dropped (also before
+        # onnx's converter, which keeps them, e.g. ReduceSum-13's noop_with_empty_axes=0)
+        plan.drop_defaults.extend(
+            (node, name)
+            for name, attr in node.attributes.items()
+            if name not in then.attributes and _is_default(attr, now)
+        )
         if node.op_type in _FLATTENED_BEFORE_13 and then.since_version < 13:
             reason = _flattened_reason(where, types)
             if reason is not None:
@@ -275,11 +356,6 @@ def check_target_opset(
                 blockers.append(_blocker(where, now, reason))
             plan.convert.append(node)
             continue
-        plan.drop_defaults.extend(
-            (node, name)
-            for name, attr in node.attributes.items()
-            if name not in then.attributes and _is_default(attr, now)
-        )
         bad = _types_not_allowed(where, then, types)
         if bad:
             reason = f"{node.op_type}-{then.since_version} does not allow {', '.join(bad)}"

@@ -262,3 +262,105 @@ def test_target_opset_refuses_roialign_whose_default_mode_changed() -> None:
     model.graph.input.append(rois)
     with pytest.raises(rewriter.OpsetError, match="RoiAlign"):
         rewriter.decompose_cumprod(model, target_opset=15)
+
+
+def _pool_model(op: str, attrs: str, x_shape: str, y_shape: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        f" main (float{x_shape} x) => (float{y_shape} y) {{"
+        f" p = {op} <{attrs}> (x) ax = Constant <value = int64 {{1}}> () y = CumProd (p, ax) }}"
+    )
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_target_opset_refuses_a_ceil_mode_pool_whose_size_changed_at_22(op: str) -> None:
+    """Pool-22 drops a ceil_mode window that starts in the right padding; Pool-21 keeps it
+    (a 2 x 2 output where 22 gives 1 x 1, seen on onnxruntime 1.20.1): same signature, so it
+    was relabelled. Where the shapes show no such window, it still is (and runs right)."""
+    dropped = _pool_model(
+        op, "ceil_mode = 1, kernel_shape = [1, 1], strides = [2, 2]", "[1, 1, 2, 2]", "[1, 1, 1, 1]"
+    )
+    with pytest.raises(rewriter.OpsetError, match=f"{op}-22 .*ceil_mode=1"):
+        rewriter.decompose_cumprod(dropped, target_opset=21)
+    unknown = _pool_model(
+        op, "ceil_mode = 1, kernel_shape = [2, 2], strides = [2, 2]", "[1, 1, N, N]", "[1, 1, M, M]"
+    )
+    with pytest.raises(rewriter.OpsetError, match="spatial dims must be known"):
+        rewriter.decompose_cumprod(unknown, target_opset=21)
+    kept = _pool_model(
+        op, "ceil_mode = 1, kernel_shape = [2, 2], strides = [2, 2]", "[1, 1, 5, 5]", "[1, 1, 3, 3]"
+    )
+    rewritten = rewriter.decompose_cumprod(kept, target_opset=21)
+    x = np.random.default_rng(8).uniform(0.5, 1.5, (1, 1, 5, 5)).astype(np.float32)
+    (want,) = run_ort(kept, {"x": x})
+    (y,) = run_ort(rewritten, {"x": x})
+    assert y.shape == want.shape == (1, 1, 3, 3)
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("body", "target", "reason"),
+    [
+        (
+            "i = Constant <value = int64[2, 1] {0, 2}> () u = Constant <value = float[2, 4] "
+            "{9, 9, 9, 9, 9, 9, 9, 9}> () "
+            's = ScatterElements <reduction = "max"> (x, i, u)',
+            17,
+            "reduction='max' exists from opset 18",
+        ),
+        (
+            "d = Constant <value = float {2.5}> () s = Mod (x, d)",
+            21,
+            "a floor Mod \\(fmod=0\\) of floats exists from opset 28",
+        ),
+        (
+            "sc = Constant <value = float[4] {1, 2, 3, 4}> ()"
+            " q = QuantizeLinear <axis = 1> (x, sc) s = DequantizeLinear <axis = 1> (q, sc)",
+            12,
+            "per-axis quantization",
+        ),
+    ],
+    ids=["scatter max", "float floor mod", "per-axis quantization"],
+)
+def test_target_opset_refuses_a_value_the_older_op_does_not_mean(
+    body: str, target: int, reason: str
+) -> None:
+    """The older schema has the same signature (or the same attributes), but not this value:
+    relabelled, the node was outside the older spec (a Mod-13 that fails at run time, a
+    Scatter reduction and a 1-D quantization scale opset 16 / 10 do not define)."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 28]>'
+        f" main (float[2, 4] x) => (float[2, 4] y) {{ {body}"
+        " ax = Constant <value = int64 {1}> () y = CumProd (s, ax) }"
+    )
+    onnx.checker.check_model(model, full_check=True)
+    with pytest.raises(rewriter.OpsetError, match=reason):
+        rewriter.decompose_cumprod(model, target_opset=target)
+
+
+def test_target_opset_drops_a_default_attribute_before_onnx_converter() -> None:
+    """ReduceMean-18 with noop_with_empty_axes=0 spelled out: onnx's converter kept it, and
+    ReduceMean-17 has no such attribute (refused as a CumProd checker failure). Dropped first,
+    the node converts; and a checker failure after an opset change is an OpsetError."""
+    model = _at_opset_26(
+        "ra = Constant <value = int64[1] {1}> ()"
+        " s = ReduceMean <keepdims = 1, noop_with_empty_axes = 0> (x, ra)"
+        " ax = Constant <value = int64 {2}> () y = CumProd (s, ax)",
+        "[2, 1, 4]",
+    )
+    rewritten = rewriter.decompose_cumprod(model, target_opset=17)
+    (reduce,) = [n for n in rewritten.graph.node if n.op_type == "ReduceMean"]
+    assert sorted(a.name for a in reduce.attribute) == ["axes", "keepdims"]
+    x = np.random.default_rng(9).uniform(0.5, 1.5, (2, 3, 4)).astype(np.float32)
+    (y,) = run_ort(rewritten, {"x": x})
+    np.testing.assert_allclose(
+        y, reference(x.astype(np.float64).mean(axis=1, keepdims=True), 2, 0, 0), rtol=1e-5
+    )
+    model = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        " main (float[2, 3, 4] x) => (int32[2, 3, 4] y) {"
+        " c = Cast <to = 6, saturate = 0> (x) ax = Constant <value = int64 {2}> ()"
+        " y = CumProd (c, ax) }"
+    )
+    with pytest.raises(rewriter.OpsetError, match="fails the ONNX checker: Unrecognized"):
+        rewriter.decompose_cumprod(model, target_opset=18)
