@@ -216,9 +216,38 @@ def _meaning_lost(
     return None
 
 
-def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema) -> bool:
+_FLOAT8 = frozenset(
+    {
+        ir.DataType.FLOAT8E4M3FN,
+        ir.DataType.FLOAT8E4M3FNUZ,
+        ir.DataType.FLOAT8E5M2,
+        ir.DataType.FLOAT8E5M2FNUZ,
+    }
+)
+
+
+def _no_effect(where: Located, attr: ir.Attr, types: TypeTable) -> bool:
+    """Whether ``attr`` changes nothing for this node: ``saturate`` where the output is not a
+    float8 type (it only clamps float8 conversions), pool ``dilations`` of all ones."""
+    node = where.node
+    if attr.name == "saturate" and node.op_type in ("Cast", "CastLike", "QuantizeLinear"):
+        out = node.outputs[0] if node.outputs else None
+        dtype, _ = types.lookup(where.scope, out) if out is not None else (None, None)
+        return dtype is not None and dtype not in _FLOAT8
+    if attr.name == "dilations" and node.op_type in ("AveragePool", "MaxPool", "LpPool"):
+        return attr.type == ir.AttributeType.INTS and all(d == 1 for d in attr.value)
+    return False
+
+
+def _node_fits(
+    node: ir.Node,
+    then: onnx.defs.OpSchema,
+    now: onnx.defs.OpSchema,
+    droppable: frozenset[str] = frozenset(),
+) -> bool:
     """Whether this node, as written, means the same under the older schema: it uses no
-    input or attribute the older one lacks, every attribute it leaves out has the same default
+    input or attribute the older one lacks (but the ``droppable`` ones, which change nothing
+    here), every attribute it leaves out has the same default
     in both, the older one has no attribute with a default that the newer one dropped (DFT-20
     took ``axis`` as an input, default -2, where DFT-17's attribute defaults to 1), and the
     op's meaning did not change in between."""
@@ -231,8 +260,8 @@ def _node_fits(node: ir.Node, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema)
         return False
     for name, attr in node.attributes.items():
         old = then.attributes.get(name)
-        if old is None and _is_default(attr, now):
-            continue  # spelled out at the newer schema's default: as if absent
+        if old is None and name in droppable:
+            continue  # spelled out at the newer schema's default, or no effect: as if absent
         if old is None or str(old.type).rsplit(".", 1)[-1] != attr.type.name:
             return False
     for name, old in then.attributes.items():
@@ -272,7 +301,8 @@ class OpsetPlan:
             axis: they mean the same there once ``axis=-1`` is written out (their default
             axis was 1 before 13).
         drop_defaults: Attributes the older schema lacks, spelled out at their default
-            (``Reshape allowzero=0``): removed, which means the same.
+            (``Reshape allowzero=0``) or to no effect (``Cast saturate`` to a type that is not
+            float8): removed, which means the same.
     """
 
     convert: list[ir.Node] = dataclasses.field(default_factory=list)
@@ -336,20 +366,23 @@ def check_target_opset(
         if lost is not None:
             blockers.append(_blocker(where, now, lost))
             continue
-        # spelled out at their default, absent from the older schema: dropped (also before
-        # onnx's converter, which keeps them, e.g. ReduceSum-13's noop_with_empty_axes=0)
-        plan.drop_defaults.extend(
-            (node, name)
+        # absent from the older schema and spelled out at their default or to no effect:
+        # dropped (also before onnx's converter, which keeps them, e.g. ReduceSum-13's
+        # noop_with_empty_axes=0)
+        droppable = frozenset(
+            name
             for name, attr in node.attributes.items()
-            if name not in then.attributes and _is_default(attr, now)
+            if name not in then.attributes
+            and (_is_default(attr, now) or _no_effect(where, attr, types))
         )
+        plan.drop_defaults.extend((node, name) for name in sorted(droppable))
         if node.op_type in _FLATTENED_BEFORE_13 and then.since_version < 13:
             reason = _flattened_reason(where, types)
             if reason is not None:
                 blockers.append(_blocker(where, now, reason))
                 continue
             plan.last_axis.append(node)
-        elif _signature(then) != _signature(now) and not _node_fits(node, then, now):
+        elif _signature(then) != _signature(now) and not _node_fits(node, then, now, droppable):
             if where.scope or where.depth:  # checked here, before anything is changed
                 place = "functions" if where.scope else "subgraphs"
                 reason = f"it would need onnx's version converter, which does not adapt {place}"

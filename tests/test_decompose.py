@@ -8,6 +8,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto
+from onnx.reference import ReferenceEvaluator
 
 import rewriter
 from tests.helpers import (
@@ -341,7 +342,8 @@ def test_target_opset_refuses_a_value_the_older_op_does_not_mean(
 def test_target_opset_drops_a_default_attribute_before_onnx_converter() -> None:
     """ReduceMean-18 with noop_with_empty_axes=0 spelled out: onnx's converter kept it, and
     ReduceMean-17 has no such attribute (refused as a CumProd checker failure). Dropped first,
-    the node converts; and a checker failure after an opset change is an OpsetError."""
+    the node converts. A checker failure after an opset change (here Identity-13 on a
+    sequence) is an OpsetError, not a CumProd error or a raw InferenceError."""
     model = _at_opset_26(
         "ra = Constant <value = int64[1] {1}> ()"
         " s = ReduceMean <keepdims = 1, noop_with_empty_axes = 0> (x, ra)"
@@ -356,11 +358,39 @@ def test_target_opset_drops_a_default_attribute_before_onnx_converter() -> None:
     np.testing.assert_allclose(
         y, reference(x.astype(np.float64).mean(axis=1, keepdims=True), 2, 0, 0), rtol=1e-5
     )
+    sequence = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        " main (float[2, 3] x) => (float[2, 3] y) {"
+        " s = SequenceConstruct (x) o = Identity (s) zero = Constant <value = int64 {0}> ()"
+        " e = SequenceAt (o, zero) ax = Constant <value = int64 {1}> () y = CumProd (e, ax) }"
+    )
+    with pytest.raises(rewriter.OpsetError, match=r"fails the ONNX checker: .*Identity"):
+        rewriter.decompose_cumprod(sequence, target_opset=13)  # Identity-14: no sequences
+
+
+@pytest.mark.parametrize(
+    ("node", "y_type", "target"),
+    [
+        ("p = Cast <to = 6, saturate = 0> (x)", "int32", 18),
+        ("p = AveragePool <kernel_shape = [2, 2], dilations = [1, 1]> (x)", "float", 18),
+    ],
+    ids=["Cast saturate to int32", "AveragePool dilations 1"],
+)
+def test_target_opset_drops_an_attribute_that_changes_nothing(
+    node: str, y_type: str, target: int
+) -> None:
+    """Cast-19's saturate only acts on float8 outputs, AveragePool-19's dilations of 1 are no
+    dilation: the older ops lack them, and they were refused as checker failures."""
     model = onnx.parser.parse_model(
         '<ir_version: 11, opset_import: ["" : 26]>'
-        " main (float[2, 3, 4] x) => (int32[2, 3, 4] y) {"
-        " c = Cast <to = 6, saturate = 0> (x) ax = Constant <value = int64 {2}> ()"
-        " y = CumProd (c, ax) }"
+        f" main (float[1, 1, 4, 4] x) => ({y_type}[1, 1, N, M] y) {{"
+        f" {node} ax = Constant <value = int64 {{3}}> () y = CumProd (p, ax) }}"
     )
-    with pytest.raises(rewriter.OpsetError, match="fails the ONNX checker: Unrecognized"):
-        rewriter.decompose_cumprod(model, target_opset=18)
+    rewritten = rewriter.decompose_cumprod(model, target_opset=target)
+    (kept,) = [n for n in rewritten.graph.node if n.op_type in ("Cast", "AveragePool")]
+    assert {a.name for a in kept.attribute} & {"saturate", "dilations"} == set()
+    x = np.random.default_rng(10).uniform(1.0, 3.9, (1, 1, 4, 4)).astype(np.float32)
+    # onnxruntime refuses the original's Cast (saturate on a non-float8 Cast): the spec's
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    (y,) = run_ort(rewritten, {"x": x})
+    np.testing.assert_allclose(y, want, rtol=1e-6)
