@@ -303,11 +303,34 @@ class OpsetPlan:
         drop_defaults: Attributes the older schema lacks, spelled out at their default
             (``Reshape allowzero=0``) or to no effect (``Cast saturate`` to a type that is not
             float8): removed, which means the same.
+        split_sizes: Split-18 nodes with ``num_outputs`` (what ``torch.chunk`` exports) over a
+            static dim going below 18, and the sizes that ``num_outputs`` means there: written
+            out as the ``split`` input (13 and later) or attribute (11, 12).
     """
 
     convert: list[ir.Node] = dataclasses.field(default_factory=list)
     last_axis: list[ir.Node] = dataclasses.field(default_factory=list)
     drop_defaults: list[tuple[ir.Node, str]] = dataclasses.field(default_factory=list)
+    split_sizes: list[tuple[ir.Node, list[int]]] = dataclasses.field(default_factory=list)
+
+
+def _split_sizes(where: Located, types: TypeTable) -> list[int] | None:
+    """The sizes a Split-18's ``num_outputs`` gives its outputs (chunks of ceil(d / k), the
+    last one smaller), when the split dim is static; else None."""
+    node = where.node
+    k = node.attributes.get_int("num_outputs")
+    x = node.inputs[0] if node.inputs else None
+    if k is None or x is None or len(node.inputs) > 1 or len(node.outputs) != k:
+        return None
+    _, shape = types.lookup(where.scope, x)
+    if shape is None:
+        return None
+    d = shape[node.attributes.get_int("axis", 0) % shape.rank()]
+    if not isinstance(d, int):
+        return None
+    chunk = -(-d // k)
+    last = d - chunk * (k - 1)
+    return [chunk] * (k - 1) + [last] if last >= 0 else None
 
 
 # Before opset 13 these flatten the input to 2-D from ``axis`` on; onnx's version converter
@@ -366,6 +389,15 @@ def check_target_opset(
         if lost is not None:
             blockers.append(_blocker(where, now, lost))
             continue
+        if node.op_type == "Split" and now.since_version >= 18 > then.since_version:
+            sizes = _split_sizes(where, types)
+            if sizes is not None:
+                plan.split_sizes.append((node, sizes))
+                bad = _types_not_allowed(where, then, types)
+                if bad:
+                    allowed = f"Split-{then.since_version} does not allow {', '.join(bad)}"
+                    blockers.append(_blocker(where, now, allowed))
+                continue
         # absent from the older schema and spelled out at their default or to no effect:
         # dropped (also before onnx's converter, which keeps them, e.g. ReduceSum-13's
         # noop_with_empty_axes=0)
@@ -495,6 +527,17 @@ def apply_target_opset(model: ir.Model, target: int, plan: OpsetPlan) -> None:
         node.attributes.pop(name, None)
     for node in plan.last_axis:
         node.attributes["axis"] = ir.AttrInt64("axis", -1)
+    for node, sizes in plan.split_sizes:
+        node.attributes.pop("num_outputs")
+        if target >= 13:
+            tensor = ir.tensor(sizes, dtype=ir.DataType.INT64)
+            constant = ir.node("Constant", [], attributes={"value": tensor})
+            assert node.graph is not None
+            node.graph.insert_before(node, constant)
+            node.resize_inputs(2)
+            node.replace_input_with(1, constant.outputs[0])
+        else:
+            node.attributes["split"] = ir.AttrInt64s("split", sizes)
     if plan.convert:
         converted = _run_converter(model, target, set(map(id, plan.convert)))
         model.graph = converted.graph  # type: ignore[misc]

@@ -394,3 +394,30 @@ def test_target_opset_drops_an_attribute_that_changes_nothing(
     (want,) = ReferenceEvaluator(model).run(None, {"x": x})
     (y,) = run_ort(rewritten, {"x": x})
     np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", [17, 13, 12, 11])
+@pytest.mark.parametrize("width", [7, 8])
+def test_target_opset_writes_out_split_num_outputs(target: int, width: int) -> None:
+    """Split-18's num_outputs (torch.chunk's export) has no older form and onnx's converter
+    no adapter: over a static dim the sizes it means (chunks of ceil(d / k), the last one
+    smaller) are written out as Split-13's input or Split-11's attribute."""
+    text = (
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        " main (float[2, WIDTH] x) => (float[2, 2] a, float[2, 2] b, float[2, 2] c,"
+        " float[2, LAST] d) { a, b, c, e = Split <axis = 1, num_outputs = 4> (x)"
+        " ax = Constant <value = int64 {1}> () d = CumProd (e, ax) }"
+    )
+    model = onnx.parser.parse_model(
+        text.replace("WIDTH", str(width)).replace("LAST", str(width - 3 * 2))
+    )
+    rewritten = rewriter.decompose_cumprod(model, target_opset=target)
+    onnx.checker.check_model(rewritten, full_check=True)
+    (split,) = [n for n in rewritten.graph.node if n.op_type == "Split"]
+    assert "num_outputs" not in {a.name for a in split.attribute}
+    x = np.random.default_rng(11).uniform(0.5, 1.5, (2, width)).astype(np.float32)
+    for got, want in zip(run_ort(rewritten, {"x": x}), run_ort(model, {"x": x}), strict=True):
+        np.testing.assert_array_equal(got, want)
+    symbolic = onnx.parser.parse_model(text.replace("WIDTH", "W").replace("LAST", "L"))
+    with pytest.raises(rewriter.OpsetError, match=r"No Adapter From Version .18 for Split"):
+        rewriter.decompose_cumprod(symbolic, target_opset=target)
