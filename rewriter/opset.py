@@ -28,6 +28,7 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
@@ -306,12 +307,44 @@ class OpsetPlan:
         split_sizes: Split-18 nodes with ``num_outputs`` (what ``torch.chunk`` exports) over a
             static dim going below 18, and the sizes that ``num_outputs`` means there: written
             out as the ``split`` input (13 and later) or attribute (11, 12).
+        constant_values: Constant nodes with ``value_float(s)`` / ``value_int(s)`` /
+            ``value_string(s)`` going to 11 (they came with Constant-12): written as
+            ``value``, the same tensor.
     """
 
     convert: list[ir.Node] = dataclasses.field(default_factory=list)
     last_axis: list[ir.Node] = dataclasses.field(default_factory=list)
     drop_defaults: list[tuple[ir.Node, str]] = dataclasses.field(default_factory=list)
     split_sizes: list[tuple[ir.Node, list[int]]] = dataclasses.field(default_factory=list)
+    constant_values: list[ir.Node] = dataclasses.field(default_factory=list)
+
+
+_CONSTANT_VALUES = {
+    "value_float": ir.DataType.FLOAT,
+    "value_floats": ir.DataType.FLOAT,
+    "value_int": ir.DataType.INT64,
+    "value_ints": ir.DataType.INT64,
+    "value_string": ir.DataType.STRING,
+    "value_strings": ir.DataType.STRING,
+}
+
+
+def _constant_tensor(node: ir.Node) -> ir.TensorProtocol | None:
+    """A Constant-12's ``value_*`` attribute as the tensor Constant-11's ``value`` holds (a
+    0-D tensor for a single value, 1-D for a list); None for any other Constant."""
+    if len(node.attributes) != 1:
+        return None
+    ((name, attr),) = node.attributes.items()
+    dtype = _CONSTANT_VALUES.get(name)
+    if dtype is None:
+        return None
+    value = attr.value
+    if dtype == ir.DataType.STRING:
+        strings = [value] if isinstance(value, str) else list(value)
+        encoded = [v.encode() if isinstance(v, str) else bytes(v) for v in strings]
+        data = np.array(encoded[0] if isinstance(value, str) else encoded, dtype=object)
+        return ir.StringTensor(data)  # type: ignore[arg-type]
+    return ir.tensor(value, dtype=dtype)
 
 
 def _split_sizes(where: Located, types: TypeTable) -> list[int] | None:
@@ -388,6 +421,9 @@ def check_target_opset(
         lost = _meaning_lost(where, then, now, types)
         if lost is not None:
             blockers.append(_blocker(where, now, lost))
+            continue
+        if node.op_type == "Constant" and then.since_version < 12 and _constant_tensor(node):
+            plan.constant_values.append(node)
             continue
         if node.op_type == "Split" and now.since_version >= 18 > then.since_version:
             sizes = _split_sizes(where, types)
@@ -527,6 +563,11 @@ def apply_target_opset(model: ir.Model, target: int, plan: OpsetPlan) -> None:
         node.attributes.pop(name, None)
     for node in plan.last_axis:
         node.attributes["axis"] = ir.AttrInt64("axis", -1)
+    for node in plan.constant_values:
+        tensor = _constant_tensor(node)
+        assert tensor is not None
+        node.attributes.clear()
+        node.attributes["value"] = ir.AttrTensor("value", tensor)
     for node, sizes in plan.split_sizes:
         node.attributes.pop("num_outputs")
         if target >= 13:

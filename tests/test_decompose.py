@@ -421,3 +421,31 @@ def test_target_opset_writes_out_split_num_outputs(target: int, width: int) -> N
     symbolic = onnx.parser.parse_model(text.replace("WIDTH", "W").replace("LAST", "L"))
     with pytest.raises(rewriter.OpsetError, match=r"No Adapter From Version .18 for Split"):
         rewriter.decompose_cumprod(symbolic, target_opset=target)
+
+
+@pytest.mark.parametrize(
+    ("attr", "out"),
+    [
+        ("value_float = 2.5", "float"),
+        ("value_floats = [1.5, 2.0]", "float[2]"),
+        ("value_int = 7", "int64"),
+        ("value_ints = [1, 2, 3]", "int64[3]"),
+        ('value_string = "ab"', "string"),
+        ('value_strings = ["a", "bc"]', "string[2]"),
+    ],
+)
+def test_target_opset_11_writes_constant_values_as_tensors(attr: str, out: str) -> None:
+    """Constant's value_float(s) / value_int(s) / value_string(s) came with Constant-12 (the
+    torch exporter writes value_ints): at 11 they are written as the same ``value`` tensor;
+    they were refused (onnx's converter has no adapter)."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        f" main (float[2, 3] x) => (float[2, 3] y, {out} c) {{ c = Constant <{attr}> ()"
+        " ax = Constant <value = int64 {1}> () y = CumProd (x, ax) }"
+    )
+    rewritten = rewriter.decompose_cumprod(model, target_opset=11)
+    onnx.checker.check_model(rewritten, full_check=True)
+    x = np.random.default_rng(12).uniform(0.5, 1.5, (2, 3)).astype(np.float32)
+    (_, got), (_, want) = run_ort(rewritten, {"x": x}), run_ort(model, {"x": x})
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
