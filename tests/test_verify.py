@@ -385,8 +385,12 @@ def test_symbolic_dims_are_fed_at_sizes_of_their_own(tmp_path: Path) -> None:
     assert not result.ok, result
 
 
-def _loop_model(body_node: Callable[[], list[onnx.NodeProto]]) -> onnx.ModelProto:
-    """y = Loop(trips, x) whose body maps its carried value ``acc`` to ``out``."""
+def _loop_model(
+    body_node: Callable[[], list[onnx.NodeProto]], declared: tuple[int, ...] | None = (2, 3)
+) -> onnx.ModelProto:
+    """y = Loop(trips, x) whose body maps its carried value ``acc`` (declared ``declared``,
+    None: no shape) to ``out``."""
+    shape = None if declared is None else list(declared)
     body = helper.make_graph(
         [
             helper.make_node("Identity", ["cond"], ["cond_out"]),
@@ -397,11 +401,11 @@ def _loop_model(body_node: Callable[[], list[onnx.NodeProto]]) -> onnx.ModelProt
         [
             helper.make_tensor_value_info("i", TensorProto.INT64, []),
             helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("acc", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("acc", TensorProto.FLOAT, shape),
         ],
         [
             helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("out", TensorProto.FLOAT, shape),
         ],
     )
     graph = helper.make_graph(
@@ -522,33 +526,7 @@ def test_sites_feed_negative_run_time_axes(monkeypatch: pytest.MonkeyPatch) -> N
 def test_a_site_that_cannot_run_is_reported_as_skipped() -> None:
     """Rank unknown (a Loop-carried value declared without shape): the site check cannot
     build its model; it says so, where it once printed ``[ok]``."""
-    body = helper.make_graph(
-        [
-            helper.make_node("Constant", [], ["axis"], value_int=-1),
-            helper.make_node("CumProd", ["acc", "axis"], ["next"]),
-            helper.make_node("Identity", ["cond"], ["cond_out"]),
-        ],
-        "body",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("acc", TensorProto.FLOAT, None),
-        ],
-        [
-            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("next", TensorProto.FLOAT, None),
-        ],
-    )
-    graph = helper.make_graph(
-        [helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)],
-        "g",
-        [
-            helper.make_tensor_value_info("trips", TensorProto.INT64, []),
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
+    model = _loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])], None)
     (check,) = check_sites(_plans(model))
     assert check.skipped and check.detail == "not checked: rank unknown", check
 
@@ -626,11 +604,8 @@ def test_cli_verify_says_what_it_fed_and_what_it_skipped(
     assert main([str(symbolic), "-o", str(tmp_path / "sym.out.onnx"), "--verify"]) == 0
     assert "symbolic dims fed at B=3, N=4" in capsys.readouterr().out
     looped = tmp_path / "loop.onnx"
-    model = _loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])])
-    body = model.graph.node[0].attribute[0].g
-    for value in (body.input[2], body.output[1]):
-        value.type.tensor_type.ClearField("shape")  # rank unknown in the body
-    onnx.save(model, looped)
+    model = _loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])], None)
+    onnx.save(model, looped)  # rank unknown in the body
     assert main([str(looped), "-o", str(tmp_path / "loop.out.onnx"), "--verify"]) == 0
     lines = capsys.readouterr().out.splitlines()
     site = [line for line in lines if "alone" in line]
