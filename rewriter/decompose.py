@@ -29,7 +29,7 @@ from rewriter import lowerings
 from rewriter.errors import CumProdError, InputModelError, InvalidCumProdError, StrategyError
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
-from rewriter.site import CumProdSite, ScanSpec, inspect_cumprod
+from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
 from rewriter.types import TypeTable, drop_unconfirmed_shapes, infer_types
@@ -221,7 +221,7 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         for plan in plans:
             limit = self.target.limit_for(plan.site.spec.dtype)
             warnings = [] if limit is None else [limit.message]
-            for message in warnings + _unchecked_at_run_time(plan.site.spec, self.target):
+            for message in warnings + _unchecked_at_run_time(plan, self.target):
                 logger.warning(
                     "CumProd '%s' in %s: %s (target %s)",
                     plan.site.name,
@@ -242,19 +242,26 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
 
-def _unchecked_at_run_time(spec: ScanSpec, target: Target) -> list[str]:
-    """What the lowered node cannot refuse at run time on ``target`` (``run_time_checks``)."""
+def _unchecked_at_run_time(plan: Planned, target: Target) -> list[str]:
+    """What the lowered node cannot refuse at run time on ``target`` (``run_time_checks``):
+    a length past the bound, for a lowering that takes one, and a run-time axis."""
     if target.run_time_checks:
         return []
+    spec = plan.site.spec
+    runtime = (
+        f"{target.name} does not"
+        if target.run_time_checks is False
+        else f"the {target.name} target's runtime may not"
+    )
     unchecked = []
-    if spec.length is None and not spec.static_dims:
+    if spec.length is None and not spec.static_dims and plan.lowering.bounded:
         unchecked.append(
-            f"{target.name} does not check the length bound ({spec.max_length}) at run time: "
+            f"{runtime} check the length bound ({spec.max_length}) at run time: "
             "a longer input gives wrong values past it instead of failing"
         )
     if spec.axis is None:
         unchecked.append(
-            f"{target.name} does not range-check the run-time axis: one out of range scans "
+            f"{runtime} range-check the run-time axis: one out of range scans "
             "another axis instead of failing"
         )
     return unchecked

@@ -101,7 +101,8 @@ class Target:
             Gather index out of range, fail at run time: the guards that make an input longer
             than ``max_length``, or a run-time axis out of range, fail like the native op.
             Else (IREE 3.13 checks neither) such inputs give wrong values: a warning per node
-            that takes either.
+            that takes either. None: not known (``portable``, whose runtimes are not run
+            here): the warning says the runtime may not check.
     """
 
     name: str
@@ -120,7 +121,7 @@ class Target:
     min_opset: int = 11
     wrong_lowerings: frozenset[str] = frozenset()
     bounded_lengths: bool = True
-    run_time_checks: bool = True
+    run_time_checks: bool | None = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -216,6 +217,7 @@ TARGETS: dict[str, Target] = {
             float64=False,
             runtime_view=False,
             auto="static",
+            run_time_checks=None,
         ),
     )
 }
