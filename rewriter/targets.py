@@ -103,6 +103,11 @@ class Target:
             Else (IREE 3.13 checks neither) such inputs give wrong values: a warning per node
             that takes either. None: not known (``portable``, whose runtimes are not run
             here): the warning says the runtime may not check.
+        pad_shifts: Whether ``doubling`` may shift an 8-byte tensor by a Pad with ones:
+            else by a Concat of a ones slab (IREE 3.13 does not compile the Pad of an 8-byte
+            tensor with a dim known only at run time in some graphs: "'stream.yield' op used
+            resource not listed in explicit captures", seen for an exclusive scan over a
+            run-time axis; 4-byte types compile).
     """
 
     name: str
@@ -122,6 +127,7 @@ class Target:
     wrong_lowerings: frozenset[str] = frozenset()
     bounded_lengths: bool = True
     run_time_checks: bool | None = True
+    pad_shifts: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -177,6 +183,7 @@ TARGETS: dict[str, Target] = {
             runtime_view=False,
             auto="iree",
             run_time_checks=False,
+            pad_shifts=False,
             limits=(
                 Limit(
                     frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}),

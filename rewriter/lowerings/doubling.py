@@ -121,6 +121,12 @@ def _shift(b: Builder, y: ir.Value, s: int, n: ir.Value | None, v: View) -> ir.V
     length is static and above s (the result is already n long)."""
     if v.flat:
         return _shift_flat(b, y, s, v)
+    if not v.target.pad_shifts and (v.dtype is None or v.dtype.itemsize == 8):
+        # ones Concat-ed (always n long, no cut): IREE's Pad bug, seen for 8-byte types
+        ones = v.ones(b, b.slice_axis(y, 1, 0, s))
+        if v.reverse:
+            return b.op("Concat", b.slice_axis(y, 1, s, _INT64_MAX), ones, axis=1)
+        return b.op("Concat", ones, b.slice_axis(y, 1, 0, -s), axis=1)
     pads = [0, 0, 0, 0, 0, 0]
     if v.reverse:
         kept = b.slice_axis(y, 1, s, _INT64_MAX)
