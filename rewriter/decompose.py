@@ -340,9 +340,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         try:
             ir.passes.PassManager(passes)(work)
         except ir.passes.PassError as exc:
-            cause: BaseException = exc
-            while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
-                cause = cause.__cause__
+            cause = _root_cause(exc)
             if isinstance(
                 cause, (onnx.checker.ValidationError, onnx.shape_inference.InferenceError)
             ):
@@ -367,6 +365,13 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
 
+def _root_cause(exc: BaseException) -> BaseException:
+    """The error inside the PassErrors that wrap it."""
+    while isinstance(exc, ir.passes.PassError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -377,10 +382,7 @@ def _checker_problem(model: ir.Model) -> str | None:
     try:
         CheckerPass(full_check=True)(model)
     except Exception as exc:  # noqa: BLE001 - a PassError around the checker's error
-        cause: BaseException = exc
-        while cause.__cause__ is not None:
-            cause = cause.__cause__
-        return _first_line(cause)
+        return _first_line(_root_cause(exc))
     return None
 
 
