@@ -18,9 +18,10 @@ rewriter's op builder, at the ai.onnx version where the node lives. A check that
 gives its reason (the pass's error message) in the match result (``MatchingTracer``,
 ``verbose``), and the node is left alone.
 
-Types: x's element type and shape come from onnx shape inference on a copy of the model,
-as in the pass (``rewriter.types.infer_types``), computed once per visited graph that holds a
-CumProd; a declared shape counts only where inference confirms it. As the pass does, the
+Types: x's element type and shape are declared ones where x is a main-graph input or an
+initializer (a runtime checks those); else they come from onnx shape inference on a copy of
+the model, as in the pass (``rewriter.types.infer_types``), computed once per visited graph
+that needs it; a declared shape counts only where inference confirms it. As the pass does, the
 rule clears the declared shapes inference contradicts (stale ``value_info``) and those of
 subgraph inputs on the way to a CumProd that it does not confirm (a Loop body's carried
 value may change shape between iterations, and onnxruntime would fold the lowering's
@@ -129,16 +130,23 @@ class CumProdRule(RewriteRuleClassBase):
         if where.opset < 26:
             problem = f"CumProd needs ai.onnx opset >= 26, found {where.opset}"
             return result.fail(str(InvalidCumProdError(node.name or "", where.location, problem)))
-        if facts.types is None:
-            facts.types = infer_types(facts.model)
-            drop_unconfirmed_shapes(facts.model, facts.types)
+        trusted = x.is_initializer() or (
+            x.is_graph_input() and x.graph is facts.model.graph  # the main graph's
+        )
+        if trusted and x.dtype is not None and x.shape is not None:
+            types = TypeTable(facts.model.graph)  # its declaration is checked at run time
+        else:
+            if facts.types is None:
+                facts.types = infer_types(facts.model)
+                drop_unconfirmed_shapes(facts.model, facts.types)
+            types = facts.types
         try:
             site = inspect_cumprod(
                 node,
                 location=where.location,
                 opset=where.opset,
                 scope=where.scope,
-                types=facts.types,
+                types=types,
             )
             if self.max_length is not None and site.spec.max_length is None:
                 spec = dataclasses.replace(site.spec, max_length=self.max_length)
