@@ -941,9 +941,9 @@ def _site_shapes(
     for i in symbolic:
         for k in lengths:
             shape = tuple(k if j == i else d for j, d in enumerate(base))
-            if shape not in shapes and 0 < int(np.prod(shape)) <= _SITE_LIMIT:
+            if shape not in shapes:
                 shapes.append(shape)
-    return shapes
+    return [s for s in shapes if 0 < int(np.prod(s)) <= _SITE_LIMIT]
 
 
 def _site_model(site: Any) -> onnx.ModelProto:
@@ -1013,7 +1013,7 @@ def check_sites(
             continue
         dtype_name = site.dtype.name.lower()
         model = _site_model(site)
-        shapes = [s for s in _site_shapes(site, dims, max_length) if 0 < np.prod(s) <= _SITE_LIMIT]
+        shapes = _site_shapes(site, dims, max_length)
         if not shapes:
             checks.append(_skipped(name, dtype_name, "too large or empty"))
             continue
