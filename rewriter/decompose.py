@@ -219,9 +219,7 @@ class LowerCumProdPass(ir.passes.InPlacePass):
                 )
         drop_unconfirmed_shapes(model, types)
         for plan in plans:
-            limit = self.target.limit_for(plan.site.spec.dtype)
-            warnings = [] if limit is None else [limit.message]
-            for message in warnings + _unchecked_at_run_time(plan, self.target):
+            for message in node_warnings(plan.site, plan.lowering, self.target):
                 logger.warning(
                     "CumProd '%s' in %s: %s (target %s)",
                     plan.site.name,
@@ -242,29 +240,32 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
 
-def _unchecked_at_run_time(plan: Planned, target: Target) -> list[str]:
-    """What the lowered node cannot refuse at run time on ``target`` (``run_time_checks``):
-    a length past the bound, for a lowering that takes one, and a run-time axis."""
+def node_warnings(site: CumProdSite, lowering: lowerings.Lowering, target: Target) -> list[str]:
+    """What a user of ``target`` should know about this node's lowering: the target's limit
+    for its element type (e.g. subnormals flushed), and what the lowered node cannot refuse
+    at run time there (``run_time_checks``): a length past the bound, for a lowering that
+    takes one, and a run-time axis."""
+    limit = target.limit_for(site.spec.dtype)
+    warnings = [] if limit is None else [limit.message]
     if target.run_time_checks:
-        return []
-    spec = plan.site.spec
+        return warnings
+    spec = site.spec
     runtime = (
         f"{target.name} does not"
         if target.run_time_checks is False
         else f"the {target.name} target's runtime may not"
     )
-    unchecked = []
-    if spec.length is None and not spec.static_dims and plan.lowering.bounded:
-        unchecked.append(
+    if spec.length is None and not spec.static_dims and lowering.bounded:
+        warnings.append(
             f"{runtime} check the length bound ({spec.max_length}) at run time: "
             "a longer input gives wrong values past it instead of failing"
         )
     if spec.axis is None:
-        unchecked.append(
+        warnings.append(
             f"{runtime} range-check the run-time axis: one out of range scans "
             "another axis instead of failing"
         )
-    return unchecked
+    return warnings
 
 
 def _commit(model: ir.Model, result: ir.Model) -> None:

@@ -16,7 +16,9 @@ the node as the pass does (``rewriter.site.inspect_cumprod``), picks the lowerin
 ``rewriter.lowerings.choose`` and emits it with ``rewriter.lowerings.lower`` through the
 rewriter's op builder, at the ai.onnx version where the node lives. A check that fails
 gives its reason (the pass's error message) in the match result (``MatchingTracer``,
-``verbose``), and the node is left alone.
+``verbose``) and, once per node, as a logged warning; the node is left alone. The target's
+warnings for a lowered node (``rewriter.decompose.node_warnings``) are logged as the pass
+logs them.
 
 Types: x's element type and shape are declared ones where x is a main-graph input or an
 initializer (a runtime checks those); else they come from onnx shape inference on a copy of
@@ -35,6 +37,7 @@ refused; use the pass for such models.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,6 +45,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase, RewriteRuleSet
 
 from rewriter import lowerings
+from rewriter.decompose import node_warnings
 from rewriter.errors import CumProdError, InvalidCumProdError
 from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
@@ -49,6 +53,8 @@ from rewriter.targets import DEFAULT_TARGET, target_named
 from rewriter.types import TypeTable, drop_unconfirmed_shapes, infer_types
 
 __all__ = ["RuleBuilder", "cumprod_rule", "cumprod_rules"]
+
+logger = logging.getLogger(__name__)
 
 
 class RuleBuilder(lowerings.Builder):
@@ -95,6 +101,7 @@ class CumProdRule(RewriteRuleClassBase):
         self.strategy = strategy
         self._facts: _ModelFacts | None = None
         self._planned: dict[ir.Node, tuple[CumProdSite, lowerings.Lowering, _ModelFacts]] = {}
+        self._warned: set[str] = set()  # the rewriter may check a node on every iteration
 
     def pattern(self, op: Any, x: ir.Value, axis: ir.Value) -> ir.Value:
         return op.CumProd(x, axis, _outputs=["y"])  # type: ignore[no-any-return]
@@ -129,7 +136,8 @@ class CumProdRule(RewriteRuleClassBase):
             return result.fail(f"CumProd node '{node.name or ''}' is not in the model", node)
         if where.opset < 26:
             problem = f"CumProd needs ai.onnx opset >= 26, found {where.opset}"
-            return result.fail(str(InvalidCumProdError(node.name or "", where.location, problem)))
+            error = InvalidCumProdError(node.name or "", where.location, problem)
+            return result.fail(self._left_in_place(error), node)
         trusted = x.is_initializer() or (
             x.is_graph_input() and x.graph is facts.model.graph  # the main graph's
         )
@@ -153,9 +161,22 @@ class CumProdRule(RewriteRuleClassBase):
                 site = dataclasses.replace(site, spec=spec)
             lowering = lowerings.choose(site, self.strategy, self.target)
         except CumProdError as error:
-            return result.fail(str(error), node)
+            return result.fail(self._left_in_place(error), node)
+        for message in node_warnings(site, lowering, self.target):
+            self._warn_once(
+                f"CumProd '{site.name}' in {site.location}: {message} (target {self.target.name})"
+            )
         self._planned[node] = (site, lowering, facts)
         return result
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            logger.warning("%s", message)
+
+    def _left_in_place(self, error: CumProdError) -> str:
+        self._warn_once(f"{error}; the rule leaves this CumProd in place")
+        return str(error)
 
     def rewrite(self, op: Any, x: ir.Value, axis: ir.Value, y: ir.Value, **_: Any) -> ir.Value:
         node = y.producer()

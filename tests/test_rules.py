@@ -372,6 +372,61 @@ def test_each_refusal_says_why_and_changes_nothing(case: str) -> None:
     assert "CumProd" in op_types(rewritten)
 
 
+def _warnings(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == logger and r.levelname == "WARNING"]
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=list(REFUSED))
+def test_each_node_left_in_place_is_warned_once(
+    case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The tracer is opt-in; a CumProd the rule leaves alone is also a logged warning, once,
+    however often the rewriter checks it."""
+    model, strategy, problem = REFUSED[case]
+    rules = cumprod_rules(strategy)
+    with caplog.at_level("WARNING"):
+        rewritten = onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules)
+        onnxscript.rewriter.rewrite(rewritten, pattern_rewrite_rules=rules)
+    (message,) = _warnings(caplog, "rewriter.rules")
+    assert message.startswith("CumProd node 'scan' in graph 'main': "), message
+    assert problem in message and message.endswith("the rule leaves this CumProd in place")
+
+
+@pytest.mark.parametrize(
+    ("target", "axis_input"), [("iree", False), ("iree", True), ("portable", False)]
+)
+def test_target_warnings_as_the_pass_gives_them(
+    target: str, axis_input: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run-time length past the bound, or a run-time axis out of range, is not refused at
+    run time on these targets; the rule warns about it as the pass does."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, "n"])
+    inputs, initializers = [x], []
+    if axis_input:
+        inputs.append(helper.make_tensor_value_info("axis", TensorProto.INT64, []))
+    else:
+        initializers.append(_axis(1))
+    graph = helper.make_graph([_SCAN], "main", inputs, [y], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    with caplog.at_level("WARNING"):
+        rules = cumprod_rules(target=target, max_length=16)
+        rewritten = onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules)
+        rewriter.decompose_cumprod(model, target=target, max_length=16)
+    assert "CumProd" not in op_types(rewritten)
+    from_rules = _warnings(caplog, "rewriter.rules")
+    from_pass = _warnings(caplog, "rewriter.decompose")
+    assert from_rules == from_pass
+    expected = ["check the length bound (16)"]  # with a run-time axis, any dim is the length
+    if axis_input:
+        expected.append("range-check the run-time axis")
+    if target == "iree":
+        expected.append("flushes subnormal results to zero")
+    assert len(from_rules) == len(expected), from_rules
+    for text in expected:
+        assert any(text in m for m in from_rules), (text, from_rules)
+
+
 def test_no_shape_inference_for_a_main_graph_input(monkeypatch: pytest.MonkeyPatch) -> None:
     """x a main-graph input (its declaration is checked at run time): no inference, which the
     rule would otherwise run once per visited subgraph (50 If branches: 3.9 s against 1.0 s);
