@@ -28,6 +28,7 @@ fixed to the arity used (:func:`fixed_arity_schema`); the node is the standard O
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -37,6 +38,7 @@ import onnxscript
 from onnxscript.onnx_types import TensorType
 
 from rewriter import lowerings
+from rewriter.decompose import node_warnings
 from rewriter.site import CUMPROD_TYPES, FLOAT_TYPES, CumProdSite, ScanSpec
 from rewriter.targets import DEFAULT_TARGET, target_named
 
@@ -45,6 +47,7 @@ __all__ = ["ExporterBuilder", "cumprod_function", "fixed_arity_schema", "transla
 # The ai.onnx version torchlib emits at; used when the exporter's recorder does not say.
 _FALLBACK_OPSET = 18
 _LOCATION = "aten::cumprod (torch.onnx.export)"
+logger = logging.getLogger(__name__)
 # Integer types torch.cumprod can return that CumProd does not take: computed in int64 and
 # wrapped to their width.
 _NARROW_INTS = {
@@ -208,7 +211,10 @@ def cumprod_function(
                 location=_LOCATION,
                 opset=b.opset,
             )
-            y = lowerings.lower(b, site, lowerings.choose(site, strategy, runtime), runtime)
+            lowering = lowerings.choose(site, strategy, runtime)
+            for message in node_warnings(site, lowering, runtime):
+                logger.warning("%s: %s (target %s)", _LOCATION, message, runtime.name)
+            y = lowerings.lower(b, site, lowering, runtime)
         if compute != out:  # an integer type narrower than the input's
             y = _wrap(b, y, out)
         return cast(TensorType, y)

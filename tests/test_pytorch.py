@@ -469,6 +469,31 @@ def test_logsum_strategy_is_refused_for_integers() -> None:
     assert "strategy 'logsum' is inexact for int64" in str(info.value)
 
 
+def test_target_warnings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """As the pass and the rule set log them (here IREE's flushed subnormals)."""
+    torch = _torch()
+    from rewriter.pytorch import translation_table
+
+    class Model(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.cumprod(x, 1)
+
+    with warnings.catch_warnings(), caplog.at_level("WARNING"):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            Model(),
+            (torch.rand(2, 3),),
+            dynamo=True,
+            verbose=False,
+            custom_translation_table=translation_table(target="iree"),
+        )
+    messages = [r.getMessage() for r in caplog.records if r.name == "rewriter.pytorch"]
+    assert messages == [
+        "aten::cumprod (torch.onnx.export): IREE (llvm-cpu) flushes subnormal results to zero "
+        "(target iree)"
+    ]
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="torch 2.13's exporter computes a float16 cumprod (and cumsum) in float32 and drops "
