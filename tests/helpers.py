@@ -242,6 +242,7 @@ REFUSALS = (
 TARGET_REFUSALS = (
     *REFUSALS,
     "needs a bound on the length",
+    "which openvino lacks",  # If: not used there (two If-guarded Scans went wrong)
     "which tract lacks",
     "which iree lacks",
     "which tflite lacks",
