@@ -638,6 +638,11 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain", "chain")),
     (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling", "carry")),
     (_8, (2, 65), 1, ("doubling", "scan", "radix", "doubling", "carry")),
+    # iree: a single row (outer 1, or not known) of 8-byte chain only to 32
+    (_8, (1, 32), 1, ("doubling", "chain", "chain", "doubling", "carry")),
+    (_8, (1, 33), 1, ("doubling", "chain", "radix", "doubling", "carry")),
+    (_8, (64,), 0, ("doubling", "chain", "radix", "doubling", "carry")),
+    (_8, ("B", 64), 1, ("doubling", "chain", "radix", "doubling", "carry")),
     (_8, (2, 512), 1, ("doubling", "carry", "radix", "doubling", "carry")),  # carry pads nothing
     (_8, (2, 1000), 1, ("doubling", "scan", "radix", "doubling", "carry")),  # carry would pad
     (_8, (2, 8192), 1, ("doubling", "carry", "radix", "doubling", "carry")),

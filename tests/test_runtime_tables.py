@@ -319,25 +319,29 @@ def _run_low_opset(runtime: str, cases: dict[str, LowOpsetCase], tmp_path: Path)
 def test_every_strategy_below_opset_14_on_openvino(tmp_path: Path) -> None:
     """OpenVINO 2026.4 returns uninitialised memory for the ``loop`` lowering of an
     exclusive scan over a length known only at run time below opset 14: that is refused
-    (Target.loop_exclusive_min_opset); everything else runs right there."""
+    (Target.loop_exclusive_min_opset). If is not used there (two If-guarded Scans in one
+    model went wrong), so ``dynamic`` and, below opset 14, a view of x with symbolic dims
+    (guarded by an If there) are refused too; everything else runs right there."""
     runtime_harness.require("openvino")
     cases = _low_opset_cases("openvino", LOW_OPSET_STRATEGIES, (11, 13, 14))
     refused = {name for name, case in cases.items() if case.refusal}
     assert refused == {
         name
         for name, c in cases.items()
-        if c.strategy == "loop" and c.exclusive and not c.length_known and c.opset < 14
+        if (c.strategy == "loop" and c.exclusive and not c.length_known and c.opset < 14)
+        or c.strategy == "dynamic"
+        or (c.opset < 14 and not all(isinstance(d, int) for d in c.dims))
     }
     assert all("openvino" in cases[name].refusal for name in refused)
     failures = _run_low_opset("openvino", cases, tmp_path)
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("runtime", ["tract", "iree", "tinygrad"])
+@pytest.mark.parametrize("runtime", ["openvino", "tract", "iree", "tinygrad"])
 def test_auto_below_opset_14_on_runtime(runtime: str, tmp_path: Path) -> None:
     """``target_opset`` 11 and 13 (a view of possibly-empty x is guarded by an If there):
     right on the runtime, or refused where it has no If (tract; IREE does not legalize
-    that If) or does not import the opset (IREE below 13)."""
+    that If; OpenVINO's is not used) or does not import the opset (IREE below 13)."""
     runtime_harness.require(runtime)
     types = (
         (TensorProto.FLOAT,) if runtime == "tinygrad" else (TensorProto.FLOAT, TensorProto.INT64)
@@ -399,6 +403,100 @@ def test_iree_exclusive_8_byte_run_time_length_alone_in_its_model(tmp_path: Path
         k = bounds.factor_counts(x.shape, 1, True, name.endswith("rev1"))
         bound = 0.0 if x.dtype.kind in "iu" else bounds.ulp_bound("doubling", "float64", k)
         problem = bounds.check(got[0], wants[name], x.dtype, bound)
+        if problem:
+            failures.append(f"{name}: {problem}")
+    assert not failures, "\n".join(failures)
+
+
+def _one_cumprod(elem_type: int, dims: list[int | str], axis: int, suffix: str = "") -> tuple:
+    x, y = f"x{suffix}", f"y{suffix}"
+    node = helper.make_node("CumProd", [x, f"axis{suffix}"], [y])
+    return (
+        node,
+        helper.make_tensor_value_info(x, elem_type, dims),
+        helper.make_tensor_value_info(y, elem_type, dims),
+        helper.make_tensor(f"axis{suffix}", TensorProto.INT64, [], [axis]),
+    )
+
+
+def test_openvino_two_scans_over_symbolic_lengths_in_one_model(tmp_path: Path) -> None:
+    """Found by a review from outside: with two CumProds over symbolic lengths in one model,
+    each lowered to a Scan inside an If (n = 0 or not), OpenVINO 2026.4.1 returned garbage for
+    one of them on the first inference after compiling (uint32 [a] gave [3580413152, 21858,
+    0, ...] for [3, 3, 6, ...]), while each alone was right. OpenVINO's Scans are guarded by
+    a slab of ones instead (If is not used there)."""
+    runtime_harness.require("openvino")
+    rng = np.random.default_rng(5)
+    pairs = {
+        "uint32-a+float32-3xb": ((TensorProto.UINT32, ["a"], 0), (TensorProto.FLOAT, [3, "b"], 1)),
+        "int32-axa+float16-bx2": (
+            (TensorProto.INT32, [2, "a"], 1),
+            (TensorProto.FLOAT16, ["b", 2], 0),
+        ),
+    }
+    cases: dict[str, runtime_harness.Case] = {}
+    wants: dict[str, list[tuple[np.ndarray, int]]] = {}
+    for name, specs in pairs.items():
+        parts = [_one_cumprod(t, d, a, str(k)) for k, (t, d, a) in enumerate(specs)]
+        graph = helper.make_graph(
+            [p[0] for p in parts],
+            "two",
+            [p[1] for p in parts],
+            [p[2] for p in parts],
+            [p[3] for p in parts],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+        lowered = rewriter.decompose_cumprod(model, target="openvino")
+        feeds = {}
+        for k, (elem_type, dims, _axis) in enumerate(specs):
+            shape = tuple(33 if isinstance(d, str) else d for d in dims)
+            feeds[f"x{k}"] = random_data(elem_type, shape, rng)
+        cases[name] = (lowered, feeds)
+        wants[name] = [(feeds[f"x{k}"], axis) for k, (_, _, axis) in enumerate(specs)]
+    results = runtime_harness.run_cases("openvino", cases, tmp_path)
+    failures = []
+    for name, got in results.items():
+        if isinstance(got, str):
+            failures.append(f"{name}: {got}")
+            continue
+        for out, (x, axis) in zip(got, wants[name]):
+            k = bounds.factor_counts(x.shape, axis, False, False)
+            float_bound = bounds.ulp_bound("scan", bounds.type_name(x.dtype), k)
+            bound = 0.0 if x.dtype.kind in "iu" else float_bound
+            problem = bounds.check(out, reference(x, axis, 0, 0), x.dtype, bound)
+            if problem:
+                failures.append(f"{name}: {problem}")
+    assert not failures, "\n".join(failures)
+
+
+def test_iree_8_byte_chain_over_one_row(tmp_path: Path) -> None:
+    """Found by a review from outside: IREE 3.13 compiled an 8-byte ``chain`` over a single
+    row of n = 33-64 into one dispatch of n bindings and then refused to load it ("binding
+    count 33 > 32"); two rows ran. A single row takes ``radix`` past n = 32 there."""
+    runtime_harness.require("iree")
+    cases: dict[str, runtime_harness.Case] = {}
+    wants = {}
+    rng = np.random.default_rng(6)
+    for elem_type, (dims, axis) in itertools.product(
+        (TensorProto.INT64, TensorProto.DOUBLE), (([1, 33], 1), ([64], 0), ([1, 64, 1], 1))
+    ):
+        node, x_info, y_info, axis_init = _one_cumprod(elem_type, list(dims), axis)
+        graph = helper.make_graph([node], "row", [x_info], [y_info], [axis_init])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+        name = f"{TYPE_NAMES[elem_type]}-{'x'.join(map(str, dims))}"
+        x = random_data(elem_type, tuple(dims), rng)
+        cases[name] = (rewriter.decompose_cumprod(model, target="iree"), {"x": x})
+        wants[name] = (x, axis)
+    results = runtime_harness.run_cases("iree", cases, tmp_path)
+    failures = []
+    for name, got in results.items():
+        if isinstance(got, str):
+            failures.append(f"{name}: {got}")
+            continue
+        x, axis = wants[name]
+        k = bounds.factor_counts(x.shape, axis, False, False)
+        bound = 0.0 if x.dtype.kind in "iu" else bounds.ulp_bound("radix", "float64", k)
+        problem = bounds.check(got[0], reference(x, axis, 0, 0), x.dtype, bound)
         if problem:
             failures.append(f"{name}: {problem}")
     assert not failures, "\n".join(failures)

@@ -135,7 +135,8 @@ Run-time n: ``scan``.
 chain / radix's 2.2-7.9x; from n = 128 in blocks of 32, ``doubling.BLOCKED_FROM``: 0.69-0.93x
 float32's and 2.7-4.3x int32's CumSum at n = 128-8192; IREE compiles it for 8-byte types
 neither blocked nor plain); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against radix's
-3.6-6.7x), then radix.
+3.6-6.7x), then radix; a single row only up to n = 32 (IREE refuses to load the chain's one
+dispatch of n bindings beyond).
 Other axes n <= 256: ``chain``, then ``carry``. At n = 64 chain took 0.27-0.52x its CumSum
 (first) against radix's 1.1-2.0x, and 0.49-1.26x (middle) against 1.0-2.6x; at n = 100-512
 (``scripts/results/bench-runtime-iree-2026-12-01-probe{,2}``, 2^20 elements) 0.15-0.72x
@@ -190,6 +191,10 @@ _TRACT_SCAN_OTHER_SLAB = 900  # first axis, other types: the same
 _OPENVINO_CHAIN_UP_TO = 512  # first and middle axes
 _IREE_CHAIN_UP_TO = 256  # first and middle axes
 _IREE_WIDE_CHAIN_LAST_UP_TO = 64  # last axis, 8-byte types: chain, then radix
+# ... but a single row (outer = 1, or not known) only to 32: IREE 3.13 compiled an 8-byte chain
+# over one row of n = 33-64 into one dispatch of n bindings, then refused to load it
+# ("binding count 33 > 32"); with two rows or more it ran.
+_IREE_WIDE_CHAIN_ONE_ROW_UP_TO = 32
 
 
 def _carry_pads(n: int, last_axis: bool = False) -> bool:
@@ -285,7 +290,9 @@ def _iree(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
         if spec.inner == 1:
             if not wide:
                 return "doubling"
-            return "chain" if n <= _IREE_WIDE_CHAIN_LAST_UP_TO else "radix"
+            rows = spec.outer if spec.outer is not None else 1
+            up_to = _IREE_WIDE_CHAIN_LAST_UP_TO if rows > 1 else _IREE_WIDE_CHAIN_ONE_ROW_UP_TO
+            return "chain" if n <= up_to else "radix"
         return "chain" if n <= _IREE_CHAIN_UP_TO else "carry"
     return _static(spec, target, compute)
 
