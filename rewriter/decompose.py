@@ -158,12 +158,14 @@ def _target_refusal(plan: Planned, opset: int, target: Target) -> str | None:
             f"all known, is lowered inside an If (empty or not), which {target.name} lacks: "
             f"use --target-opset 14 or later (target opset {opset})"
         )
-    flat = name == "doubling" or (name == "chain" and spec.length is not None and opset >= 18)
+    chain_flat = spec.length is not None and (opset >= 18 or spec.inner is not None)
+    flat = name == "doubling" or (name == "chain" and chain_flat)
     if not target.symbolic_rank3 and not spec.static_dims and not flat:
         return (
             f"{target.name}'s converter re-lays out rank-3 tensors with symbolic dims: with a "
-            "dim not known statically only 'doubling' (and 'chain' over a static length from "
-            f"opset 18) take its 2-D view, not '{name}' (target opset {opset})"
+            "dim not known statically only 'doubling' (and 'chain' over a static length, from "
+            f"opset 18 or with the dims after the axis static) take its 2-D view, not '{name}' "
+            f"(target opset {opset})"
         )
     return None
 

@@ -34,8 +34,8 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
   (so nothing is computed in float64); shapes from a run-time axis break (a Gather-select).
   A ones tensor Expand-ed from a constant over a static shape is folded into a constant it
   cannot convert (``constant_ones``); with symbolic dims, rank-3 tensors get re-laid out
-  wrongly after a Slice with a run-time bound, and a negative Slice end is ignored
-  (``symbolic_rank3``: a 2-D view).
+  wrongly after a Slice with a run-time bound, and a negative Slice end is ignored; a static
+  view (1, n, n) came out transposed (``symbolic_rank3``: a 2-D view).
 - ``tinygrad``: no Loop, no Scan (If runs both branches, which is harmless here).
 - ``portable``: the strictest profile, for runtimes we cannot run here (TensorRT, CoreML,
   NPUs): no Loop, Scan or If, no float64 compute of our own (a float64 model stays float64).
@@ -84,10 +84,11 @@ class Target:
             first output) may be built from a constant: else it is ``Cast(Equal(c, c))`` with
             ``c = Less(s, s)``, which no converter can fold (onnx2tf folds the Expand over
             static shapes into a graph constant it then cannot use).
-        symbolic_rank3: Whether rank-3 tensors with symbolic dims convert right: else (onnx2tf
-            re-lays out rank 3-5 tensors channel-last and then pads, slices and splits the
-            wrong axis when it cannot see the dims) a view with a symbolic dim is the 2-D
-            ``(outer, n * inner)`` for the lowerings that take one (``doubling``, ``chain``).
+        symbolic_rank3: Whether rank-3 views convert right: else (onnx2tf re-lays out rank
+            3-5 tensors channel-last and then pads, slices and splits the wrong axis when it
+            cannot see the dims, or when two of them are equal: a static (1, 4, 4) came out
+            transposed) the view is the 2-D ``(outer, n * inner)`` for the lowerings that
+            take one (``doubling``, ``chain``), static dims or not.
         loop_exclusive_min_opset: The lowest ai.onnx opset at which the ``loop`` lowering of
             an exclusive scan over a length known only at run time runs right (OpenVINO
             2026.4: 14; below it, it returns uninitialised memory); below it that strategy

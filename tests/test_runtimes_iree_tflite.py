@@ -294,6 +294,14 @@ TFLITE_EXTRA = {
         (("A", "N", "C"), (2, 6, 3), 1, 1, 0),
         (("N", "C"), (7, 3), 0, 0, 1),
     ],
+    # onnx2tf swapped the last two dims of a static 3-D view (1, n, n) (an outside review):
+    # the first axis where n equals the product of the other dims, chain and doubling
+    "static-square": [
+        ((4, 4), (4, 4), 0, 0, 0),
+        ((4, 4, 1), (4, 4, 1), 0, 1, 0),
+        ((4, 2, 2), (4, 2, 2), 0, 0, 1),
+        ((20, 4, 5), (20, 4, 5), 0, 1, 1),
+    ],
     "static-long": [  # n > 16: auto's doubling (radix is wrong on TFLite: refused there)
         ((3, 20), (3, 20), 1, 1, 1),
         ((20, 3), (20, 3), 0, 0, 0),

@@ -159,10 +159,11 @@ def test_tflite_symbolic_dims_make_no_rank_3_tensor(
 
 
 def test_a_3d_view_with_symbolic_dims_is_refused_and_auto_takes_the_2d_one() -> None:
-    """Split before opset 18 takes sizes, [1] * n, so chain keeps the 3-D view there, which
-    onnx2tf re-lays out wrongly with a symbolic dim: refused; auto takes doubling (2-D view);
-    the same chain with static dims (no re-layout problem) is lowered."""
-    model = cumprod_model(I32, ("B", 5, 3), 1, exclusive=1)
+    """Split before opset 18 takes sizes, so chain takes the 2-D view there only where the
+    dims after the axis are static (sizes [inner] * n); else it would keep the 3-D view,
+    which onnx2tf re-lays out wrongly with a symbolic dim: refused; auto takes doubling (2-D
+    view)."""
+    model = cumprod_model(I32, ("B", 5, "C"), 1, exclusive=1)
     with pytest.raises(rewriter.StrategyError, match="2-D view"):
         lower(model, "tflite", target_opset=17, strategy="chain")
     for strategy in ("scan", "logsum32"):
@@ -172,9 +173,29 @@ def test_a_3d_view_with_symbolic_dims_is_refused_and_auto_takes_the_2d_one() -> 
     assert used == "doubling"
     assert 3 not in _intermediate_ranks(lowered).values()
     _run_checked(lowered, I32, used, (4, 5, 3), 1, ex=1, rev=0)
-    static = cumprod_model(I32, (4, 5, 3), 1, exclusive=1)
-    lowered, used = lower(static, "tflite", target_opset=17, strategy="chain")
-    _run_checked(lowered, I32, used, (4, 5, 3), 1, ex=1, rev=0)
+    for dims in (("B", 5, 3), (4, 5, 3)):  # inner static: the 2-D view at opset 17 too
+        lowered, used = lower(
+            cumprod_model(I32, dims, 1, exclusive=1), "tflite", target_opset=17, strategy="chain"
+        )
+        assert 3 not in _intermediate_ranks(lowered).values()
+        _run_checked(lowered, I32, used, (4, 5, 3), 1, ex=1, rev=0)
+
+
+@pytest.mark.parametrize(
+    ("dims", "axis", "opset"),
+    [((4, 4), 0, None), ((4, 4, 1), 0, 13), ((4, 2, 2), 0, 11), ((20, 4, 5), 0, None)],
+    ids=str,
+)
+def test_tflite_static_dims_make_no_rank_3_tensor(dims: tuple, axis: int, opset: int) -> None:
+    """Found by a review from outside: onnx2tf swapped the last two dims of a static 3-D view
+    whose n equals inner (the first axis of (4, 4), (4, 4, 1), (4, 2, 2), (20, 4, 5): views
+    (1, 4, 4) and (1, 20, 20)) and gave the CumProd of x transposed, silently. Static dims take
+    the 2-D view too (tests/test_runtimes_iree_tflite.py runs these on TFLite)."""
+    model = cumprod_model(I32, dims, axis)
+    lowered, used = lower(model, "tflite", target_opset=opset)
+    assert used in ("chain", "doubling")
+    assert 3 not in _intermediate_ranks(lowered).values()
+    _run_checked(lowered, I32, used, dims, axis, ex=0, rev=0)
 
 
 def test_run_time_axis_over_symbolic_dims_in_float16() -> None:

@@ -11,8 +11,8 @@ Accuracy: the multiplications of the sequential kernel in its order: integers bi
 wraparound, float32 / float64 bitwise equal to onnxruntime's native kernel; float16 /
 bfloat16 multiplied in float32, rounded once.
 
-On the 2-D view (``View.flat``, from opset 18) Split cuts the n equal column blocks: the
-same products.
+On the 2-D view (``View.flat``: from opset 18, or with inner static) Split cuts the n
+equal column blocks: the same products.
 
 Cost: n - 1 Muls over one slice each, one Split and one Concat (two passes over memory), no
 loop at all: n + 2 nodes, so only for short axes (``auto`` on onnxruntime: middle axes up to
@@ -45,15 +45,16 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def split(b: Builder, x: ir.Value, axis: int, n: int) -> list[ir.Value]:
-    """``x`` cut into its n slices along ``axis`` (Split's form for the opset)."""
+def split(b: Builder, x: ir.Value, axis: int, n: int, size: int = 1) -> list[ir.Value]:
+    """``x`` cut into its n slices of ``size`` along ``axis`` (Split's form for the opset;
+    from 18 the n equal parts, whatever their size)."""
     if n == 1:
         return [x]
     if b.opset >= 18:
         return list(b.op_multi("Split", x, n_out=n, axis=axis, num_outputs=n))
     if b.opset >= 13:
-        return list(b.op_multi("Split", x, b.const([1] * n), n_out=n, axis=axis))
-    return list(b.op_multi("Split", x, n_out=n, axis=axis, split=[1] * n))
+        return list(b.op_multi("Split", x, b.const([size] * n), n_out=n, axis=axis))
+    return list(b.op_multi("Split", x, n_out=n, axis=axis, split=[size] * n))
 
 
 def chain(
@@ -92,7 +93,11 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     assert n is not None
     if n == 0:
         return b.op("Identity", x3)
-    outputs, _ = chain(b, split(b, x3, 1, n), v, exclusive=v.exclusive, reverse=v.reverse)
+    # on the 2-D view the slices are column blocks of inner (static below opset 18: _flat)
+    size = v.inner if v.flat and isinstance(v.inner, int) else 1
+    assert not v.flat or isinstance(v.inner, int) or b.opset >= 18, "Split needs the sizes"
+    slices = split(b, x3, 1, n, size)
+    outputs, _ = chain(b, slices, v, exclusive=v.exclusive, reverse=v.reverse)
     if n == 1:
         return outputs[0] if outputs[0] is not x3 else b.op("Identity", x3)
     return b.op("Concat", *outputs, axis=1)

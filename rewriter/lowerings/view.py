@@ -14,8 +14,9 @@ computed at run time from ``Shape(x)`` and the axis: ``n = Gather(Shape(x), axis
 for none). A Reshape copies nothing, so the view costs no pass over memory; every lowering
 works at any rank, with a run-time axis or an unknown rank, without an If over the axes.
 
-Targets whose converter re-lays out rank-3 tensors with symbolic dims (``symbolic_rank3``
-false: onnx2tf) get, when a dim is symbolic and the lowering takes one, the 2-D view
+Targets whose converter re-lays out rank-3 tensors (``symbolic_rank3`` false: onnx2tf, with
+symbolic dims, and with static ones where two dims of the view are equal) get, when the
+lowering takes one, the 2-D view
 ``(outer, n * inner)`` instead: slice k along n is then the columns [k * inner, (k + 1) *
 inner), and no rank-3 tensor is made at all (``View.flat``).
 
@@ -197,18 +198,18 @@ def _flat(
     build: Callable[[Builder, ir.Value, View], ir.Value],
 ) -> bool:
     """Whether the lowering runs on the 2-D view (module docstring): on targets without
-    ``symbolic_rank3``, when a dim is symbolic or the rank unknown, for ``doubling`` and for
-    ``chain`` over a static length from opset 18 (whose Split then cuts n equal column
-    blocks; before 18 it takes sizes, [1] * n). Other lowerings keep the 3-D view."""
+    ``symbolic_rank3`` (static dims too: onnx2tf swapped the last two dims of a static 3-D
+    view whose n equals inner, e.g. (1, 4, 4), silently), for ``doubling`` and for ``chain``
+    over a static length where Split can cut the n column blocks: inner static, or from
+    opset 18 (n equal parts). Other lowerings keep the 3-D view."""
     if target.symbolic_rank3:
-        return False
-    if spec.static_dims:
         return False
     from rewriter.lowerings import chain, doubling  # they import this module
 
     if build is doubling.build:
         return True
-    return build is chain.build and spec.length is not None and b.opset >= 18
+    static_inner = spec.inner is not None
+    return build is chain.build and spec.length is not None and (b.opset >= 18 or static_inner)
 
 
 def _before_cast(b: Builder, x: ir.Value) -> tuple[ir.Value, ir.DataType | None]:
@@ -259,7 +260,8 @@ def in_view(
             x2 = sb.reshape(source, shape_of(sb, outer, times(sb, n, inner)))
             x2 = x2 if to is None else sb.cast(x2, to)
             y2 = build(sb, x2, dataclasses.replace(view, flat=True))
-            return sb.reshape(y2, sb.op("Shape", source))
+            full = sb.const(list(spec.dims)) if spec.static_dims else sb.op("Shape", source)  # type: ignore[arg-type]
+            return sb.reshape(y2, full)
         if spec.rank == 3 and spec.axis == 1:
             x3 = x
         else:
