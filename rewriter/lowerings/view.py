@@ -15,7 +15,7 @@ for none). A Reshape copies nothing, so the view costs no pass over memory; ever
 works at any rank, with a run-time axis or an unknown rank, without an If over the axes.
 
 Targets whose converter re-lays out rank-3 tensors (``symbolic_rank3`` false: onnx2tf, with
-symbolic dims, and with static ones where two dims of the view are equal) get, when the
+symbolic dims, and with static ones: a view (1, n, n) came out transposed) get, when the
 lowering takes one, the 2-D view
 ``(outer, n * inner)`` instead: slice k along n is then the columns [k * inner, (k + 1) *
 inner), and no rank-3 tensor is made at all (``View.flat``).
