@@ -392,20 +392,35 @@ def test_iree_exclusive_8_byte_run_time_length_alone_in_its_model(tmp_path: Path
         name = f"{TYPE_NAMES[elem_type]}-{'axis-input-' if axis_input else ''}rev{rev}"
         feeds = {"x": x, "axis": np.array(-1, np.int64)} if axis_input else {"x": x}
         cases[name] = (lowered, feeds)
-        wants[name] = reference(x, 1, 1, rev)
-    results = runtime_harness.run_cases("iree", cases, tmp_path)
+        wants[name] = [(x, 1, 1, rev, "doubling")]
+    failures = _failures_on("iree", cases, wants, tmp_path)
+    assert not failures, "\n".join(failures)
+
+
+Want = tuple[np.ndarray, int, int, int, str]  # x, axis, exclusive, reverse, lowering
+
+
+def _failures_on(
+    runtime: str,
+    cases: dict[str, runtime_harness.Case],
+    wants: dict[str, list[Want]],
+    tmp_path: Path,
+) -> list[str]:
+    """Each case run on ``runtime``: its outputs against the reference of each ``Want``
+    (integers exact, floats within the lowering's bound)."""
     failures = []
-    for name, got in results.items():
+    for name, got in runtime_harness.run_cases(runtime, cases, tmp_path).items():
         if isinstance(got, str):
             failures.append(f"{name}: {got}")
             continue
-        x = cases[name][1]["x"]
-        k = bounds.factor_counts(x.shape, 1, True, name.endswith("rev1"))
-        bound = 0.0 if x.dtype.kind in "iu" else bounds.ulp_bound("doubling", "float64", k)
-        problem = bounds.check(got[0], wants[name], x.dtype, bound)
-        if problem:
-            failures.append(f"{name}: {problem}")
-    assert not failures, "\n".join(failures)
+        for out, (x, axis, ex, rev, lowering) in zip(got, wants[name]):
+            k = bounds.factor_counts(x.shape, axis, bool(ex), bool(rev))
+            float_bound = bounds.ulp_bound(lowering, bounds.type_name(x.dtype), k)
+            bound = 0.0 if x.dtype.kind in "iu" else float_bound
+            problem = bounds.check(out, reference(x, axis, ex, rev), x.dtype, bound)
+            if problem:
+                failures.append(f"{name}: {problem}")
+    return failures
 
 
 def _one_cumprod(elem_type: int, dims: list[int | str], axis: int, suffix: str = "") -> tuple:
@@ -435,7 +450,7 @@ def test_openvino_two_scans_over_symbolic_lengths_in_one_model(tmp_path: Path) -
         ),
     }
     cases: dict[str, runtime_harness.Case] = {}
-    wants: dict[str, list[tuple[np.ndarray, int]]] = {}
+    wants: dict[str, list[Want]] = {}
     for name, specs in pairs.items():
         parts = [_one_cumprod(t, d, a, str(k)) for k, (t, d, a) in enumerate(specs)]
         graph = helper.make_graph(
@@ -452,20 +467,8 @@ def test_openvino_two_scans_over_symbolic_lengths_in_one_model(tmp_path: Path) -
             shape = tuple(33 if isinstance(d, str) else d for d in dims)
             feeds[f"x{k}"] = random_data(elem_type, shape, rng)
         cases[name] = (lowered, feeds)
-        wants[name] = [(feeds[f"x{k}"], axis) for k, (_, _, axis) in enumerate(specs)]
-    results = runtime_harness.run_cases("openvino", cases, tmp_path)
-    failures = []
-    for name, got in results.items():
-        if isinstance(got, str):
-            failures.append(f"{name}: {got}")
-            continue
-        for out, (x, axis) in zip(got, wants[name]):
-            k = bounds.factor_counts(x.shape, axis, False, False)
-            float_bound = bounds.ulp_bound("scan", bounds.type_name(x.dtype), k)
-            bound = 0.0 if x.dtype.kind in "iu" else float_bound
-            problem = bounds.check(out, reference(x, axis, 0, 0), x.dtype, bound)
-            if problem:
-                failures.append(f"{name}: {problem}")
+        wants[name] = [(feeds[f"x{k}"], a, 0, 0, "scan") for k, (_, _, a) in enumerate(specs)]
+    failures = _failures_on("openvino", cases, wants, tmp_path)
     assert not failures, "\n".join(failures)
 
 
@@ -486,17 +489,6 @@ def test_iree_8_byte_chain_over_one_row(tmp_path: Path) -> None:
         name = f"{TYPE_NAMES[elem_type]}-{'x'.join(map(str, dims))}"
         x = random_data(elem_type, tuple(dims), rng)
         cases[name] = (rewriter.decompose_cumprod(model, target="iree"), {"x": x})
-        wants[name] = (x, axis)
-    results = runtime_harness.run_cases("iree", cases, tmp_path)
-    failures = []
-    for name, got in results.items():
-        if isinstance(got, str):
-            failures.append(f"{name}: {got}")
-            continue
-        x, axis = wants[name]
-        k = bounds.factor_counts(x.shape, axis, False, False)
-        bound = 0.0 if x.dtype.kind in "iu" else bounds.ulp_bound("radix", "float64", k)
-        problem = bounds.check(got[0], reference(x, axis, 0, 0), x.dtype, bound)
-        if problem:
-            failures.append(f"{name}: {problem}")
+        wants[name] = [(x, axis, 0, 0, "radix")]
+    failures = _failures_on("iree", cases, wants, tmp_path)
     assert not failures, "\n".join(failures)
