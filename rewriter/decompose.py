@@ -28,6 +28,7 @@ from onnx_ir.passes.common import CheckerPass
 from rewriter import lowerings
 from rewriter.errors import CumProdError, InputModelError, InvalidCumProdError, StrategyError
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
+from rewriter.lowerings.view import takes_flat_view
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.specialize import SpecializeFunctionsPass
@@ -158,8 +159,7 @@ def _target_refusal(plan: Planned, opset: int, target: Target) -> str | None:
             f"all known, is lowered inside an If (empty or not), which {target.name} lacks: "
             f"use --target-opset 14 or later (target opset {opset})"
         )
-    chain_flat = spec.length is not None and (opset >= 18 or spec.inner is not None)
-    flat = name == "doubling" or (name == "chain" and chain_flat)
+    flat = takes_flat_view(spec, target, name, opset)
     if not target.symbolic_rank3 and not spec.static_dims and not flat:
         return (
             f"{target.name}'s converter re-lays out rank-3 tensors with symbolic dims: with a "

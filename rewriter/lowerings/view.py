@@ -191,25 +191,31 @@ def _padded(
     return b.reshape(y, shape_of(b, v.outer, middle, v.inner))
 
 
-def _flat(
-    b: Builder,
-    spec: ScanSpec,
-    target: Target,
-    build: Callable[[Builder, ir.Value, View], ir.Value],
-) -> bool:
-    """Whether the lowering runs on the 2-D view (module docstring): on targets without
+def takes_flat_view(spec: ScanSpec, target: Target, lowering: str, opset: int) -> bool:
+    """Whether ``lowering`` runs on the 2-D view (module docstring): on targets without
     ``symbolic_rank3`` (static dims too: onnx2tf swapped the last two dims of a static 3-D
     view whose n equals inner, e.g. (1, 4, 4), silently), for ``doubling`` and for ``chain``
     over a static length where Split can cut the n column blocks: inner static, or from
     opset 18 (n equal parts). Other lowerings keep the 3-D view."""
     if target.symbolic_rank3:
         return False
-    from rewriter.lowerings import chain, doubling  # they import this module
-
-    if build is doubling.build:
+    if lowering == "doubling":
         return True
     static_inner = spec.inner is not None
-    return build is chain.build and spec.length is not None and (b.opset >= 18 or static_inner)
+    return lowering == "chain" and spec.length is not None and (opset >= 18 or static_inner)
+
+
+def _flat(
+    b: Builder,
+    spec: ScanSpec,
+    target: Target,
+    build: Callable[[Builder, ir.Value, View], ir.Value],
+) -> bool:
+    """:func:`takes_flat_view` for the lowering whose ``build`` this is."""
+    from rewriter.lowerings import chain, doubling  # they import this module
+
+    name = "doubling" if build is doubling.build else "chain" if build is chain.build else ""
+    return takes_flat_view(spec, target, name, b.opset)
 
 
 def _before_cast(b: Builder, x: ir.Value) -> tuple[ir.Value, ir.DataType | None]:
