@@ -93,7 +93,8 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     assert n is not None
     if n == 0:
         return b.op("Identity", x3)
-    # on the 2-D view the slices are column blocks of inner (static below opset 18: _flat)
+    # on the 2-D view the slices are column blocks of inner (static below opset 18: see
+    # view.takes_flat_view)
     size = v.inner if v.flat and isinstance(v.inner, int) else 1
     assert not v.flat or isinstance(v.inner, int) or b.opset >= 18, "Split needs the sizes"
     slices = split(b, x3, 1, n, size)
