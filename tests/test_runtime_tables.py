@@ -492,3 +492,35 @@ def test_iree_8_byte_chain_over_one_row(tmp_path: Path) -> None:
         wants[name] = [(x, axis, 0, 0, "radix")]
     failures = _failures_on("iree", cases, wants, tmp_path)
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("runtime", ["iree", "openvino", "tract"])
+def test_length_1_with_symbolic_dims(runtime: str, tmp_path: Path) -> None:
+    """Found by a review from outside: along an axis of static length 1 with the other dims
+    symbolic, the view Reshape(x, (o, 1, 1)) and the Reshape back made IREE 3.13 fail at run
+    time ("mismatching contracting dimension"), whatever the lowering. A scan of length 1 is
+    x itself (exclusive: ones), built without a view. (Not uint64 on OpenVINO, which holds
+    it in 32 bits: a limit tested in tests/test_runtimes.py.)"""
+    runtime_harness.require(runtime)
+    cases: dict[str, runtime_harness.Case] = {}
+    wants = {}
+    rng = np.random.default_rng(7)
+    shapes = ((["a", "b", 1], -1, (3, 4, 1)), (["a", 1], 1, (5, 1)), (["a", 1, "c"], 1, (2, 1, 3)))
+    types = [TensorProto.FLOAT, TensorProto.INT32]
+    types += [TensorProto.UINT64] * (runtime != "openvino")
+    for elem_type, (dims, axis, concrete), (ex, rev) in itertools.product(
+        types,
+        shapes,
+        ((0, 0), (1, 1), (1, 0)),
+    ):
+        node, x_info, y_info, axis_init = _one_cumprod(elem_type, list(dims), axis)
+        node.attribute.extend([helper.make_attribute("exclusive", ex)])
+        node.attribute.extend([helper.make_attribute("reverse", rev)])
+        graph = helper.make_graph([node], "one", [x_info], [y_info], [axis_init])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+        name = f"{TYPE_NAMES[elem_type]}-{'x'.join(map(str, dims))}-ex{ex}rev{rev}"
+        x = random_data(elem_type, concrete, rng)
+        cases[name] = (rewriter.decompose_cumprod(model, target=runtime), {"x": x})
+        wants[name] = [(x, axis, ex, rev, "chain")]
+    failures = _failures_on(runtime, cases, wants, tmp_path)
+    assert not failures, "\n".join(failures)

@@ -15,7 +15,18 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import rewriter
-from tests.helpers import TARGET_REFUSALS, run_ort
+from tests.helpers import (
+    ALL_TYPES,
+    TARGET_REFUSALS,
+    TYPE_NAMES,
+    cumprod_model,
+    feed,
+    op_types,
+    random_data,
+    reference,
+    run_ort,
+    sprinkle_specials,
+)
 
 OPSETS = [11, 13, 14, 21, 26]
 EXACT = ["auto", "loop", "scan", "chain", "blocked", "radix", "dynamic", "doubling"]
@@ -172,3 +183,25 @@ def test_rank_zero_fails_like_native(runtime_axis: bool) -> None:
     )
     with pytest.raises(rewriter.InvalidCumProdError, match="rank 0"):
         rewriter.decompose_cumprod(static)
+
+
+@pytest.mark.parametrize("target", ["onnxruntime", "tflite", "portable"])
+@pytest.mark.parametrize("elem_type", ALL_TYPES, ids=TYPE_NAMES.get)
+def test_length_1_is_x_or_ones_without_a_view(target: str, elem_type: int) -> None:
+    """Along an axis of static length 1 the scan is x itself (exclusive: ones), bit for bit
+    (-0.0, NaN kept), for static and symbolic dims, built with no Reshape (IREE failed at run
+    time on the view (o, 1, 1) over symbolic dims: tests/test_runtime_tables.py)."""
+    rng = np.random.default_rng(elem_type)
+    for dims, axis, (ex, rev) in itertools.product(
+        (("a", "b", 1), (2, 1, 3), ("a", 1)), (-1, 1), ((0, 0), (1, 0), (1, 1), (0, 1))
+    ):
+        if dims[axis] != 1:
+            continue
+        model = cumprod_model(elem_type, dims, axis, exclusive=ex, reverse=rev)
+        lowered = rewriter.decompose_cumprod(model, target=target)
+        assert "Reshape" not in op_types(lowered), (dims, axis)
+        shape = tuple(3 if isinstance(d, str) else d for d in dims)
+        x = sprinkle_specials(elem_type, random_data(elem_type, shape, rng), rng, 0.5)
+        got = run_ort(lowered, {"x": feed(elem_type, x)})[0]
+        want = feed(elem_type, reference(x, axis, ex, rev))
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), str((dims, ex)))

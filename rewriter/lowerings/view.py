@@ -38,7 +38,7 @@ from rewriter.lowerings.builder import Builder
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["Dim", "View", "in_view"]
+__all__ = ["Dim", "View", "in_view", "ones_like"]
 
 Dim = int | ir.Value  # a static size, or a 1-D int64 tensor of one element
 _INT64_MAX = int(np.iinfo(np.int64).max)
@@ -87,18 +87,25 @@ class View:
         return b.const([dim]) if isinstance(dim, int) else dim
 
     def ones(self, b: Builder, like: ir.Value) -> ir.Value:
-        """A tensor of ones shaped like ``like``: ``Expand(one, Shape(like))``, or on targets
-        that fold that into a constant they cannot use (``constant_ones`` false: onnx2tf)
-        ``Cast(Equal(c, c))`` with ``c = Less(like, like)``: it depends on ``like``'s values,
-        so nothing folds it, and it is true whatever ``c`` is (TFLite's float64 ``Less(v, v)``
-        is not false for every special value: ``Not(c)`` gave zeros there)."""
-        if self.target.constant_ones:
-            return b.op("Expand", self.one, b.op("Shape", like))
-        test = b.op("Less", like, like)
-        true = b.op("Equal", test, test)
-        if self.dtype is None:
-            return b.op("CastLike", true, like)
-        return b.cast(true, self.dtype)
+        """A tensor of ones shaped like ``like`` (:func:`ones_like`)."""
+        return ones_like(b, like, self.one, self.dtype, self.target)
+
+
+def ones_like(
+    b: Builder, like: ir.Value, one: ir.Value, dtype: ir.DataType | None, target: Target
+) -> ir.Value:
+    """A tensor of ones shaped like ``like``: ``Expand(one, Shape(like))``, or on targets that
+    fold that into a constant they cannot use (``constant_ones`` false: onnx2tf)
+    ``Cast(Equal(c, c))`` with ``c = Less(like, like)``: it depends on ``like``'s values, so
+    nothing folds it, and it is true whatever ``c`` is (TFLite's float64 ``Less(v, v)`` is
+    not false for every special value: ``Not(c)`` gave zeros there)."""
+    if target.constant_ones:
+        return b.op("Expand", one, b.op("Shape", like))
+    test = b.op("Less", like, like)
+    true = b.op("Equal", test, test)
+    if dtype is None:
+        return b.op("CastLike", true, like)
+    return b.cast(true, dtype)
 
 
 def shape_of(b: Builder, *parts: Dim) -> ir.Value:
@@ -251,6 +258,13 @@ def in_view(
     product in either direction) and the result sliced back to n."""
     if spec.empty:
         return b.op("Identity", x)
+    if spec.length == 1:
+        # A scan of length 1 is x itself (exclusive: ones), with no view: IREE 3.13 failed
+        # at run time on Reshape(x, (o, 1, 1)) followed by the Reshape back when the other
+        # dims are symbolic ("mismatching contracting dimension").
+        if not spec.exclusive:
+            return b.op("Identity", x)
+        return ones_like(b, x, one_for(b, x, dtype), dtype, target)
 
     def lowered(sb: Builder) -> ir.Value:
         flat = _flat(sb, spec, target, build)
