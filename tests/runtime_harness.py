@@ -69,6 +69,8 @@ def run_cases(
     folder = tmp_path / runtime
     folder.mkdir(parents=True, exist_ok=True)
     for name, (model, feeds) in cases.items():
+        for stale in (f"{name}.out.npz", f"{name}.err.txt"):  # a folder used before
+            (folder / stale).unlink(missing_ok=True)
         onnx.save(model, folder / f"{name}.onnx")
         np.savez(folder / f"{name}.in.npz", **feeds)
     log = []
