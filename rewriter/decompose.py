@@ -156,7 +156,8 @@ def _target_refusal(plan: Planned, opset: int, target: Target) -> str | None:
     if opset < 14 and not spec.static_dims and "If" in target.missing_ops:
         return (
             "below opset 14 a Reshape reads a 0 as 'copy this dim', so x, whose dims are not "
-            f"all known, is lowered inside an If (empty or not), which {target.name} lacks: "
+            f"all known, is lowered inside an If (empty or not), and that needs "
+            f"{target.lacking(['If'])}: "
             f"use --target-opset 14 or later (target opset {opset})"
         )
     flat = takes_flat_view(spec, target, name, opset)

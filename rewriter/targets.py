@@ -44,7 +44,7 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import onnx_ir as ir
 
@@ -72,6 +72,8 @@ class Target:
         description: One line for ``--help`` and the README.
         integer_compute: Integer types that must be computed in another integer type.
         missing_ops: ai.onnx ops the output must not contain (Loop, Scan, If).
+        avoided_ops: Those of ``missing_ops`` the runtime has but that go wrong in what we
+            would build with them (OpenVINO's If): messages say "does not use", not "lacks".
         scan_directions: Whether Scan honours ``scan_input/output_directions``.
         slice_negative_step: Whether Slice with step -1 works over a symbolic dim.
         float64: Whether the runtime computes float64 in float64.
@@ -108,6 +110,13 @@ class Target:
             Else (IREE 3.13 checks neither) such inputs give wrong values: a warning per node
             that takes either. None: not known (``portable``, whose runtimes are not run
             here): the warning says the runtime may not check.
+        padded_lowerings: Of the lowerings that take a length known only at run time
+            through the bound ``max_length`` (``Lowering.bounded``), the ones that compile
+            and run there; None: all of them. IREE 3.13 compiles no ``chain`` over such a
+            length ("'linalg.generic' op write affecting operations on global resources are
+            restricted to workgroup distributed contexts") and fails at run time on
+            ``radix`` and ``carry`` over one along the last axis ("mismatching contracting
+            dimension"): only ``doubling`` (``auto``'s pick there) is taken.
         pad_shifts: Whether ``doubling`` may shift an 8-byte tensor by a Pad with ones:
             else by a Concat of a ones slab (IREE 3.13 does not compile the Pad of an 8-byte
             tensor with a dim known only at run time in some graphs: "'stream.yield' op used
@@ -119,6 +128,7 @@ class Target:
     description: str
     integer_compute: Mapping[ir.DataType, ir.DataType] = dataclasses.field(default_factory=dict)
     missing_ops: frozenset[str] = frozenset()
+    avoided_ops: frozenset[str] = frozenset()
     scan_directions: bool = True
     slice_negative_step: bool = True
     float64: bool = True
@@ -132,6 +142,7 @@ class Target:
     wrong_lowerings: frozenset[str] = frozenset()
     bounded_lengths: bool = True
     run_time_checks: bool | None = True
+    padded_lowerings: frozenset[str] | None = None
     pad_shifts: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
@@ -139,6 +150,14 @@ class Target:
 
     def limit_for(self, dtype: ir.DataType | None) -> Limit | None:
         return next((lim for lim in self.limits if dtype in lim.types), None)
+
+    def lacking(self, ops: Collection[str]) -> str:
+        """``ops`` (of ``missing_ops``) for a refusal: "If and Scan, which iree lacks", or
+        "If, which the openvino target does not use" when the runtime has them all."""
+        names = " and ".join(sorted(ops))
+        if set(ops) <= self.avoided_ops:
+            return f"{names}, which the {self.name} target does not use"
+        return f"{names}, which {self.name} lacks"
 
 
 _NO_CONTROL_FLOW = frozenset({"Loop", "Scan", "If"})
@@ -159,6 +178,7 @@ TARGETS: dict[str, Target] = {
             # Two If-guarded Scans over symbolic lengths in one model: the first inference
             # after compiling returned garbage for one of them (OpenVINO 2026.4.1).
             missing_ops=frozenset({"If"}),
+            avoided_ops=frozenset({"If"}),
             auto="openvino",
             loop_exclusive_min_opset=14,
             limits=(
@@ -191,6 +211,7 @@ TARGETS: dict[str, Target] = {
             runtime_view=False,
             auto="iree",
             run_time_checks=False,
+            padded_lowerings=frozenset({"doubling"}),
             pad_shifts=False,
             limits=(
                 Limit(

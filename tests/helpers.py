@@ -242,7 +242,7 @@ REFUSALS = (
 TARGET_REFUSALS = (
     *REFUSALS,
     "needs a bound on the length",
-    "which openvino lacks",  # If: not used there (two If-guarded Scans went wrong)
+    "which the openvino target does not use",  # If (two If-guarded Scans went wrong)
     "which tract lacks",
     "which iree lacks",
     "which tflite lacks",
@@ -250,6 +250,7 @@ TARGET_REFUSALS = (
     "which portable lacks",
     "cannot take a shape computed from a run-time axis",
     "cannot load a Pad or Reshape sized from a length",  # tract: Target.bounded_lengths
+    "failed to compile or run strategy",  # iree: Target.padded_lowerings
     "computes wrong values on tflite",  # radix / carry: Target.wrong_lowerings
     "converter re-lays out rank-3 tensors",  # tflite, symbolic dims, a 3-D view
     "'loop' gives wrong values on openvino",  # below opset 14: Target.loop_exclusive_min_opset

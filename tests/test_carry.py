@@ -236,15 +236,17 @@ def test_static_lengths_have_no_control_flow_and_no_transpose() -> None:
 
 
 def test_refused_without_if_or_scan_and_no_bound() -> None:
-    """IREE has no If or Scan: a length known only at run time needs a bound (the documented
-    refusal); with one it runs (no control flow). tract, which cannot load the padding to
-    the bound, refuses it either way (Target.bounded_lengths)."""
+    """IREE and portable have no If or Scan: a length known only at run time needs a bound
+    (the documented refusal); with one it runs (no control flow) on portable (IREE takes only
+    doubling there, Target.padded_lowerings). tract, which cannot load the padding to the
+    bound, refuses it either way (Target.bounded_lengths)."""
     model = cumprod_model(F32, [2, "n"], 1)
-    with pytest.raises(rewriter.StrategyError, match="needs the length of the scanned axis"):
-        rewriter.decompose_cumprod(model, strategy="carry", target="iree")
+    for target in ("iree", "portable"):
+        with pytest.raises(rewriter.StrategyError, match="needs the length of the scanned axis"):
+            rewriter.decompose_cumprod(model, strategy="carry", target=target)
     with pytest.raises(rewriter.StrategyError, match="tract cannot load a Pad or Reshape"):
         rewriter.decompose_cumprod(model, strategy="carry", target="tract", max_length=40)
-    lowered = rewriter.decompose_cumprod(model, strategy="carry", target="iree", max_length=40)
+    lowered = rewriter.decompose_cumprod(model, strategy="carry", target="portable", max_length=40)
     x = random_data(F32, (2, 33), np.random.default_rng(1))
     _check_floats(F32, run_ort(lowered, {"x": x})[0], x, 1, 0, 0)
 

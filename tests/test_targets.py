@@ -205,3 +205,35 @@ def test_tract_refuses_what_it_cannot_load_for_a_run_time_length() -> None:
     static = cumprod_model(TensorProto.FLOAT, (3, 5), 1, axis_form="input")
     for strategy in ("doubling", "radix", "carry", "chain"):
         rewriter.decompose_cumprod(static, strategy=strategy, target="tract")
+
+
+def test_iree_takes_only_doubling_over_a_run_time_length() -> None:
+    """IREE 3.13 did not compile ``chain`` over a length known only at run time (padded to
+    max_length) and failed at run time on ``radix`` and ``carry`` there along the last axis
+    ("mismatching contracting dimension"; found by a review from outside with a forced
+    strategy): they are refused there with a clear reason (Target.padded_lowerings);
+    ``doubling`` is ``auto``'s pick, and over a static length every lowering is kept."""
+    symbolic = cumprod_model(TensorProto.FLOAT, ("a", "n"), 1)
+    for strategy in ("radix", "carry", "chain"):
+        with pytest.raises(rewriter.StrategyError, match=r"iree failed to compile .*'doubling'"):
+            rewriter.decompose_cumprod(symbolic, strategy=strategy, target="iree", max_length=16)
+        rewriter.decompose_cumprod(symbolic, strategy=strategy, target="portable", max_length=16)
+    rewrite = rewriter.DecomposeCumProdPass(target="iree", max_length=16)
+    rewrite(ir.serde.deserialize_model(symbolic))
+    assert [plan.lowering.name for plan in rewrite.plans] == ["doubling"]
+    rewriter.decompose_cumprod(symbolic, strategy="doubling", target="iree", max_length=16)
+    static = cumprod_model(TensorProto.FLOAT, ("a", 5), 1)
+    for strategy in ("radix", "carry", "chain", "doubling"):
+        rewriter.decompose_cumprod(static, strategy=strategy, target="iree")
+
+
+def test_openvino_refusals_say_if_is_not_used_there() -> None:
+    """OpenVINO has If; its target's output does not use it (Target.avoided_ops), and a
+    refusal must not say OpenVINO lacks it."""
+    model = cumprod_model(TensorProto.FLOAT, ("a", "n"), 1)
+    with pytest.raises(rewriter.StrategyError) as refused:
+        rewriter.decompose_cumprod(model, strategy="dynamic", target="openvino")
+    assert "If, which the openvino target does not use" in str(refused.value)
+    assert "lacks" not in str(refused.value)
+    with pytest.raises(rewriter.StrategyError, match="If and Scan, which iree lacks"):
+        rewriter.decompose_cumprod(model, strategy="dynamic", target="iree")

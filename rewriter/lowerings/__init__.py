@@ -157,6 +157,14 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
             f"{runtime.name} cannot load a Pad or Reshape sized from a length known only at "
             f"run time, which strategy '{wanted}' builds for one (auto takes Scan there)"
         )
+    padded = runtime.padded_lowerings
+    refused_padded = padded is not None and wanted not in padded
+    if reason is None and run_time_length and lowering.bounded and refused_padded:
+        reason = (
+            f"{runtime.name} failed to compile or run strategy '{wanted}' over a length known "
+            f"only at run time (padded to the bound): use "
+            f"{' or '.join(repr(name) for name in sorted(padded or ()))}"
+        )
     if reason is None and spec.axis is None and spec.rank is None and not runtime.runtime_view:
         reason = (
             f"{runtime.name} cannot take a shape computed from a run-time axis, and the rank "

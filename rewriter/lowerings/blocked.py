@@ -44,7 +44,7 @@ _CHAIN_BELOW = 16  # a level this short is unrolled (chain) instead of scanned
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     if "Scan" in target.missing_ops:
-        return f"strategy 'blocked' needs Scan, which {target.name} lacks (use 'radix')"
+        return f"strategy 'blocked' needs {target.lacking(['Scan'])} (use 'radix')"
     return None
 
 

@@ -71,8 +71,8 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     if spec.length is None and spec.max_length is None and missing:
         return (
             "strategy 'carry' needs the length of the scanned axis to be static, or a bound "
-            f"on it (max_length=, --max-length N), on {target.name}, which lacks "
-            f"{' and '.join(missing)} (without a bound it is lowered as 'dynamic')"
+            f"on it (max_length=, --max-length N), on {target.name}: without a bound it is "
+            f"lowered as 'dynamic', which needs {target.lacking(missing)}"
         )
     return None
 

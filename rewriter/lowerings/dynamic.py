@@ -39,7 +39,7 @@ max_ulps = loop.max_ulps
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     missing = sorted({"If", "Scan"} & target.missing_ops)
     if missing:
-        return f"strategy 'dynamic' needs {' and '.join(missing)}, which {target.name} lacks"
+        return f"strategy 'dynamic' needs {target.lacking(missing)}"
     return None
 
 

@@ -35,7 +35,7 @@ _WIDER = {ir.DataType.FLOAT16: ir.DataType.FLOAT, ir.DataType.BFLOAT16: ir.DataT
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     if "Loop" in target.missing_ops:
-        return f"strategy 'loop' needs Loop, which {target.name} lacks"
+        return f"strategy 'loop' needs {target.lacking(['Loop'])}"
     return None
 
 

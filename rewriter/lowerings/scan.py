@@ -52,7 +52,7 @@ max_ulps = loop.max_ulps
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     if "Scan" in target.missing_ops:
-        return f"strategy 'scan' needs Scan, which {target.name} lacks"
+        return f"strategy 'scan' needs {target.lacking(['Scan'])}"
     return None
 
 

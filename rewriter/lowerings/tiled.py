@@ -48,7 +48,7 @@ max_ulps = loop.max_ulps
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     if "Scan" in target.missing_ops:
-        return f"strategy 'tiled' needs Scan, which {target.name} lacks (use 'radix')"
+        return f"strategy 'tiled' needs {target.lacking(['Scan'])} (use 'radix')"
     return None
 
 
