@@ -222,14 +222,8 @@ class LowerCumProdPass(ir.passes.InPlacePass):
                 )
         drop_unconfirmed_shapes(model, types)
         for plan in plans:
-            for message in node_warnings(plan.site, plan.lowering, self.target):
-                logger.warning(
-                    "CumProd '%s' in %s: %s (target %s)",
-                    plan.site.name,
-                    plan.site.location,
-                    message,
-                    self.target.name,
-                )
+            for line in warning_lines(plan.site, plan.lowering, self.target):
+                logger.warning("%s", line)
         names = lowerings.NameSource.for_model(model)
         for plan in plans:
             _replace(plan, names, self.build_opset, self.target)
@@ -241,6 +235,14 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         )
         self.plans = plans
         return ir.passes.PassResult(model, modified=True)
+
+
+def warning_lines(site: CumProdSite, lowering: lowerings.Lowering, target: Target) -> list[str]:
+    """:func:`node_warnings` as logged lines naming the node, its place and the target."""
+    return [
+        f"CumProd '{site.name}' in {site.location}: {message} (target {target.name})"
+        for message in node_warnings(site, lowering, target)
+    ]
 
 
 def node_warnings(site: CumProdSite, lowering: lowerings.Lowering, target: Target) -> list[str]:

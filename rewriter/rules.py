@@ -17,7 +17,7 @@ the node as the pass does (``rewriter.site.inspect_cumprod``), picks the lowerin
 rewriter's op builder, at the ai.onnx version where the node lives. A check that fails
 gives its reason (the pass's error message) in the match result (``MatchingTracer``,
 ``verbose``) and, once per node, as a logged warning; the node is left alone. The target's
-warnings for a lowered node (``rewriter.decompose.node_warnings``) are logged as the pass
+warnings for a lowered node (``rewriter.decompose.warning_lines``) are logged as the pass
 logs them.
 
 Types: x's element type and shape are declared ones where x is a main-graph input or an
@@ -45,7 +45,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase, RewriteRuleSet
 
 from rewriter import lowerings
-from rewriter.decompose import node_warnings
+from rewriter.decompose import warning_lines
 from rewriter.errors import CumProdError, InvalidCumProdError
 from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
@@ -162,10 +162,8 @@ class CumProdRule(RewriteRuleClassBase):
             lowering = lowerings.choose(site, self.strategy, self.target)
         except CumProdError as error:
             return result.fail(self._left_in_place(error), node)
-        for message in node_warnings(site, lowering, self.target):
-            self._warn_once(
-                f"CumProd '{site.name}' in {site.location}: {message} (target {self.target.name})"
-            )
+        for line in warning_lines(site, lowering, self.target):
+            self._warn_once(line)
         self._planned[node] = (site, lowering, facts)
         return result
 
