@@ -107,9 +107,9 @@ def plan_cumprods(
 
 def _replace(
     plan: Planned, names: lowerings.NameSource, build_opset: int | None, target: Target
-) -> None:
+) -> list[ir.Node]:
     """Swap one CumProd for its lowering, built with the signatures of ai.onnx ``build_opset``
-    (the node's own opset when None)."""
+    (the node's own opset when None); return the nodes built, those of their subgraphs too."""
     site = plan.site
     node = site.node
     assert node is not None
@@ -123,6 +123,12 @@ def _replace(
     if site.axis_value is not None:
         _drop_if_dead(site.axis_value)
     logger.debug("lowered CumProd %r in %s with %s", node.name, site.location, plan.lowering.name)
+    built = list(builder.nodes)
+    for new in builder.nodes:
+        for attr in new.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                built.extend(ir.traversal.RecursiveGraphIterator(attr.as_graph()))
+    return built
 
 
 def _drop_if_dead(axis: ir.Value) -> None:
@@ -183,6 +189,10 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         build_opset: The ai.onnx version the new nodes are built for (None: the node's own).
         max_length: A bound on scan lengths known only at run time (for ``doubling``).
         plans: The nodes rewritten by the last call, with the lowering used for each.
+        built: The nodes the last call built (those in their subgraphs too), all at
+            ``build_opset``: :class:`TargetOpsetPass` leaves them alone (onnx's type inference
+            cannot type them in the opset-``build_opset`` forms while the model still
+            imports its own opset). Filled in place, so a pass given it before sees them.
     """
 
     def __init__(
@@ -197,12 +207,14 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         lowerings.check_strategy(strategy)
         self.strategy = strategy
         self.target = target_named(target)
-        self.build_opset = build_opset
-        self.max_length = max_length
+        self.build_opset = lowerings.whole_number("build_opset", build_opset, 1)
+        self.max_length = lowerings.whole_number("max_length", max_length, 1)
         self.plans: list[Planned] = []
+        self.built: list[ir.Node] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.plans = []
+        self.built.clear()
         if not has_cumprod(model):
             return ir.passes.PassResult(model, modified=False)
         types = infer_types(model)
@@ -226,7 +238,7 @@ class LowerCumProdPass(ir.passes.InPlacePass):
                 logger.warning("%s", line)
         names = lowerings.NameSource.for_model(model)
         for plan in plans:
-            _replace(plan, names, self.build_opset, self.target)
+            self.built.extend(_replace(plan, names, self.build_opset, self.target))
         counts = collections.Counter(plan.lowering.name for plan in plans)
         logger.info(
             "lowered %d CumProd node(s): %s",
@@ -311,9 +323,9 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         lowerings.check_strategy(strategy)
         target_named(target)
         self.strategy = strategy
-        self.target_opset = target_opset
+        self.target_opset = lowerings.whole_number("target_opset", target_opset, 1)
         self.target = target
-        self.max_length = max_length
+        self.max_length = lowerings.whole_number("max_length", max_length, 1)
         self.plans: list[Planned] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -340,7 +352,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         passes: list[ir.passes.PassBase] = [SpecializeFunctionsPass(), lower]
         if lower_opset:
             assert self.target_opset is not None
-            passes.append(TargetOpsetPass(self.target_opset))
+            passes.append(TargetOpsetPass(self.target_opset, exclude=lower.built))
         passes.append(CheckerPass(full_check=True))
         work = model.clone()
         try:

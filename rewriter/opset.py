@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import onnx
 import onnx_ir as ir
@@ -117,25 +117,50 @@ def _type_string(dtype: ir.DataType | None) -> str | None:
     return f"tensor({name})"
 
 
-def _types_not_allowed(where: Located, schema: onnx.defs.OpSchema, types: TypeTable) -> list[str]:
-    """The node's element types that ``schema`` does not allow."""
-    bad = []
+def _types_not_allowed(
+    where: Located, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema, types: TypeTable
+) -> str | None:
+    """Why the node's element types do not fit ``then`` (None: they do): a type it does not
+    allow, or a type not known where ``then`` allows fewer types than ``now``, the node's own
+    version (the int8 output of a contrib op feeding a Relu going below 14)."""
+    bad, unknown = [], []
     node = where.node
     for is_input, values in ((True, node.inputs), (False, node.outputs)):
         for index, value in enumerate(values):
-            if value is None:
+            allowed = None if value is None else _allowed(then, index, is_input)
+            if value is None or allowed is None:
                 continue
-            allowed = _allowed(schema, index, is_input)
             dtype, _ = types.lookup(where.scope, value)
             name = _type_string(dtype)
-            if (
-                allowed is not None
-                and name is not None
-                and name.startswith("tensor(")
-                and (name not in allowed)
-            ):
+            if name is None:
+                if types.has_type(where.scope, value):
+                    continue  # a sequence, optional or map: onnx's checker checks those
+                newer = _allowed(now, index, is_input)
+                if newer is None or not newer <= allowed:
+                    unknown.append(value.name or "")
+            elif name.startswith("tensor(") and name not in allowed:
                 bad.append(f"{value.name}: {name}")
-    return bad
+    older = f"{node.op_type}-{then.since_version}"
+    if bad:
+        return f"{older} does not allow {', '.join(bad)}"
+    if unknown:
+        return (
+            f"the element type of {', '.join(unknown)} is not known, and {older} allows fewer "
+            f"types than {node.op_type}-{now.since_version}"
+        )
+    return None
+
+
+def _overridable_inputs(node: ir.Node) -> list[str]:
+    """The node's inputs that are initializers the main graph also takes as inputs (a caller
+    may feed another value): onnx's converter would freeze their default value into an
+    attribute (ReduceMean-18's axes into ReduceMean-13's), and the fed value would be
+    ignored or rejected."""
+    return [
+        v.name or ""
+        for v in node.inputs
+        if v is not None and v.is_graph_input() and v.is_initializer()
+    ]
 
 
 # Ops whose meaning changed between versions without their signature saying so
@@ -287,10 +312,9 @@ def check_target_opset(
             sizes = split_sizes(where, types)
             if sizes is not None:
                 plan.split_sizes.append((node, sizes))
-                bad = _types_not_allowed(where, then, types)
+                bad = _types_not_allowed(where, then, now, types)
                 if bad:
-                    allowed = f"Split-{then.since_version} does not allow {', '.join(bad)}"
-                    blockers.append(_blocker(where, now, allowed))
+                    blockers.append(_blocker(where, now, bad))
                 continue
         # absent from the older schema and spelled out at their default or to no effect:
         # dropped (also before onnx's converter, which keeps them, e.g. ReduceSum-13's
@@ -313,12 +337,18 @@ def check_target_opset(
                 place = "functions" if where.scope else "subgraphs"
                 reason = f"it would need onnx's version converter, which does not adapt {place}"
                 blockers.append(_blocker(where, now, reason))
+            elif overridable := _overridable_inputs(node):
+                reason = (
+                    f"onnx's version converter would freeze {', '.join(overridable)} (an "
+                    "initializer the graph also takes as an input, so a caller may feed "
+                    "another value) into the node"
+                )
+                blockers.append(_blocker(where, now, reason))
             plan.convert.append(node)
             continue
-        bad = _types_not_allowed(where, then, types)
+        bad = _types_not_allowed(where, then, now, types)
         if bad:
-            reason = f"{node.op_type}-{then.since_version} does not allow {', '.join(bad)}"
-            blockers.append(_blocker(where, now, reason))
+            blockers.append(_blocker(where, now, bad))
     if blockers:
         raise OpsetError(target, blockers)
     return plan
@@ -402,14 +432,17 @@ class TargetOpsetPass(ir.passes.InPlacePass):
     changes. Runs after the CumProd lowering (whose nodes are built at ``target``).
     """
 
-    def __init__(self, target: int) -> None:
+    def __init__(self, target: int, *, exclude: Sequence[ir.Node] = ()) -> None:
+        """``exclude``: nodes already built at ``target`` (read when the pass runs)."""
         super().__init__()
         self.target = target
+        self.exclude = exclude
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         if ai_onnx_opset(model.opset_imports) == self.target:
             return ir.passes.PassResult(model, modified=False)
-        plan = check_target_opset(model, self.target, infer_types(model))
+        types = infer_types(model)
+        plan = check_target_opset(model, self.target, types, exclude=self.exclude)
         apply_target_opset(model, self.target, plan)
         return ir.passes.PassResult(model, modified=True)
 

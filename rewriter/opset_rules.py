@@ -18,6 +18,7 @@ __all__ = ["constant_tensor", "meaning_lost", "no_effect", "split_sizes"]
 # (op, attribute) -> value -> the first version that has it.
 _VALUES_SINCE: dict[tuple[str, str], dict[str, int]] = {
     ("Pad", "mode"): {"wrap": 19},
+    ("Resize", "coordinate_transformation_mode"): {"half_pixel_symmetric": 19},
     ("ScatterElements", "reduction"): {"max": 18, "min": 18},
     ("ScatterND", "reduction"): {"max": 18, "min": 18},
 }

@@ -79,6 +79,12 @@ class TypeTable:
     def get_proto(self, scope: str, name: str) -> onnx.TypeProto | None:
         return self._types.get((scope, name))
 
+    def has_type(self, scope: str, value: ir.Value) -> bool:
+        """Whether the value's type is known at all (a tensor's element type, or a sequence,
+        optional or map type)."""
+        tp = self._types.get((scope, value.name or ""))
+        return value.type is not None or (tp is not None and tp.WhichOneof("value") is not None)
+
     def lookup(self, scope: str, value: ir.Value) -> tuple[ir.DataType | None, ir.Shape | None]:
         """The value's dtype and shape: the inferred ones; declared ones only for the main
         graph's inputs and for initializers (a declared ``value_info``, or the declared input

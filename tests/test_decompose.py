@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from onnx import TensorProto
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import rewriter
@@ -320,8 +320,14 @@ def test_target_opset_refuses_a_ceil_mode_pool_whose_size_changed_at_22(op: str)
             12,
             "per-axis quantization",
         ),
+        (
+            "sc = Constant <value = float[2] {1, 1}> () "
+            's = Resize <coordinate_transformation_mode = "half_pixel_symmetric"> (x, , sc)',
+            18,
+            "coordinate_transformation_mode='half_pixel_symmetric' exists from opset 19",
+        ),
     ],
-    ids=["scatter max", "float floor mod", "per-axis quantization"],
+    ids=["scatter max", "float floor mod", "per-axis quantization", "resize mode"],
 )
 def test_target_opset_refuses_a_value_the_older_op_does_not_mean(
     body: str, target: int, reason: str
@@ -449,3 +455,101 @@ def test_target_opset_11_writes_constant_values_as_tensors(attr: str, out: str) 
     (_, got), (_, want) = run_ort(rewritten, {"x": x}), run_ort(model, {"x": x})
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("op", "target"), [("ReduceMean", 17), ("ReduceMean", 13), ("Unsqueeze", 11)]
+)
+@pytest.mark.parametrize("shared", [False, True])
+def test_target_opset_refuses_to_freeze_an_overridable_initializer(
+    op: str, target: int, shared: bool
+) -> None:
+    """Found by a review from outside: axes from an initializer that the graph also takes as
+    an input (a caller may feed another value; exporters' keep_initializers_as_inputs) went
+    through onnx's converter, which froze its default into an attribute: fed [2], the
+    lowered ReduceMean reduced axis 1 (shared with another node: a silently wrong result) or
+    the input was gone (an error at run time). Refused, naming the input."""
+    reduce = op == "ReduceMean"
+    shape, out = ([2, 3, 4], ["a", "b", "c"]) if reduce else ([2, 3], ["a", "b", "c"])
+    nodes = [helper.make_node(op, ["x", "ax"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)]
+    if shared:
+        nodes.append(helper.make_node("Identity", ["ax"], ["ax_out"]))
+        outputs.append(helper.make_tensor_value_info("ax_out", TensorProto.INT64, [1]))
+    nodes.append(helper.make_node("CumProd", ["c", "cax"], ["cy"]))
+    outputs.append(helper.make_tensor_value_info("cy", TensorProto.INT64, [2, 3]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+            helper.make_tensor_value_info("ax", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("c", TensorProto.INT64, [2, 3]),
+        ],
+        outputs,
+        [
+            onnx.numpy_helper.from_array(np.array([1], np.int64), "ax"),
+            onnx.numpy_helper.from_array(np.array(1, np.int64), "cax"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    with pytest.raises(rewriter.OpsetError, match=f"{op}-.*would freeze ax"):
+        rewriter.decompose_cumprod(model, target_opset=target)
+    del model.graph.input[1]  # a plain initializer: nothing to feed, the converter may fold it
+    rewritten = rewriter.decompose_cumprod(model, target_opset=target)
+    feeds = {
+        "x": np.arange(np.prod(shape), dtype=np.float32).reshape(shape),
+        "c": np.ones((2, 3), np.int64),
+    }
+    for got, want in zip(run_ort(rewritten, feeds), run_ort(model, feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_target_opset_refuses_an_unknown_type_where_the_older_op_allows_fewer() -> None:
+    """Found by a review from outside: a Relu over the int8 output of a contrib op (onnx's
+    shape inference does not type it) was written as Relu-13, which allows no int8, and the
+    model did not load. A type not known is refused where the older schema allows fewer
+    types than the node's own (Relu-14 -> 13); where it allows the same (Relu over a float
+    to 14 -> Relu-14 itself, Identity ...) nothing changes."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 26, "com.microsoft" : 1]>'
+        " main (float[4] x) => (float[4] y, int64[2, 3] cy) {"
+        " sc = Constant <value = float {0.5}> () zp = Constant <value = int8 {0}> ()"
+        " q = com.microsoft.QuantizeLinear (x, sc, zp) r = Relu (q)"
+        " y = com.microsoft.DequantizeLinear (r, sc, zp)"
+        " c = Constant <value = int64[2, 3] {1, 2, 3, 4, 5, 6}> ()"
+        " ax = Constant <value = int64 {1}> () cy = CumProd (c, ax) }"
+    )
+    with pytest.raises(rewriter.OpsetError, match=r"Relu-14 .*type of q.* is not known"):
+        rewriter.decompose_cumprod(model, target_opset=13)
+    rewritten = rewriter.decompose_cumprod(model, target_opset=14)
+    assert rewritten.opset_import[0].version == 14
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"target_opset": 13.0}, TypeError, "target_opset must be a whole number, got 13.0"),
+        ({"target_opset": "13"}, TypeError, "target_opset must be a whole number, got '13'"),
+        ({"target_opset": True}, TypeError, "target_opset must be a whole number, got True"),
+        ({"max_length": "8"}, TypeError, "max_length must be a whole number, got '8'"),
+        ({"max_length": 0}, ValueError, "max_length must be a whole number >= 1, got 0"),
+        ({"max_length": -3}, ValueError, "max_length must be a whole number >= 1, got -3"),
+    ],
+)
+def test_api_options_that_are_not_whole_numbers_are_one_clear_error(
+    options: dict, error: type, message: str
+) -> None:
+    """Found by a review from outside: target_opset="13" or 13.0 raised a TypeError from deep
+    inside onnx, and max_length=0 or -3 was taken (a bound no length fits)."""
+    model = cumprod_model(TensorProto.FLOAT, (2, "n"), 1)
+    with pytest.raises(error, match=f"^{message}$"):
+        rewriter.decompose_cumprod(model, target="iree", **options)
+    with pytest.raises(error, match=f"^{message}$"):
+        rewriter.DecomposeCumProdPass(**options)
+    rewritten = rewriter.decompose_cumprod(
+        model, target="iree", target_opset=np.int64(14), max_length=np.int64(8)
+    )
+    assert rewritten.opset_import[0].version == 14
