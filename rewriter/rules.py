@@ -96,7 +96,7 @@ class CumProdRule(RewriteRuleClassBase):
     ) -> None:
         lowerings.check_strategy(strategy)
         self.target = target_named(target)
-        self.max_length = max_length
+        self.max_length = lowerings.whole_number("max_length", max_length, 1)
         super().__init__(name=f"CumProdTo{strategy.capitalize()}")
         self.strategy = strategy
         self._facts: _ModelFacts | None = None

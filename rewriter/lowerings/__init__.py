@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -53,6 +54,7 @@ __all__ = [
     "check_strategy",
     "choose",
     "lower",
+    "whole_number",
 ]
 
 logger = logging.getLogger(__name__)
@@ -118,6 +120,22 @@ STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
 # Lowerings that compute in the input's own type and need nothing but Mul and data movement:
 # they also lower a CumProd whose element type is unknown (CastLike makes their ones).
 _TYPE_GENERIC = frozenset({"loop", "scan", "chain", "blocked", "radix", "dynamic", "doubling"})
+
+
+def whole_number(name: str, value: object, minimum: int) -> int | None:
+    """``value`` (None, or an integer >= ``minimum``) as an int, for an option ``name``.
+
+    Raises:
+        TypeError: for a value that is not an integer (a str, a float, a bool).
+        ValueError: for one below ``minimum``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a whole number, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return int(value)
 
 
 def check_strategy(strategy: str) -> None:
