@@ -159,7 +159,8 @@ def _target_refusal(plan: Planned, opset: int, target: Target) -> str | None:
             f"a length known only at run time below opset {target.loop_exclusive_min_opset} "
             f"(target opset {opset}): use another strategy or a higher --target-opset"
         )
-    if opset < 14 and not spec.static_dims and "If" in target.missing_ops:
+    needs_view = spec.length != 1 and not spec.empty  # (length 1: x or ones, no view)
+    if opset < 14 and not spec.static_dims and needs_view and "If" in target.missing_ops:
         return (
             "below opset 14 a Reshape reads a 0 as 'copy this dim', so x, whose dims are not "
             f"all known, is lowered inside an If (empty or not), and that needs "

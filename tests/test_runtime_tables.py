@@ -499,13 +499,20 @@ def test_length_1_with_symbolic_dims(runtime: str, tmp_path: Path) -> None:
     """Found by a review from outside: along an axis of static length 1 with the other dims
     symbolic, the view Reshape(x, (o, 1, 1)) and the Reshape back made IREE 3.13 fail at run
     time ("mismatching contracting dimension"), whatever the lowering. A scan of length 1 is
-    x itself (exclusive: ones), built without a view. (Not uint64 on OpenVINO, which holds
-    it in 32 bits: a limit tested in tests/test_runtimes.py.)"""
+    x itself (exclusive: ones), built without a view. Over static dims IREE's importer folded
+    the exclusive ones, Expand(1, Shape(x)), into a uint32 / uint64 graph output it could not
+    compile (found by the next review): integers take x - x + 1. (Not uint64 on OpenVINO,
+    which holds it in 32 bits: a limit tested in tests/test_runtimes.py.)"""
     runtime_harness.require(runtime)
     cases: dict[str, runtime_harness.Case] = {}
     wants = {}
     rng = np.random.default_rng(7)
-    shapes = ((["a", "b", 1], -1, (3, 4, 1)), (["a", 1], 1, (5, 1)), (["a", 1, "c"], 1, (2, 1, 3)))
+    shapes = (
+        (["a", "b", 1], -1, (3, 4, 1)),
+        (["a", 1], 1, (5, 1)),
+        (["a", 1, "c"], 1, (2, 1, 3)),
+        ([3, 1], -1, (3, 1)),
+    )
     types = [TensorProto.FLOAT, TensorProto.INT32]
     types += [TensorProto.UINT64] * (runtime != "openvino")
     for elem_type, (dims, axis, concrete), (ex, rev) in itertools.product(

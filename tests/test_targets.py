@@ -8,13 +8,14 @@ from __future__ import annotations
 import itertools
 import logging
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto
 
 import rewriter
-from tests.helpers import ALL_TYPES, TYPE_NAMES, all_nodes, cumprod_model
+from tests.helpers import ALL_TYPES, TYPE_NAMES, all_nodes, cumprod_model, run_ort
 
 FORMS = [
     ((4, 40), 1, "initializer"),  # static
@@ -237,3 +238,21 @@ def test_openvino_refusals_say_if_is_not_used_there() -> None:
     assert "lacks" not in str(refused.value)
     with pytest.raises(rewriter.StrategyError, match="If and Scan, which iree lacks"):
         rewriter.decompose_cumprod(model, strategy="dynamic", target="iree")
+
+
+@pytest.mark.parametrize(
+    "target", [t for t in rewriter.TARGETS if "If" in rewriter.TARGETS[t].missing_ops]
+)
+def test_length_1_below_opset_14_needs_no_if(target: str) -> None:
+    """Found by a review from outside: a static length-1 axis with symbolic dims was refused
+    below opset 14 for the If that guards a view, but a scan of length 1 builds no view."""
+    first = max(13, rewriter.TARGETS[target].min_opset)
+    for opset, exclusive in itertools.product(sorted({11, first, 13} - {12}), (0, 1)):
+        if opset < rewriter.TARGETS[target].min_opset:
+            continue
+        model = cumprod_model(TensorProto.INT32, ("a", 1), 1, exclusive=exclusive)
+        lowered = rewriter.decompose_cumprod(model, target=target, target_opset=opset)
+        assert not {"If", "Reshape"} & {node.op_type for node in all_nodes(lowered)}
+        x = np.array([[3], [-5], [7]], np.int32)
+        (y,) = run_ort(lowered, {"x": x})
+        np.testing.assert_array_equal(y, np.ones_like(x) if exclusive else x)

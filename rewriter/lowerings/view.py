@@ -264,7 +264,12 @@ def in_view(
         # dims are symbolic ("mismatching contracting dimension").
         if not spec.exclusive:
             return b.op("Identity", x)
-        return ones_like(b, x, one_for(b, x, dtype), dtype, target)
+        one = one_for(b, x, dtype)
+        if dtype is not None and not dtype.is_floating_point():
+            # x - x + 1, exact for any integer: over static dims IREE folded Expand(1) into
+            # a graph output it cannot return for uint32 / uint64 (nor Cast into them)
+            return b.op("Add", b.op("Sub", x, x), one)
+        return ones_like(b, x, one, dtype, target)
 
     def lowered(sb: Builder) -> ir.Value:
         flat = _flat(sb, spec, target, build)
