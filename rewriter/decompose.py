@@ -95,7 +95,12 @@ def plan_cumprods(
                 f"CumProd needs ai.onnx opset >= 26, found {where.opset}",
             )
         site = inspect_cumprod(
-            where.node, location=where.location, opset=where.opset, scope=where.scope, types=types
+            where.node,
+            location=where.location,
+            opset=where.opset,
+            scope=where.scope,
+            types=types,
+            in_scan=where.in_scan,
         )
         if max_length is not None and site.spec.length is None and site.spec.max_length is None:
             site = dataclasses.replace(

@@ -27,6 +27,7 @@ class Located:
         scope: The type-table scope: "" for the main graph, the function's otherwise.
         depth: 0 for a node of the main graph or a function body, 1 + the depth of the
             node whose attribute holds its subgraph otherwise.
+        in_scan: Whether the node is inside a Scan body (at any depth).
     """
 
     node: ir.Node
@@ -34,15 +35,18 @@ class Located:
     opset: int
     scope: str
     depth: int = 0
+    in_scan: bool = False
 
 
 def ai_onnx_opset(opset_imports: dict[str, int], default: int = 0) -> int:
     return opset_imports.get("", opset_imports.get("ai.onnx", default))
 
 
-def _walk(graph: ir.Graph, path: str, depth: int = 0) -> Iterator[tuple[ir.Node, str, int]]:
+def _walk(
+    graph: ir.Graph, path: str, depth: int = 0, in_scan: bool = False
+) -> Iterator[tuple[ir.Node, str, int, bool]]:
     for node in graph:
-        yield node, path, depth
+        yield node, path, depth, in_scan
         for attr in node.attributes.values():
             if attr.type == ir.AttributeType.GRAPH:
                 subgraphs = [attr.as_graph()]
@@ -50,18 +54,19 @@ def _walk(graph: ir.Graph, path: str, depth: int = 0) -> Iterator[tuple[ir.Node,
                 subgraphs = list(attr.as_graphs())
             else:
                 continue
+            scan = in_scan or (node.op_type == "Scan" and node.domain in ONNX_DOMAINS)
             for sub in subgraphs:
                 where = f"{path} > {node.op_type} '{node.name or ''}' {attr.name}"
-                yield from _walk(sub, where, depth + 1)
+                yield from _walk(sub, where, depth + 1, scan)
 
 
 def walk_model(model: ir.Model) -> Iterator[Located]:
     """Every node of ``model``, main graph first, then each function, in order."""
     main_opset = ai_onnx_opset(model.opset_imports)
-    for node, path, depth in _walk(model.graph, f"graph '{model.graph.name or 'main'}'"):
-        yield Located(node, path, main_opset, "", depth)
+    for node, path, depth, scan in _walk(model.graph, f"graph '{model.graph.name or 'main'}'"):
+        yield Located(node, path, main_opset, "", depth, scan)
     for function in model.functions.values():
         opset = ai_onnx_opset(function.opset_imports, main_opset)
         root = f"function '{function.domain}.{function.name}'"
-        for node, path, depth in _walk(function.graph, root):  # type: ignore[attr-defined]
-            yield Located(node, path, opset, function_scope(function), depth)
+        for node, path, depth, scan in _walk(function.graph, root):  # type: ignore[attr-defined]
+            yield Located(node, path, opset, function_scope(function), depth, scan)

@@ -155,6 +155,7 @@ class CumProdRule(RewriteRuleClassBase):
                 opset=where.opset,
                 scope=where.scope,
                 types=types,
+                in_scan=where.in_scan,
             )
             if self.max_length is not None and site.spec.max_length is None:
                 spec = dataclasses.replace(site.spec, max_length=self.max_length)

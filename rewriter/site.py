@@ -139,6 +139,7 @@ class CumProdSite:
         opset: The ai.onnx version imported where the node lives (graph or function).
         node: The CumProd node the site was read from; None for one built from values
             (e.g. the PyTorch translation, where only the input exists).
+        in_scan: Whether the node is inside a Scan body (see ``Target.scan_in_scan``).
     """
 
     x: ir.Value
@@ -148,6 +149,7 @@ class CumProdSite:
     location: str
     opset: int
     node: ir.Node | None = None
+    in_scan: bool = False
 
     # Read-only views of the spec, for reports.
     @property
@@ -218,7 +220,13 @@ def _flag(node: ir.Node, name: str, fail: type[Exception] | None = None) -> bool
 
 
 def inspect_cumprod(
-    node: ir.Node, *, location: str, opset: int, scope: str, types: TypeTable
+    node: ir.Node,
+    *,
+    location: str,
+    opset: int,
+    scope: str,
+    types: TypeTable,
+    in_scan: bool = False,
 ) -> CumProdSite:
     """Validate a CumProd node and gather its facts.
 
@@ -290,4 +298,5 @@ def inspect_cumprod(
         node=node,
         location=location,
         opset=opset,
+        in_scan=in_scan,
     )

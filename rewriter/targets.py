@@ -117,6 +117,12 @@ class Target:
             restricted to workgroup distributed contexts") and fails at run time on
             ``radix`` and ``carry`` over one along the last axis ("mismatching contracting
             dimension"): only ``doubling`` (``auto``'s pick there) is taken.
+        scan_in_scan: Whether a Scan inside a Scan body converts and runs right: else a
+            CumProd in a Scan body takes no Scan (OpenVINO 2026.4 failed to convert one
+            there: "Check 'ov::as_type_ptr<op::v0::TensorIterator>(node)'").
+        lowers_in_scan: Whether a CumProd inside a Scan body can be lowered at all: tract 0.23
+            carried a nested Scan's state from one outer step to the next (wrong values) and
+            failed to load an exclusive chain there ("Inconsistent concat"): refused.
         pad_shifts: Whether ``doubling`` may shift an 8-byte tensor by a Pad with ones:
             else by a Concat of a ones slab (IREE 3.13 does not compile the Pad of an 8-byte
             tensor with a dim known only at run time in some graphs: "'stream.yield' op used
@@ -143,6 +149,8 @@ class Target:
     bounded_lengths: bool = True
     run_time_checks: bool | None = True
     padded_lowerings: frozenset[str] | None = None
+    scan_in_scan: bool = True
+    lowers_in_scan: bool = True
     pad_shifts: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
@@ -181,6 +189,7 @@ TARGETS: dict[str, Target] = {
             avoided_ops=frozenset({"If"}),
             auto="openvino",
             loop_exclusive_min_opset=14,
+            scan_in_scan=False,
             limits=(
                 Limit(
                     frozenset({_I64, _U64}),
@@ -198,6 +207,8 @@ TARGETS: dict[str, Target] = {
             slice_negative_step=False,
             runtime_view=False,
             bounded_lengths=False,
+            scan_in_scan=False,
+            lowers_in_scan=False,
             auto="tract",
             limits=(Limit(frozenset({ir.DataType.BFLOAT16}), "tract has no bfloat16 at all"),),
         ),

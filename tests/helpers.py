@@ -296,3 +296,29 @@ def conformance_cases() -> list:
                 cases = [c for c in node.collect_testcases("CumProd") if c.model is not None]
         _CONFORMANCE.extend(c for c in cases if c.model.graph.node[0].op_type == "CumProd")
     return _CONFORMANCE
+
+
+def scan_body_model(
+    elem_type: int, dims: Sequence[Dim], axis: int, *, exclusive: int = 0
+) -> onnx.ModelProto:
+    """y = Scan over x's first axis, whose body is yi = CumProd(xi, axis) (a Constant axis
+    in the body; the body's values declare no shape)."""
+    attrs = {"exclusive": exclusive} if exclusive else {}
+    body = helper.make_graph(
+        [
+            helper.make_node(
+                "Constant", [], ["ax"], value=helper.make_tensor("v", TensorProto.INT64, [], [axis])
+            ),
+            helper.make_node("CumProd", ["xi", "ax"], ["yi"], name="cp", **attrs),
+        ],
+        "body",
+        [helper.make_tensor_value_info("xi", elem_type, None)],
+        [helper.make_tensor_value_info("yi", elem_type, None)],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["x"], ["y"], body=body, num_scan_inputs=1)],
+        "scanned",
+        [helper.make_tensor_value_info("x", elem_type, list(dims))],
+        [helper.make_tensor_value_info("y", elem_type, list(dims))],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])

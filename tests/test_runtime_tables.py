@@ -35,7 +35,15 @@ from onnx import TensorProto, helper
 
 import rewriter
 from tests import bounds, runtime_harness
-from tests.helpers import ALL_TYPES, INTS, TYPE_NAMES, np_dtype, random_data, sprinkle_specials
+from tests.helpers import (
+    ALL_TYPES,
+    INTS,
+    TYPE_NAMES,
+    np_dtype,
+    random_data,
+    scan_body_model,
+    sprinkle_specials,
+)
 
 RUNTIMES = ("openvino", "tract", "iree", "tinygrad")
 # (shape, axis): both sides of every threshold of the per-runtime tables
@@ -530,4 +538,29 @@ def test_length_1_with_symbolic_dims(runtime: str, tmp_path: Path) -> None:
         cases[name] = (rewriter.decompose_cumprod(model, target=runtime), {"x": x})
         wants[name] = [(x, axis, ex, rev, "chain")]
     failures = _failures_on(runtime, cases, wants, tmp_path)
+    assert not failures, "\n".join(failures)
+
+
+def test_openvino_cumprod_in_a_scan_body(tmp_path: Path) -> None:
+    """Found by a review from outside: a CumProd in a Scan body got a nested Scan, which
+    OpenVINO 2026.4 failed to convert ("Check 'ov::as_type_ptr<op::v0::TensorIterator>
+    (node)'"). The openvino target takes no Scan there (Target.scan_in_scan)."""
+    runtime_harness.require("openvino")
+    cases: dict[str, runtime_harness.Case] = {}
+    wants = {}
+    rng = np.random.default_rng(8)
+    for elem_type, dims, axis, ex in itertools.product(
+        (TensorProto.FLOAT, TensorProto.INT32),
+        (("a", "b", "c"), (2, 3, 5)),
+        (0, 1),
+        (0, 1),
+    ):
+        model = scan_body_model(elem_type, dims, axis, exclusive=ex)
+        name = f"{TYPE_NAMES[elem_type]}-{'x'.join(map(str, dims))}-axis{axis}-ex{ex}"
+        x = random_data(elem_type, (2, 3, 5), rng)
+        lowered = rewriter.decompose_cumprod(model, target="openvino", max_length=8)
+        cases[name] = (lowered, {"x": x})
+        lowering = "doubling" if isinstance(dims[0], str) else "chain"
+        wants[name] = [(x, axis + 1, ex, 0, lowering)]
+    failures = _failures_on("openvino", cases, wants, tmp_path)
     assert not failures, "\n".join(failures)

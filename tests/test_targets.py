@@ -15,7 +15,15 @@ import pytest
 from onnx import TensorProto
 
 import rewriter
-from tests.helpers import ALL_TYPES, TYPE_NAMES, all_nodes, cumprod_model, run_ort
+from tests.helpers import (
+    ALL_TYPES,
+    TYPE_NAMES,
+    all_nodes,
+    cumprod_model,
+    reference,
+    run_ort,
+    scan_body_model,
+)
 
 FORMS = [
     ((4, 40), 1, "initializer"),  # static
@@ -256,3 +264,31 @@ def test_length_1_below_opset_14_needs_no_if(target: str) -> None:
         x = np.array([[3], [-5], [7]], np.int32)
         (y,) = run_ort(lowered, {"x": x})
         np.testing.assert_array_equal(y, np.ones_like(x) if exclusive else x)
+
+
+def test_a_cumprod_in_a_scan_body() -> None:
+    """Found by a review from outside: a CumProd inside a Scan body got a Scan of its own
+    there. tract 0.23 carried the inner Scan's state from one outer step to the next (wrong
+    values) and failed to load an exclusive chain there: refused. OpenVINO 2026.4 failed to
+    convert the nested Scan: no Scan there (a length known only at run time takes doubling,
+    with a bound). onnxruntime runs nested Scans: unchanged."""
+    symbolic = scan_body_model(TensorProto.FLOAT, ("a", "b", "c"), 1)
+    static = scan_body_model(TensorProto.FLOAT, (2, 3, 4), 1, exclusive=1)
+    for model in (symbolic, static):
+        with pytest.raises(rewriter.StrategyError, match="tract computed a CumProd lowered"):
+            rewriter.decompose_cumprod(model, target="tract", max_length=8)
+    with pytest.raises(rewriter.StrategyError, match="inside a Scan body, where openvino"):
+        rewriter.decompose_cumprod(symbolic, target="openvino")
+    with pytest.raises(rewriter.StrategyError, match="inside a Scan body, where openvino"):
+        rewriter.decompose_cumprod(static, strategy="scan", target="openvino")
+    x = np.exp2(np.random.default_rng(3).integers(-2, 3, size=(2, 3, 4))).astype(np.float32)
+    for model, options, exclusive in (
+        (symbolic, {"target": "openvino", "max_length": 8}, 0),
+        (static, {"target": "openvino"}, 1),
+        (symbolic, {"target": "onnxruntime"}, 0),
+    ):
+        lowered = rewriter.decompose_cumprod(model, **options)
+        scans = [node.op_type for node in all_nodes(lowered)].count("Scan")
+        assert (scans > 1) == (options["target"] == "onnxruntime"), (options, scans)
+        (y,) = run_ort(lowered, {"x": x})
+        np.testing.assert_array_equal(y, reference(x, 2, exclusive, 0))

@@ -53,6 +53,7 @@ __all__ = [
     "NameSource",
     "check_strategy",
     "choose",
+    "for_site",
     "lower",
     "whole_number",
 ]
@@ -144,6 +145,17 @@ def check_strategy(strategy: str) -> None:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
 
 
+def for_site(site: CumProdSite, target: Target) -> Target:
+    """``target`` as it applies at ``site``: inside a Scan body, where the runtime takes no
+    nested Scan (``scan_in_scan``), Scan is one of its missing ops."""
+    if not site.in_scan or target.scan_in_scan or "Scan" in target.missing_ops:
+        return target
+    scan = frozenset({"Scan"})
+    return dataclasses.replace(
+        target, missing_ops=target.missing_ops | scan, avoided_ops=target.avoided_ops | scan
+    )
+
+
 def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = None) -> Lowering:
     """The lowering for ``site``: the one named, or ``auto``'s choice (:mod:`.auto`) for
     ``target``.
@@ -151,8 +163,15 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
     Raises:
         StrategyError: when the lowering cannot compute the site exactly on the target.
     """
-    runtime = target or TARGETS[DEFAULT_TARGET]
+    runtime = for_site(site, target or TARGETS[DEFAULT_TARGET])
     spec = site.spec
+    if site.in_scan and not runtime.lowers_in_scan:
+        raise StrategyError(
+            site.name,
+            site.location,
+            f"{runtime.name} computed a CumProd lowered inside a Scan body wrong, or failed "
+            "to load it: not lowered there",
+        )
     if strategy == "auto":
         compute = runtime.compute_type(loop.compute_dtype(spec.dtype))
         wanted = auto.pick(spec, runtime, compute)
@@ -191,6 +210,8 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
     if reason is None and spec.dtype is None and wanted not in _TYPE_GENERIC:
         reason = f"strategy '{wanted}' needs the element type of x, which is not known"
     if reason is not None:
+        if runtime is not target:
+            reason += f" (inside a Scan body, where {runtime.name} failed to convert a Scan)"
         raise StrategyError(site.name, site.location, reason)
     return lowering
 
@@ -220,6 +241,7 @@ def _axis_select(
 
 def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> ir.Value:
     """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output."""
+    target = for_site(site, target)
     spec = site.spec
     compute = target.compute_type(lowering.compute_dtype(spec.dtype))
     x = site.x if compute == spec.dtype or compute is None else b.cast(site.x, compute)
