@@ -117,6 +117,10 @@ class Target:
             restricted to workgroup distributed contexts") and fails at run time on
             ``radix`` and ``carry`` over one along the last axis ("mismatching contracting
             dimension"): only ``doubling`` (``auto``'s pick there) is taken.
+        exclusive_cumsum: Whether ``CumSum(exclusive=1)`` gives the sum of the elements
+            before each one when some are infinite: IREE 3.13 computed it as the inclusive
+            sum minus x (NaN where x is -inf, i.e. log|0|): ``logsum`` / ``logsum32`` are
+            refused for exclusive scans there.
         scan_in_scan: Whether a Scan inside a Scan body converts and runs right: else a
             CumProd in a Scan body takes no Scan (OpenVINO 2026.4 failed to convert one
             there: "Check 'ov::as_type_ptr<op::v0::TensorIterator>(node)'").
@@ -149,6 +153,7 @@ class Target:
     bounded_lengths: bool = True
     run_time_checks: bool | None = True
     padded_lowerings: frozenset[str] | None = None
+    exclusive_cumsum: bool = True
     scan_in_scan: bool = True
     lowers_in_scan: bool = True
     pad_shifts: bool = True
@@ -223,6 +228,7 @@ TARGETS: dict[str, Target] = {
             auto="iree",
             run_time_checks=False,
             padded_lowerings=frozenset({"doubling"}),
+            exclusive_cumsum=False,
             pad_shifts=False,
             limits=(
                 Limit(

@@ -292,3 +292,17 @@ def test_a_cumprod_in_a_scan_body() -> None:
         assert (scans > 1) == (options["target"] == "onnxruntime"), (options, scans)
         (y,) = run_ort(lowered, {"x": x})
         np.testing.assert_array_equal(y, reference(x, 2, exclusive, 0))
+
+
+@pytest.mark.parametrize("strategy", ["logsum", "logsum32"])
+def test_iree_refuses_logsum_for_an_exclusive_scan(strategy: str) -> None:
+    """Found by a review from outside: IREE 3.13 computed CumSum(exclusive=1) as the
+    inclusive sum minus x, so the forced logsum lowerings gave NaN at every zero or infinity
+    of an exclusive scan ([0, 2, 3] -> [nan, 0, 0]): refused there (Target.exclusive_cumsum);
+    inclusive scans, and other targets, keep them."""
+    exclusive = cumprod_model(TensorProto.FLOAT, (2, 5), 1, exclusive=1, reverse=1)
+    with pytest.raises(rewriter.StrategyError, match="iree computes as the inclusive sum"):
+        rewriter.decompose_cumprod(exclusive, strategy=strategy, target="iree")
+    rewriter.decompose_cumprod(exclusive, strategy=strategy, target="tinygrad")
+    inclusive = cumprod_model(TensorProto.FLOAT, (2, 5), 1, reverse=1)
+    rewriter.decompose_cumprod(inclusive, strategy=strategy, target="iree")

@@ -45,7 +45,7 @@ from rewriter.lowerings.view import View
 from rewriter.site import FLOAT_TYPES, ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["build", "compute_dtype", "max_ulps", "unsupported"]
+__all__ = ["build", "compute_dtype", "exclusive_cumsum_refusal", "max_ulps", "unsupported"]
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
@@ -59,6 +59,16 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
         return (
             f"strategy 'logsum' computes in float64, which {target.name} does not "
             "(use 'logsum32' or 'auto')"
+        )
+    return exclusive_cumsum_refusal("logsum", spec, target)
+
+
+def exclusive_cumsum_refusal(name: str, spec: ScanSpec, target: Target) -> str | None:
+    """Why ``name`` cannot run an exclusive scan on ``target`` (``exclusive_cumsum``)."""
+    if spec.exclusive and not target.exclusive_cumsum:
+        return (
+            f"strategy '{name}' takes an exclusive CumSum, which {target.name} computes as the "
+            "inclusive sum minus x (NaN after a zero or an infinity): use 'auto'"
         )
     return None
 

@@ -13,7 +13,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.lowerings.builder import Builder
-from rewriter.lowerings.logsum import log_exp
+from rewriter.lowerings.logsum import exclusive_cumsum_refusal, log_exp
 from rewriter.lowerings.view import View
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
@@ -27,7 +27,7 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     if spec.dtype not in _NARROW:
         kind = spec.dtype.name.lower() if spec.dtype is not None else "an unknown type"
         return f"strategy 'logsum32' computes in float32 and is inexact for {kind}"
-    return None
+    return exclusive_cumsum_refusal("logsum32", spec, target)
 
 
 def compute_dtype(dtype: ir.DataType | None) -> ir.DataType:
