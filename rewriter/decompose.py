@@ -125,6 +125,12 @@ def _replace(
     ir.convenience.replace_nodes_and_values(
         graph, node, [node], builder.nodes, [node.outputs[0]], [y]
     )
+    spec = site.spec
+    if site.in_scan and y.shape is None and spec.dims is not None and spec.dtype is not None:
+        # The output has x's type and shape: onnxruntime wants a shape on a Scan body's
+        # outputs, and an If below opset 14 leaves its output without one
+        y.type = ir.TensorType(spec.dtype)
+        y.shape = ir.Shape(list(spec.dims))
     if site.axis_value is not None:
         _drop_if_dead(site.axis_value)
     logger.debug("lowered CumProd %r in %s with %s", node.name, site.location, plan.lowering.name)

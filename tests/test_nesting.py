@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto
 
 import rewriter
 from tests.bounds import check, factor_counts, ulp_bound
@@ -15,6 +16,7 @@ from tests.helpers import (
     op_types,
     reference,
     run_ort,
+    scan_body_model,
     wide_reference,
 )
 
@@ -180,3 +182,16 @@ def test_function_if_loop_runtime_axis_symbolic_dims(strategy: str, axis: int) -
     assert problem is None, problem
     (y,) = run_ort(rewritten, {"x": x, "cond": np.array(False), "ax": np.array(axis)})
     np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("opset", [13, 14, None])
+def test_a_scan_body_output_keeps_a_shape(opset: int | None) -> None:
+    """Found by a review from outside: below opset 14 a CumProd over symbolic dims is lowered
+    inside an If (empty x or not), whose output has no shape; as a Scan body's output that
+    made onnxruntime fail ("Subgraph must have the shape set for all outputs but yi did
+    not"). The lowered output declares x's shape."""
+    model = scan_body_model(TensorProto.FLOAT, ("a", "b", "c"), 0, exclusive=1)
+    lowered = rewriter.decompose_cumprod(model, target_opset=opset)
+    x = np.arange(1, 13, dtype=np.float32).reshape(2, 3, 2)
+    (y,) = run_ort(lowered, {"x": x})
+    np.testing.assert_array_equal(y, reference(x, 1, 1, 0))
