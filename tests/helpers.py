@@ -248,7 +248,7 @@ TARGET_REFUSALS = (
     "which tflite lacks",
     "which tinygrad lacks",
     "which portable lacks",
-    "cannot take a shape computed from a run-time axis",
+    "cannot take a shape computed at run time",  # the rank of x not known
     "cannot load a Pad or Reshape sized from a length",  # tract: Target.bounded_lengths
     "failed to compile or run strategy",  # iree: Target.padded_lowerings
     "computes as the inclusive sum minus x",  # iree, logsum exclusive: Target.exclusive_cumsum

@@ -306,3 +306,18 @@ def test_iree_refuses_logsum_for_an_exclusive_scan(strategy: str) -> None:
     rewriter.decompose_cumprod(exclusive, strategy=strategy, target="tinygrad")
     inclusive = cumprod_model(TensorProto.FLOAT, (2, 5), 1, reverse=1)
     rewriter.decompose_cumprod(inclusive, strategy=strategy, target="iree")
+
+
+def test_unknown_rank_refusal_names_the_rank_not_a_run_time_axis() -> None:
+    """A constant axis over x of unknown rank, on a target that takes no shape computed at
+    run time: the refusal said "a shape computed from a run-time axis" (found by a review
+    from outside); the axis is constant, the rank is what is not known."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 26]>'
+        " main (float[4] x, int64[r] s) => (float y) {"
+        " xr = Reshape (x, s) ax = Constant <value = int64 {0}> () y = CumProd (xr, ax) }"
+    )
+    with pytest.raises(rewriter.StrategyError) as refused:
+        rewriter.decompose_cumprod(model, target="tract")
+    assert "the rank of x is not known" in str(refused.value)
+    assert "run-time axis" not in str(refused.value)

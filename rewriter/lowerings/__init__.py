@@ -204,8 +204,9 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
         )
     if reason is None and spec.axis is None and spec.rank is None and not runtime.runtime_view:
         reason = (
-            f"{runtime.name} cannot take a shape computed from a run-time axis, and the rank "
-            "of x is not known (a select over the axes needs it)"
+            "the rank of x is not known, so the view's shape would be computed at run time "
+            f"from the rank and the axis, and {runtime.name} cannot take a shape computed "
+            "at run time (a select over the axes needs the rank)"
         )
     if reason is None and spec.dtype is None and wanted not in _TYPE_GENERIC:
         reason = f"strategy '{wanted}' needs the element type of x, which is not known"
