@@ -3,7 +3,7 @@
 Each case is imported with ``iree-import-onnx`` (symbolic dims stay dynamic), compiled with
 ``iree-compile`` for the CPU (llvm-cpu; ``--iree-input-demote-f64-to-f32=false`` keeps float64
 as float64) and run with iree.runtime's ``local-task`` driver (``CUMPROD_IREE_DRIVER``:
-``local-sync``). Each tool call has a timeout (``CUMPROD_IREE_TIMEOUT``, seconds, default 300).
+``local-sync``). Each tool call has a timeout (``CUMPROD_IREE_TIMEOUT``, seconds, default 900).
 Nothing is cached across runs: every case is imported and compiled afresh in a temporary
 folder. IREE's integers are signless: uint32 / uint64 outputs come back as int32 / int64
 arrays, whose bits are read back as the declared output type."""
@@ -31,7 +31,9 @@ COMPILE_FLAGS = [
     "--iree-llvmcpu-target-cpu=generic",  # silences the "generic CPU" warning; same code
     "--iree-input-demote-f64-to-f32=false",
 ]
-TIMEOUT = float(os.environ.get("CUMPROD_IREE_TIMEOUT", "300"))
+# test_runtime_tables' float64 model (3,130 nodes) compiles in 48 s alone (64 s CPU) but
+# timed out at 300 s beside the other IREE tests' compiles (load average 3-5, 2 cores)
+TIMEOUT = float(os.environ.get("CUMPROD_IREE_TIMEOUT", "900"))
 DRIVER = os.environ.get("CUMPROD_IREE_DRIVER", "local-task")
 
 
