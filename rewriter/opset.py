@@ -11,7 +11,9 @@ ai.onnx node, from the model's version down to N:
   converter has no adapter for many of these, e.g. Relu 14 -> 13, Constant 13 -> 11);
 - otherwise (the node uses an input or attribute the older schema lacks, or the op's meaning
   changed): onnx's own version converter (``onnx.version_converter``) adapts the node;
-- the op does not exist at N, or its types are not allowed there: it blocks the conversion.
+- the op does not exist at N, or its types are not allowed there (or not known, where the
+  older schema allows fewer), or it needs onnx's converter and reads an initializer the graph
+  also takes as an input (the converter would freeze its default): it blocks the conversion.
 
 Every node is classified before anything is changed; blockers are reported together in one
 :class:`OpsetError`. onnx's converter only adapts the main graph, so a node in a subgraph or a
