@@ -123,8 +123,9 @@ def _types_not_allowed(
     where: Located, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema, types: TypeTable
 ) -> str | None:
     """Why the node's element types do not fit ``then`` (None: they do): a type it does not
-    allow, or a type not known where ``then`` allows fewer types than ``now``, the node's own
-    version (the int8 output of a contrib op feeding a Relu going below 14)."""
+    allow, or the type of a contrib op's output (not known) where ``then`` allows fewer
+    types than ``now``, the node's own version (an int8 output feeding a Relu going below
+    14)."""
     bad, unknown = [], []
     node = where.node
     for is_input, values in ((True, node.inputs), (False, node.outputs)):
@@ -135,8 +136,9 @@ def _types_not_allowed(
             dtype, _ = types.lookup(where.scope, value)
             name = _type_string(dtype)
             if name is None:
-                if types.has_type(where.scope, value):
-                    continue  # a sequence, optional or map: onnx's checker checks those
+                if types.has_type(where.scope, value) or not _from_another_domain(value):
+                    continue  # a sequence, optional or map (onnx's checker checks those), or
+                    # a value of a subgraph onnx's inference left untyped
                 newer = _allowed(now, index, is_input)
                 if newer is None or not newer <= allowed:
                     unknown.append(value.name or "")
@@ -151,6 +153,13 @@ def _types_not_allowed(
             f"types than {node.op_type}-{now.since_version}"
         )
     return None
+
+
+def _from_another_domain(value: ir.Value) -> bool:
+    """Whether ``value`` comes out of a node that is not ai.onnx (a contrib op, whose output
+    type onnx's inference cannot know)."""
+    producer = value.producer()
+    return producer is not None and producer.domain not in ONNX_DOMAINS
 
 
 def _overridable_inputs(node: ir.Node) -> list[str]:
