@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from rewriter.decompose import DecomposeCumProdPass, decompose_cumprod
-from rewriter.errors import CumProdError, InputModelError, InvalidCumProdError, StrategyError
+from rewriter.errors import (
+    CumProdError,
+    InputModelError,
+    InvalidCumProdError,
+    StrategyError,
+    TargetError,
+)
 from rewriter.lowerings import STRATEGIES
 from rewriter.opset import OpsetError
 from rewriter.targets import DEFAULT_TARGET, TARGETS
@@ -18,5 +24,6 @@ __all__ = [
     "InvalidCumProdError",
     "OpsetError",
     "StrategyError",
+    "TargetError",
     "decompose_cumprod",
 ]

@@ -21,9 +21,9 @@ import onnx
 
 from rewriter import io
 from rewriter.decompose import DecomposeCumProdPass, Planned, plan_cumprods
-from rewriter.errors import CumProdError, InputModelError
+from rewriter.errors import CumProdError, InputModelError, TargetError
+from rewriter.inline import function_passes
 from rewriter.opset import OpsetError
-from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import DEFAULT_TARGET, target_named
 from rewriter.verify import DEFAULT_DIM, VerifyResult, symbolic_sizes, verify_model
 
@@ -136,12 +136,14 @@ def list_file(
     try:
         model = io.load_model(path, check=False)
         work = model.clone()
-        SpecializeFunctionsPass()(work)
-        plans = plan_cumprods(work, strategy, target=target_named(target), max_length=max_length)
+        runtime = target_named(target)
+        for prepare in function_passes(runtime):
+            prepare(work)
+        plans = plan_cumprods(work, strategy, target=runtime, max_length=max_length)
         report.nodes = _describe(plans)
         io.check_model_file(path)
         report.status = "listed"
-    except (io.ModelFileError, CumProdError, InputModelError, OpsetError) as exc:
+    except (io.ModelFileError, CumProdError, InputModelError, OpsetError, TargetError) as exc:
         logger.debug("%s failed", path, exc_info=True)
         report.error = _message(path, exc)
     except Exception as exc:  # one bad file must not stop a batch
@@ -260,7 +262,7 @@ def convert_file(
         else:
             report.status = "mismatch"
             report.error = f"{source}: --verify found a mismatch; nothing written"
-    except (io.ModelFileError, CumProdError, InputModelError, OpsetError) as exc:
+    except (io.ModelFileError, CumProdError, InputModelError, OpsetError, TargetError) as exc:
         logger.debug("%s failed", source, exc_info=True)
         report.error = _message(source, exc)
     except Exception as exc:

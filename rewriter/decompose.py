@@ -5,7 +5,9 @@ If / Loop / Scan bodies at any depth and in every model-local function. The work
 small passes composed with ``ir.passes.PassManager`` on a clone of the model:
 
 1. :class:`~rewriter.specialize.SpecializeFunctionsPass`: one call signature per function
-   with a CumProd (attribute references resolved, one element type per input);
+   with a CumProd (attribute references resolved, one element type per input); for a
+   target whose runtime loads no model-local function, :class:`~rewriter.inline.InlineFunctionsPass`
+   instead (every call inlined);
 2. :class:`LowerCumProdPass`: every CumProd validated and planned, then each replaced, in
    one place, with ``ir.convenience.replace_nodes_and_values`` (which keeps the output's
    name, type and shape);
@@ -28,10 +30,10 @@ from onnx_ir.passes.common import CheckerPass
 from rewriter import lowerings
 from rewriter.errors import CumProdError, InputModelError, InvalidCumProdError, StrategyError
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
+from rewriter.inline import function_passes
 from rewriter.lowerings.view import takes_flat_view
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
 from rewriter.site import CumProdSite, inspect_cumprod
-from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
 from rewriter.types import TypeTable, drop_unconfirmed_shapes, infer_types
 
@@ -361,7 +363,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
             build_opset=self.target_opset,
             max_length=self.max_length,
         )
-        passes: list[ir.passes.PassBase] = [SpecializeFunctionsPass(), lower]
+        passes: list[ir.passes.PassBase] = [*function_passes(runtime), lower]
         if lower_opset:
             assert self.target_opset is not None
             passes.append(TargetOpsetPass(self.target_opset, exclude=lower.built))

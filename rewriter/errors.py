@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["CumProdError", "InputModelError", "InvalidCumProdError", "StrategyError"]
+__all__ = [
+    "CumProdError",
+    "InputModelError",
+    "InvalidCumProdError",
+    "StrategyError",
+    "TargetError",
+]
 
 
 class CumProdError(ValueError):
@@ -35,3 +41,8 @@ class StrategyError(CumProdError):
 class InputModelError(ValueError):
     """The model as given fails the ONNX checker (full check), where the rewrite is checked:
     nothing is rewritten, and the message says that the input, not the rewrite, is at fault."""
+
+
+class TargetError(ValueError):
+    """The model cannot be written in a form the target's runtime loads (e.g. its model-local
+    functions cannot be inlined for a runtime that loads none): nothing is rewritten."""

@@ -165,6 +165,11 @@ class CumProdRule(RewriteRuleClassBase):
             return result.fail(self._left_in_place(error), node)
         for line in warning_lines(site, lowering, self.target):
             self._warn_once(line)
+        if facts.model.functions and not self.target.local_functions:
+            self._warn_once(
+                f"the model's functions stay functions, which {self.target.name} does not "
+                "load: DecomposeCumProdPass inlines them"
+            )
         self._planned[node] = (site, lowering, facts)
         return result
 

@@ -132,6 +132,9 @@ class Target:
             tensor with a dim known only at run time in some graphs: "'stream.yield' op used
             resource not listed in explicit captures", seen for an exclusive scan over a
             run-time axis; 4-byte types compile).
+        local_functions: Whether the runtime loads model-local functions: else every call
+            is inlined before the rewrite (:mod:`rewriter.inline`; OpenVINO 2026.4, tract
+            0.23, IREE 3.13, tinygrad and onnx2tf fail on any call to one).
     """
 
     name: str
@@ -157,6 +160,7 @@ class Target:
     scan_in_scan: bool = True
     lowers_in_scan: bool = True
     pad_shifts: bool = True
+    local_functions: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -195,6 +199,7 @@ TARGETS: dict[str, Target] = {
             auto="openvino",
             loop_exclusive_min_opset=14,
             scan_in_scan=False,
+            local_functions=False,
             limits=(
                 Limit(
                     frozenset({_I64, _U64}),
@@ -214,6 +219,7 @@ TARGETS: dict[str, Target] = {
             bounded_lengths=False,
             scan_in_scan=False,
             lowers_in_scan=False,
+            local_functions=False,
             auto="tract",
             limits=(Limit(frozenset({ir.DataType.BFLOAT16}), "tract has no bfloat16 at all"),),
         ),
@@ -230,6 +236,7 @@ TARGETS: dict[str, Target] = {
             padded_lowerings=frozenset({"doubling"}),
             exclusive_cumsum=False,
             pad_shifts=False,
+            local_functions=False,
             limits=(
                 Limit(
                     frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}),
@@ -256,12 +263,14 @@ TARGETS: dict[str, Target] = {
             ),
             constant_ones=False,
             symbolic_rank3=False,
+            local_functions=False,
         ),
         Target(
             "tinygrad",
             "tinygrad: no Loop or Scan",
             missing_ops=frozenset({"Loop", "Scan"}),
             auto="tinygrad",
+            local_functions=False,
         ),
         Target(
             "portable",
@@ -271,6 +280,7 @@ TARGETS: dict[str, Target] = {
             runtime_view=False,
             auto="static",
             run_time_checks=None,
+            local_functions=False,
         ),
     )
 }

@@ -323,3 +323,72 @@ def scan_body_model(
         [helper.make_tensor_value_info("y", elem_type, list(dims))],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+def _ref_int_attr(name: str, ref: str) -> onnx.AttributeProto:
+    attr = onnx.AttributeProto()
+    attr.name, attr.ref_attr_name, attr.type = name, ref, onnx.AttributeProto.INT
+    return attr
+
+
+def functions_model(
+    float_type: int = TensorProto.FLOAT, int_type: int = TensorProto.INT32
+) -> tuple[onnx.ModelProto, list[tuple[str, int, int]]]:
+    """A model whose CumProds are all in model-local functions (domain ``local``):
+
+    - F(x): CumProd(x, 1) with exclusive / reverse from F's attributes ``ex`` / ``rev``;
+    - G(x): F(x) with ex from G's own attribute ``e`` (by reference through two calls);
+    - K(x): Abs(x), no CumProd; Unused(x): a CumProd nothing calls.
+
+    Inputs a (``float_type``) and b (``int_type``), both [3, 5]; outputs y1 = F<ex=1,
+    rev=1>(a), y2 = F(b) (F called with two element types), y3 = G<e=1>(b), y4 =
+    F<rev=1>(K(a)). Returns the model and, per output, (the input, exclusive, reverse) of the
+    CumProd along axis 1 it computes (y4's input is |a|: the caller takes abs)."""
+    local = [helper.make_opsetid("", 26), helper.make_opsetid("local", 1)]
+    cumprod = helper.make_node("CumProd", ["x", "axis"], ["y"])
+    cumprod.attribute.extend([_ref_int_attr("exclusive", "ex"), _ref_int_attr("reverse", "rev")])
+    f = helper.make_function(
+        "local",
+        "F",
+        ["x"],
+        ["y"],
+        [helper.make_node("Constant", [], ["axis"], value_int=1), cumprod],
+        local[:1],
+        attributes=["ex", "rev"],
+    )
+    call_f = helper.make_node("F", ["x"], ["y"], domain="local")
+    call_f.attribute.append(_ref_int_attr("ex", "e"))
+    g = helper.make_function("local", "G", ["x"], ["y"], [call_f], local, attributes=["e"])
+    k = helper.make_function(
+        "local", "K", ["x"], ["y"], [helper.make_node("Abs", ["x"], ["y"])], local[:1]
+    )
+    unused = helper.make_function(
+        "local",
+        "Unused",
+        ["x"],
+        ["y"],
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=0),
+            helper.make_node("CumProd", ["x", "axis"], ["y"]),
+        ],
+        local[:1],
+    )
+    nodes = [
+        helper.make_node("F", ["a"], ["y1"], domain="local", ex=1, rev=1),
+        helper.make_node("F", ["b"], ["y2"], domain="local"),
+        helper.make_node("G", ["b"], ["y3"], domain="local", e=1),
+        helper.make_node("K", ["a"], ["abs_a"], domain="local"),
+        helper.make_node("F", ["abs_a"], ["y4"], domain="local", rev=1),
+    ]
+    types = {"a": float_type, "b": int_type}
+    outs = {"y1": float_type, "y2": int_type, "y3": int_type, "y4": float_type}
+    graph = helper.make_graph(
+        nodes,
+        "main",
+        [helper.make_tensor_value_info(n, t, [3, 5]) for n, t in types.items()],
+        [helper.make_tensor_value_info(n, t, [3, 5]) for n, t in outs.items()],
+    )
+    model = helper.make_model(
+        graph, opset_imports=local, functions=[f, g, k, unused], ir_version=10
+    )
+    return model, [("a", 1, 1), ("b", 0, 0), ("b", 1, 0), ("abs_a", 0, 1)]

@@ -366,3 +366,48 @@ def test_training_info_is_kept(tmp_path: Path) -> None:
     done = cli(str(source), "-o", str(tmp_path / "out.onnx"))
     assert done.returncode == 0, done.stderr
     assert list(onnx.load(tmp_path / "out.onnx").training_info) == [training]
+
+
+@pytest.mark.parametrize("listing", [False, True], ids=["rewrite", "list"])
+def test_a_function_that_cannot_be_inlined_for_the_target_is_one_line(
+    tmp_path: Path, listing: bool
+) -> None:
+    """tract loads no model-local function: the target inlines them, and refuses (exit 2,
+    one line naming the file and the function, nothing written) one the inliner cannot take
+    (here: it imports ai.onnx 18, the model 26)."""
+    relu = helper.make_function(
+        "local",
+        "R",
+        ["x"],
+        ["y"],
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_opsetid("", 18)],
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("R", ["x"], ["r"], domain="local"),
+            helper.make_node("CumProd", ["r", "axis"], ["y"], name="scan"),
+        ],
+        "main",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("local", 1)],
+        functions=[relu],
+    )
+    source = _save(model, tmp_path / "model.onnx")
+    before = files(tmp_path)
+    options = ["--list"] if listing else ["-o", tmp_path / "out.onnx"]
+    result = cli(source, "--target", "tract", *options)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert errors == [
+        f"error: {source}: the tract target loads no model-local function, and onnx_ir's "
+        "inliner cannot inline them (local.R): Opset mismatch when inlining function "
+        "'local::R': domain '' has version 26 in the model but version 18 in the function"
+    ], result.stderr
+    assert files(tmp_path) == before
+    assert cli(source, "--list").returncode == 0  # onnxruntime loads functions: kept

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,6 +40,7 @@ from tests.helpers import (
     ALL_TYPES,
     INTS,
     TYPE_NAMES,
+    functions_model,
     np_dtype,
     random_data,
     scan_body_model,
@@ -563,4 +565,24 @@ def test_openvino_cumprod_in_a_scan_body(tmp_path: Path) -> None:
         lowering = "doubling" if isinstance(dims[0], str) else "chain"
         wants[name] = [(x, axis + 1, ex, 0, lowering)]
     failures = _failures_on("openvino", cases, wants, tmp_path)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("runtime", [*RUNTIMES, "tflite"])
+def test_model_local_functions_on_runtime(runtime: str, tmp_path: Path) -> None:
+    """None of these runtimes loads a call to a model-local function ("No conversion rule
+    found for operations: local.F", "Unimplemented(F)", ...): the target inlines them
+    (Target.local_functions). tests/helpers.functions_model: attributes by reference through
+    two calls, one function called with float32 and int32, one without CumProd."""
+    if runtime == "tflite" and os.environ.get("CUMPROD_TFLITE") != "1":
+        pytest.skip("tflite is the opt-in heavy tier: set CUMPROD_TFLITE=1")
+    runtime_harness.require(runtime)
+    model, outputs = functions_model()
+    rng = np.random.default_rng(12)
+    a = (np.exp2(rng.integers(-2, 3, (3, 5))) * rng.choice([-1, 1], (3, 5))).astype(np.float32)
+    b = random_data(TensorProto.INT32, (3, 5), rng)
+    inputs = {"a": a, "b": b, "abs_a": np.abs(a)}
+    lowered = rewriter.decompose_cumprod(model, target=runtime)
+    wants = {"functions": [(inputs[x], 1, ex, rev, "chain") for x, ex, rev in outputs]}
+    failures = _failures_on(runtime, {"functions": (lowered, {"a": a, "b": b})}, wants, tmp_path)
     assert not failures, "\n".join(failures)

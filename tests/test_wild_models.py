@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 import rewriter
 from rewriter.rules import cumprod_rules
-from tests.helpers import op_types, run_ort
+from tests.helpers import all_nodes, functions_model, op_types, run_ort
 
 OPSET = [helper.make_opsetid("", 26)]
 LOCAL = "local"
@@ -691,3 +691,90 @@ def test_a_loop_body_value_that_changes_shape_between_iterations(via: str) -> No
     model = _loop_model(nodes, TensorProto.INT64, [2, 3], [2, 3], [None, None], declared_out=[3, 2])
     for trips in (1, 2, 3):
         _check_against_native(model, {"x": _odd((2, 3), 5), "n": np.array(trips, np.int64)}, via)
+
+
+INLINING_TARGETS = [name for name, t in rewriter.TARGETS.items() if not t.local_functions]
+
+
+def _functions_feeds() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(11)
+    return {  # powers of two: every product is exact in float32, whatever the order
+        "a": (np.exp2(rng.integers(-2, 3, (3, 5))) * rng.choice([-1, 1], (3, 5))).astype(
+            np.float32
+        ),
+        "b": rng.integers(-(2**31), 2**31, (3, 5)).astype(np.int32) | 1,
+    }
+
+
+@pytest.mark.parametrize("target", INLINING_TARGETS)
+def test_functions_are_inlined_for_a_runtime_that_loads_none(target: str) -> None:
+    """OpenVINO, tract, IREE, tinygrad and onnx2tf load no model-local function (a call to
+    one fails there; tests/test_runtime_tables.py runs this model on them): for their
+    targets every call is inlined (attributes by reference through two calls, one function
+    called with two element types, one without CumProd) and unused functions dropped."""
+    assert {"openvino", "tract", "iree", "tinygrad", "tflite"} <= set(INLINING_TARGETS)
+    model, _ = functions_model()
+    rewritten = _check_against_native(model, _functions_feeds(), target=target)
+    assert not rewritten.functions
+    assert {n.domain for n in all_nodes(rewritten)} <= {"", "ai.onnx"}
+    assert [o.domain for o in rewritten.opset_import] == [""]  # tinygrad: no 'local'
+
+
+def test_functions_stay_functions_for_onnxruntime() -> None:
+    model, _ = functions_model()
+    rewritten = _check_against_native(model, _functions_feeds(), target="onnxruntime")
+    # F specialised per call signature, G and K kept; Unused lowered type-generically
+    assert {f.name for f in rewritten.functions} >= {"G", "K", "Unused"}
+
+
+def _mismatched_function_model() -> onnx.ModelProto:
+    """y = CumProd(R(x), 1), R(x) = Relu(x) in a function importing ai.onnx 18 (the model
+    26): valid, but onnx_ir's inliner takes only one version per domain."""
+    relu = helper.make_function(
+        LOCAL,
+        "R",
+        ["x"],
+        ["y"],
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_opsetid("", 18)],
+    )
+    return _model(
+        [
+            helper.make_node("R", ["x"], ["r"], domain=LOCAL),
+            helper.make_node("CumProd", ["r", "axis"], ["y"], name="scan"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [relu],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+
+
+def test_a_function_the_inliner_cannot_take_is_refused_for_such_a_runtime() -> None:
+    model = _mismatched_function_model()
+    onnx.checker.check_model(model, full_check=True)
+    with pytest.raises(
+        rewriter.TargetError,
+        match=r"^the openvino target loads no model-local function.*\(local\.R\): Opset "
+        r"mismatch",
+    ):
+        rewriter.decompose_cumprod(model, target="openvino")
+    x = np.array([[1, -2, 3], [4, 5, -6]], dtype=np.float32)
+    _check_against_native(model, {"x": x}, target="onnxruntime")  # kept there
+
+
+def test_rules_say_the_functions_stay(caplog: pytest.LogCaptureFixture) -> None:
+    model = _model(
+        [helper.make_node("B", ["x"], ["y"], domain=LOCAL)],
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [3, 4])],
+        [_cumprod_function("B")],
+    )
+    x = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    with caplog.at_level("WARNING", logger="rewriter.rules"):
+        _check_against_native(model, {"x": x}, "rules", target="tract")
+    assert "the model's functions stay functions, which tract does not load" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="rewriter.rules"):
+        _check_against_native(model, {"x": x}, "rules", target="onnxruntime")
+    assert "functions stay" not in caplog.text
