@@ -266,6 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 128 + int(signum)
+    except BrokenPipeError:  # the reader went away (``--list | head``): stop quietly
+        io.cleanup_staging()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python would fail again flushing at exit
+        return 128 + int(signal.SIGPIPE)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -517,3 +517,32 @@ def test_no_onnxruntime_log_lines_in_our_output(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stderr == ""
     assert "\x1b[" not in result.stdout and ":onnxruntime:" not in result.stdout
+
+
+@pytest.mark.parametrize("listing", [True, False], ids=["list", "rewrite"])
+def test_a_closed_stdout_stops_quietly(tmp_path: Path, listing: bool) -> None:
+    """``cumprod-rewriter --list model.onnx | head -1``: the reader went away. Exit 141
+    (128 + SIGPIPE) without a traceback, and no staging folder left behind."""
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("a.onnx", "b.onnx"):
+        shutil.copy(EXAMPLE, models / name)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to stdout now fails with EPIPE
+    options = ["--list"] if listing else ["-o", str(tmp_path / "out")]
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "rewriter", str(models), *options],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141, result.stderr
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr
+    assert not list(tmp_path.rglob(".cumprod-staging-*"))
+    for written in (tmp_path / "out").glob("*.onnx"):  # whole files only
+        onnx.checker.check_model(onnx.load(written), full_check=True)
