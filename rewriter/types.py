@@ -405,13 +405,56 @@ def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Va
     return found
 
 
+def _confirms(declared: list[int | None], inferred: list[int | None] | None) -> bool:
+    """Whether inference gives every static dim of a declared shape."""
+    return (
+        inferred is not None
+        and len(inferred) == len(declared)
+        and all(d is None or d == e for d, e in zip(declared, inferred))
+    )
+
+
+def unconfirmed_computed_shapes(model: ir.Model, types: TypeTable) -> list[ir.Value]:
+    """Values computed by a node (main graph, subgraphs, function bodies) whose declared
+    static dims inference does not confirm: a ``value_info`` written for other input shapes
+    (a function's, made graph-level by inlining; an exporter's for one batch size), from
+    which onnxruntime would fold a lowering's ``Shape`` of the value, or of what is computed
+    from it, into a constant. Not the main graph's outputs that nothing reads (the model's
+    interface, from which nothing is folded)."""
+    scopes = [(_MAIN, model.graph)]
+    scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
+    found: list[ir.Value] = []
+    for scope, top in scopes:
+        for node in ir.traversal.RecursiveGraphIterator(top):
+            for value in node.outputs:
+                declared = _declared_dims(value)
+                if declared is None or all(d is None for d in declared):
+                    continue
+                if value.is_graph_output() and value.graph is model.graph and not value.uses():
+                    continue
+                if not _confirms(
+                    declared, _inferred_dims(types.get_proto(scope, value.name or ""))
+                ):
+                    found.append(value)
+    return found
+
+
 def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
     """Clear the declared shapes a lowering must not build on: main-graph values whose
-    declaration contradicts inference (:func:`stale_shapes`) and subgraph inputs on the way to
-    a CumProd that inference does not confirm (:func:`unconfirmed_subgraph_inputs`)."""
+    declaration contradicts inference (:func:`stale_shapes`), and computed values and
+    subgraph inputs whose declared static dims inference does not confirm
+    (:func:`unconfirmed_computed_shapes`, :func:`unconfirmed_subgraph_inputs`)."""
     for value in stale_shapes(model, types):
         logger.warning(
             "value '%s' declares shape %s, which contradicts shape inference: dropped",
+            value.name,
+            value.shape,
+        )
+        value.shape = None
+    for value in unconfirmed_computed_shapes(model, types):
+        logger.info(
+            "value '%s' declares shape %s, which shape inference does not confirm: dropped "
+            "(onnxruntime would fold the lowering's Shape from it)",
             value.name,
             value.shape,
         )

@@ -278,6 +278,30 @@ def test_stale_value_info_is_not_trusted(via: str) -> None:
     np.testing.assert_array_equal(y, np.cumprod(-x, axis=1))
 
 
+@pytest.mark.parametrize("target", ["onnxruntime", "tract", "portable"])
+@pytest.mark.parametrize("via", VIA)
+def test_value_info_inference_cannot_confirm_is_not_kept(via: str, target: str) -> None:
+    """Found by a review from outside: h declares [2, 6] (written for one batch size), x is
+    [N, M] and the model is fed [6, 2]. Inference cannot confirm the declaration, which the
+    rewrite kept: onnxruntime folded the lowering's Shape(h) from it ((2, 6), wrong values,
+    on every target). A computed value's unconfirmed static dims are dropped now."""
+    nodes = [
+        helper.make_node("Neg", ["x"], ["h"]),
+        helper.make_node("Constant", [], ["axis"], value_int=1),
+        helper.make_node("CumProd", ["h", "axis"], ["y"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.INT64, ["N", "M"])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, ["N", "M"])],
+    )
+    model.graph.value_info.append(helper.make_tensor_value_info("h", TensorProto.INT64, [2, 6]))
+    x = np.arange(1, 13, dtype=np.int64).reshape(6, 2)
+    rewritten = _check_against_native(model, {"x": x}, via, target=target, max_length=16)
+    (y,) = run_ort(rewritten, {"x": x})
+    np.testing.assert_array_equal(y, np.cumprod(-x, axis=1))  # not only native's word for it
+
+
 @pytest.mark.parametrize("via", VIA)
 def test_unknown_rank_integer_in_a_loop_body(via: str) -> None:
     """A Loop-carried value declared without shape: rank unknown inside the body."""
@@ -778,3 +802,216 @@ def test_rules_say_the_functions_stay(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="rewriter.rules"):
         _check_against_native(model, {"x": x}, "rules", target="onnxruntime")
     assert "functions stay" not in caplog.text
+
+
+def _call_model(
+    function: onnx.FunctionProto, call: onnx.NodeProto, outputs: list[str]
+) -> onnx.ModelProto:
+    """The main graph is ``call`` on a: float [3, 4] (the outputs ``outputs``, float [3, 4])."""
+    return _model(
+        [call],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4]) for n in outputs],
+        [function],
+    )
+
+
+def _three_outputs() -> onnx.FunctionProto:
+    """F(x) = (CumProd(x, 1), Identity(x), Neg(x))."""
+    return helper.make_function(
+        LOCAL,
+        "F",
+        ["x"],
+        ["y", "z", "w"],
+        [
+            helper.make_node("Constant", [], ["ax"], value_int=1),
+            helper.make_node("CumProd", ["x", "ax"], ["y"]),
+            helper.make_node("Identity", ["x"], ["z"]),
+            helper.make_node("Neg", ["x"], ["w"]),
+        ],
+        OPSET,
+    )
+
+
+A34 = {"a": (np.arange(1, 13, dtype=np.float32).reshape(3, 4) / 4)}
+
+
+@pytest.mark.parametrize("target", ["onnxruntime", "tract"])
+@pytest.mark.parametrize(
+    "outputs", [["y1", "", "w1"], ["y1", "z1", ""]], ids=["middle", "trailing"]
+)
+def test_a_call_leaving_an_output_unnamed(target: str, outputs: list[str]) -> None:
+    """Found by a review from outside: a call leaving an output unnamed (valid ONNX). The
+    inliner gave the inlined Identity the empty name (no output: refused as a checker
+    failure of the rewrite); a trailing one was dropped by onnx_ir's writer and the checker
+    then refused the call, on every target, blaming the input. Unnamed call outputs are
+    named first (rewriter.inline.NameCallOutputsPass)."""
+    call = helper.make_node("F", ["a"], outputs, domain=LOCAL)
+    model = _call_model(_three_outputs(), call, [n for n in outputs if n])
+    _check_against_native(model, A34, target=target)
+
+
+def test_inlined_names_kept_apart_from_names_in_subgraphs() -> None:
+    """Found by a review from outside: F's value t inlined into the main graph, while an If
+    branch defines its own t (valid: the checker and onnxruntime take it). onnx_ir's inliner
+    keeps inlined names apart from those it has seen, not from a subgraph's: the rewrite
+    failed the checker (not SSA). onnx_ir's NameFixPass runs after the inliner."""
+    f = helper.make_function(
+        LOCAL,
+        "F",
+        ["x"],
+        ["y"],
+        [
+            helper.make_node("Constant", [], ["ax"], value_int=1),
+            helper.make_node("Neg", ["x"], ["t"]),
+            helper.make_node("CumProd", ["t", "ax"], ["y"]),
+        ],
+        OPSET,
+    )
+    branch = helper.make_graph(
+        [helper.make_node("Abs", ["a"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 4])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["a"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 4])],
+    )
+    model = _model(
+        [
+            helper.make_node("F", ["a"], ["y1"], domain=LOCAL),
+            helper.make_node("If", ["c"], ["y2"], then_branch=branch, else_branch=other),
+        ],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4]) for n in ("y1", "y2")],
+        [f],
+    )
+    for c in (True, False):
+        _check_against_native(model, {**A34, "c": np.array(c)}, target="tract")
+
+
+def test_a_function_nothing_calls_does_not_stop_the_inlining() -> None:
+    """Found by a review from outside: an unused function calling one the inliner cannot
+    take (another ai.onnx version) was refused; unused functions are dropped first."""
+    g = helper.make_function(
+        LOCAL,
+        "G",
+        ["x"],
+        ["y"],
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_opsetid("", 18)],
+    )
+    unused = helper.make_function(
+        LOCAL,
+        "U",
+        ["x"],
+        ["y"],
+        [helper.make_node("G", ["x"], ["y"], domain=LOCAL)],
+        [*OPSET, helper.make_opsetid(LOCAL, 1)],
+    )
+    model = _model(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=1),
+            helper.make_node("CumProd", ["a", "axis"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [g, unused],
+    )
+    rewritten = _check_against_native(model, A34, target="tract")
+    assert not rewritten.functions
+
+
+def _cycle() -> onnx.ModelProto:
+    """A calls B, B calls A (invalid; the checker does not see it)."""
+    a, b = (
+        helper.make_function(
+            LOCAL,
+            name,
+            ["x"],
+            ["y"],
+            [helper.make_node(callee, ["x"], ["y"], domain=LOCAL)],
+            [*OPSET, helper.make_opsetid(LOCAL, 1)],
+        )
+        for name, callee in (("A", "B"), ("B", "A"))
+    )
+    return _model(
+        [
+            helper.make_node("A", ["a"], ["b"], domain=LOCAL),
+            helper.make_node("Constant", [], ["axis"], value_int=1),
+            helper.make_node("CumProd", ["b", "axis"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [a, b],
+    )
+
+
+def _passthrough() -> onnx.ModelProto:
+    """F(x) = (CumProd(x, 1), x): a function returning its input (valid ONNX; onnxruntime
+    does not load it); the inliner renamed the graph's input a to the call's output z1."""
+    f = helper.make_function(
+        LOCAL,
+        "F",
+        ["x"],
+        ["y", "x"],
+        [
+            helper.make_node("Constant", [], ["ax"], value_int=1),
+            helper.make_node("CumProd", ["x", "ax"], ["y"]),
+        ],
+        OPSET,
+    )
+    call = helper.make_node("F", ["a"], ["y1", "z1"], domain=LOCAL)
+    return _call_model(f, call, ["y1", "z1"])
+
+
+@pytest.mark.parametrize(
+    ("case", "problem"),
+    [
+        (_cycle, r"Cyclic dependency detected between functions: local::A -> local::B"),
+        (_passthrough, r"inlining renames the graph's inputs or outputs \(\['a'\]"),
+    ],
+    ids=["cycle", "passthrough"],
+)
+def test_what_the_inliner_cannot_take_is_a_target_error(case, problem: str) -> None:  # type: ignore[no-untyped-def]
+    """Found by a review from outside: a cycle raised onnx_ir's PreconditionError (not a
+    ValueError), a function returning its input renamed the graph's input silently."""
+    with pytest.raises(
+        rewriter.TargetError, match=r"^the tract target loads no model-local " + ".*" + problem
+    ):
+        rewriter.decompose_cumprod(case(), target="tract")
+
+
+def test_an_inlined_function_value_info_is_not_kept() -> None:
+    """Found by a review from outside: F declares its value t [2, 6] (one call signature);
+    the call takes [N, M], fed [6, 2]. Inlined, the declaration became the graph's, and
+    onnxruntime folded the lowering's Shape(t) from it: (2, 6) and wrong values."""
+    f = helper.make_function(
+        LOCAL,
+        "F",
+        ["x"],
+        ["y"],
+        [
+            helper.make_node("Constant", [], ["ax"], value_int=1),
+            helper.make_node("Neg", ["x"], ["t"]),
+            helper.make_node("CumProd", ["t", "ax"], ["u"]),
+            helper.make_node("Neg", ["u"], ["y"]),
+        ],
+        OPSET,
+    )
+    f.value_info.extend([helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 6])])
+    model = _model(
+        [helper.make_node("F", ["a"], ["y"], domain=LOCAL)],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", "M"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "M"])],
+        [f],
+    )
+    a = np.array([[1, 2], [-3, 4], [0.5, 2], [0.5, 2], [2, -1], [3, 0.25]], np.float32)
+    for target in INLINING_TARGETS:
+        _check_against_native(model, {"a": a}, target=target, max_length=16)
