@@ -24,9 +24,43 @@ from rewriter.errors import TargetError
 from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import Target
 
-__all__ = ["InlineFunctionsPass", "function_passes"]
+__all__ = ["InlineFunctionsPass", "NameCallOutputsPass", "function_passes"]
 
 logger = logging.getLogger(__name__)
+
+
+class NameCallOutputsPass(ir.passes.InPlacePass):
+    """Name every output a call to a model-local function leaves unnamed (``F(a) -> (y, "")``,
+    valid ONNX): onnx_ir writes a node without its trailing unnamed outputs, which the checker
+    then refuses for a function call, and its inliner gives an inlined node the empty name
+    (a node with no output). The named output is computed and not used."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+        taken = {
+            v.name
+            for g in graphs
+            for n in ir.traversal.RecursiveGraphIterator(g)
+            for v in (*n.inputs, *n.outputs)
+            if v is not None and v.name
+        }
+        taken |= {v.name for v in model.graph.inputs if v.name}
+        modified = False
+        for graph in graphs:
+            for node in ir.traversal.RecursiveGraphIterator(graph):
+                if node.op_identifier() not in model.functions:
+                    continue
+                for k, value in enumerate(node.outputs):
+                    if value.name:
+                        continue
+                    name, i = f"{node.name or node.op_type}_unused_{k}", 0
+                    while name in taken:
+                        i += 1
+                        name = f"{node.name or node.op_type}_unused_{k}_{i}"
+                    value.name = name
+                    taken.add(name)
+                    modified = True
+        return ir.passes.PassResult(model, modified=modified)
 
 
 class InlineFunctionsPass(ir.passes.InPlacePass):
@@ -39,17 +73,23 @@ class InlineFunctionsPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         if not model.functions:
             return ir.passes.PassResult(model, modified=False)
+        # first: a function nothing calls may hold what the inliner cannot take
+        common.RemoveUnusedFunctionsPass()(model)  # type: ignore[no-untyped-call]
         names = ", ".join(sorted(f"{d}.{n}" if d else n for d, n, _ in model.functions))
+        interface = self._interface(model)
         try:
             common.InlinePass()(model)
-        except (ValueError, ir.passes.PassError) as exc:
-            cause: BaseException = exc
-            while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
-                cause = cause.__cause__
-            raise TargetError(
-                f"the {self.target.name} target loads no model-local function, and onnx_ir's "
-                f"inliner cannot inline them ({names}): {' '.join(str(cause).split())}"
-            ) from exc
+        except (ValueError, ir.passes.PassError, ir.passes.InvariantError) as exc:
+            raise self._refusal(names, _root(exc)) from exc
+        # the inliner keeps inlined names apart from the ones it has seen, not from those of
+        # subgraphs it has not visited yet
+        common.NameFixPass()(model)
+        if self._interface(model) != interface:  # a function returning one of its inputs
+            raise self._refusal(
+                names,
+                f"inlining renames the graph's inputs or outputs {interface} to "
+                f"{self._interface(model)}",
+            )
         common.RemoveUnusedFunctionsPass()(model)  # type: ignore[no-untyped-call]
         common.RemoveUnusedOpsetsPass()(model)  # tinygrad refuses an unknown domain's import
         logger.info(
@@ -57,10 +97,27 @@ class InlineFunctionsPass(ir.passes.InPlacePass):
         )
         return ir.passes.PassResult(model, modified=True)
 
+    @staticmethod
+    def _interface(model: ir.Model) -> tuple[list[str | None], list[str | None]]:
+        return [v.name for v in model.graph.inputs], [v.name for v in model.graph.outputs]
+
+    def _refusal(self, names: str, cause: BaseException | str) -> TargetError:
+        return TargetError(
+            f"the {self.target.name} target loads no model-local function, and onnx_ir's "
+            f"inliner cannot inline them ({names}): {' '.join(str(cause).split())}"
+        )
+
+
+def _root(exc: BaseException) -> BaseException:
+    while isinstance(exc, ir.passes.PassError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
 
 def function_passes(target: Target) -> list[ir.passes.PassBase]:
     """What runs on the model's functions before the rewrite, for ``target``: inlining them
-    where the runtime loads none; else specialising them per call signature."""
+    where the runtime loads none; else specialising them per call signature. Unnamed call
+    outputs are named first (:class:`NameCallOutputsPass`)."""
     if target.local_functions:
-        return [SpecializeFunctionsPass()]
-    return [InlineFunctionsPass(target)]
+        return [NameCallOutputsPass(), SpecializeFunctionsPass()]
+    return [NameCallOutputsPass(), InlineFunctionsPass(target)]
