@@ -5,12 +5,14 @@ OpenVINO, tract, IREE, tinygrad and onnx2tf fail on any call to a model-local fu
 local.F", "Unimplemented(F)", "failed to legalize operation 'torch.operator'", "'local' is
 not a valid Domain"). For those targets (``Target.local_functions`` False) every call is
 replaced by the function's body before the rewrite, by onnx_ir's ``InlinePass`` (which
-resolves attribute references and names the inlined values uniquely), and functions nothing
-calls are dropped (``RemoveUnusedFunctionsPass``), with the opset imports nothing uses any
-more (``RemoveUnusedOpsetsPass``: tinygrad refuses a model importing a domain it does not
-know, "'local' is not a valid Domain"). What the inliner cannot do (a function
-importing another ai.onnx version than the model, a graph-valued function attribute, calls
-in a cycle) is refused with :class:`~rewriter.errors.TargetError`.
+resolves attribute references), after the functions nothing calls are dropped
+(``RemoveUnusedFunctionsPass``) and the outputs a call leaves unnamed are named
+(:class:`NameCallOutputsPass`); then ``NameFixPass`` keeps the inlined names apart from those
+of subgraphs, and the opset imports nothing uses any more are dropped
+(``RemoveUnusedOpsetsPass``: tinygrad refuses a model importing a domain it does not know).
+What the inliner cannot do (a function importing another ai.onnx version than the model, a
+graph-valued function attribute, calls in a cycle, a function returning one of its inputs as
+the graph's) is refused with :class:`~rewriter.errors.TargetError`.
 """
 
 from __future__ import annotations
