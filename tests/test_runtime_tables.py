@@ -586,3 +586,42 @@ def test_model_local_functions_on_runtime(runtime: str, tmp_path: Path) -> None:
     wants = {"functions": [(inputs[x], 1, ex, rev, "chain") for x, ex, rev in outputs]}
     failures = _failures_on(runtime, {"functions": (lowered, {"a": a, "b": b})}, wants, tmp_path)
     assert not failures, "\n".join(failures)
+
+
+def test_tinygrad_run_time_length_takes_carry_and_a_longer_input_fails(tmp_path: Path) -> None:
+    """tinygrad: a length known only at run time takes carry padded to max_length (doubling
+    took 5-12x longer to compile, scripts/bench_tinygrad_run_time_length.py); an input
+    longer than the bound fails there (a Reshape that does not fit), not a wrong result."""
+    runtime_harness.require("tinygrad")
+    cases: dict[str, runtime_harness.Case] = {}
+    wants = {}
+    rng = np.random.default_rng(13)
+    for dims, axis, fits, longer in (
+        ([3, "n"], 1, (3, 13), (3, 20)),
+        (["n", 3], 0, (13, 3), (20, 3)),
+    ):
+        node, x_info, y_info, axis_init = _one_cumprod(TensorProto.INT32, dims, axis)
+        graph = helper.make_graph([node], "one", [x_info], [y_info], [axis_init])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+        (plan,) = rewriter.decompose.plan_cumprods(
+            ir.serde.deserialize_model(model),
+            target=rewriter.TARGETS["tinygrad"],
+            max_length=16,
+        )
+        assert plan.lowering.name == "carry"
+        lowered = rewriter.decompose_cumprod(model, target="tinygrad", max_length=16)
+        x = random_data(TensorProto.INT32, fits, rng)
+        cases[f"fits-{axis}"] = (lowered, {"x": x})
+        wants[f"fits-{axis}"] = [(x, axis, 0, 0, "carry")]
+        cases[f"longer-{axis}"] = (lowered, {"x": random_data(TensorProto.INT32, longer, rng)})
+    results = runtime_harness.run_cases("tinygrad", cases, tmp_path)
+    for axis in (0, 1):
+        assert isinstance(results[f"longer-{axis}"], str), "a longer input ran"
+        assert "reshape" in results[f"longer-{axis}"].lower()
+    failures = _failures_on(
+        "tinygrad",
+        {k: v for k, v in cases.items() if k.startswith("fits")},
+        wants,
+        tmp_path / "fits",
+    )
+    assert not failures, "\n".join(failures)

@@ -84,7 +84,13 @@ carry took 0.36-1.10x radix's time (median 0.96x) in all 28 cells measured with 
 (float32 / int32, 2^20 elements, n = 64-4096, every axis; 0.36-0.60x at n = 512 on the first
 and middle axes): ``scripts/results/bench-runtime-tinygrad-2026-12-01-{middle,other}`` and
 ``...-2026-11-30-round4-last``. Over those cells radix took 0.31x / 10.72x tinygrad's CumSum
-(median / worst), carry 0.17x / 10.75x.
+(median / worst), carry 0.17x / 10.75x. A length known only at run time takes ``carry``
+padded to ``max_length`` too (it took ``doubling``, as ``static`` does): x of (4, n) or
+(n, 4), n = max_length - 3, float32 / int32, first call (compile and run) and later calls
+(``scripts/bench_tinygrad_run_time_length.py``, results
+``scripts/results/tinygrad-run-time-length-2026-12-01.md``): at max_length 512 doubling
+28-44 s / 324-388 ms, carry 2.3-8.1 s / 64-153 ms, radix 3.2-5.9 s / 68-115 ms; at 64
+doubling 2.0-4.2 s, carry 0.7-1.3 s, radix 0.5-1.1 s.
 
 ``openvino``: the last axis takes ``doubling`` (n = 64-4096: 2.8-9.1x its CumSum against
 radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x; from n = 2000 in blocks of 32, see
@@ -255,6 +261,8 @@ def _tinygrad(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> st
     n = spec.length
     if n is not None and n > _CHAIN_UP_TO and spec.inner is not None:
         return "carry"
+    if n is None and not spec.static_dims and spec.max_length is not None:
+        return "carry"  # padded to the bound: doubling compiled 5-10x longer
     return _static(spec, target, compute)
 
 
