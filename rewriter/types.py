@@ -414,16 +414,31 @@ def _confirms(declared: list[int | None], inferred: list[int | None] | None) -> 
     )
 
 
-def unconfirmed_computed_shapes(model: ir.Model, types: TypeTable) -> list[ir.Value]:
+def _blank_unconfirmed(declared: ir.Shape, inferred: list[int | None] | None) -> ir.Shape:
+    """``declared`` with its static dims that ``inferred`` does not give made unknown (the
+    rank is kept: the checker wants a shape on a graph's outputs)."""
+    same_rank = inferred is not None and len(inferred) == len(declared)
+    return ir.Shape(
+        [
+            d if not isinstance(d, int) or (same_rank and inferred[k] == d) else None  # type: ignore[index]
+            for k, d in enumerate(declared.dims)
+        ]
+    )
+
+
+def unconfirmed_computed_shapes(
+    model: ir.Model, types: TypeTable
+) -> list[tuple[ir.Value, list[int | None] | None]]:
     """Values computed by a node (main graph, subgraphs, function bodies) whose declared
-    static dims inference does not confirm: a ``value_info`` written for other input shapes
-    (a function's, made graph-level by inlining; an exporter's for one batch size), from
+    static dims inference does not confirm, with the inferred dims: a ``value_info`` written
+    for other input shapes (a function's, made graph-level by inlining; an exporter's for one
+    batch size), from
     which onnxruntime would fold a lowering's ``Shape`` of the value, or of what is computed
     from it, into a constant. Not the main graph's outputs that nothing reads (the model's
     interface, from which nothing is folded)."""
     scopes = [(_MAIN, model.graph)]
     scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
-    found: list[ir.Value] = []
+    found: list[tuple[ir.Value, list[int | None] | None]] = []
     for scope, top in scopes:
         for node in ir.traversal.RecursiveGraphIterator(top):
             for value in node.outputs:
@@ -432,10 +447,9 @@ def unconfirmed_computed_shapes(model: ir.Model, types: TypeTable) -> list[ir.Va
                     continue
                 if value.is_graph_output() and value.graph is model.graph and not value.uses():
                     continue
-                if not _confirms(
-                    declared, _inferred_dims(types.get_proto(scope, value.name or ""))
-                ):
-                    found.append(value)
+                inferred = _inferred_dims(types.get_proto(scope, value.name or ""))
+                if not _confirms(declared, inferred):
+                    found.append((value, inferred))
     return found
 
 
@@ -451,14 +465,17 @@ def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
             value.shape,
         )
         value.shape = None
-    for value in unconfirmed_computed_shapes(model, types):
+    for value, inferred in unconfirmed_computed_shapes(model, types):
+        assert value.shape is not None
+        blanked = _blank_unconfirmed(value.shape, inferred)
         logger.info(
-            "value '%s' declares shape %s, which shape inference does not confirm: dropped "
-            "(onnxruntime would fold the lowering's Shape from it)",
+            "value '%s' declares shape %s, which shape inference does not confirm: %s is "
+            "kept (onnxruntime would fold the lowering's Shape from the rest)",
             value.name,
             value.shape,
+            blanked,
         )
-        value.shape = None
+        value.shape = blanked
     for value in unconfirmed_subgraph_inputs(model, types):
         logger.info(
             "subgraph input '%s' declares shape %s, which shape inference does not "

@@ -104,6 +104,24 @@ MUTANTS = [
         "    carries = _scan_static(b, totals, m, v, exclusive=True)\n",
         "    carries = _scan_static(b, totals, m, v, exclusive=False)\n",
     ),
+    Mutant(
+        "inline: no NameFixPass after the inliner",
+        "rewriter/inline.py",
+        "        common.NameFixPass()(model)\n",
+        "",
+    ),
+    Mutant(
+        "inline: unnamed call outputs left unnamed",
+        "rewriter/inline.py",
+        "                    value.name = name\n",
+        "                    pass\n",
+    ),
+    Mutant(
+        "types: unconfirmed declared dims of computed values kept",
+        "rewriter/types.py",
+        "    for value, inferred in unconfirmed_computed_shapes(model, types):\n",
+        "    for value, inferred in unconfirmed_computed_shapes(model, types)[:0]:\n",
+    ),
 ]
 
 

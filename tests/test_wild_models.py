@@ -302,6 +302,69 @@ def test_value_info_inference_cannot_confirm_is_not_kept(via: str, target: str) 
     np.testing.assert_array_equal(y, np.cumprod(-x, axis=1))  # not only native's word for it
 
 
+@pytest.mark.parametrize("declared", ["x", "x as an output", "upstream"])
+def test_a_traced_shape_of_a_reshape_is_not_folded(declared: str) -> None:
+    """Found by a review from outside: x = Reshape(a, s) with s a graph input, declared (3, 2)
+    (traced once), fed s = (2, 3): onnxruntime folded the lowering's Shape(x) from the
+    declaration (3 rows of 2, wrong values). The same with x also a graph output declared
+    (3, 2) (kept: its rank, for the checker) and with the declaration upstream of x."""
+    head = "t" if declared == "upstream" else "x"
+    nodes = [helper.make_node("Reshape", ["a", "s"], [head])]
+    if declared == "upstream":
+        nodes.append(helper.make_node("Relu", ["t"], ["x"]))
+    nodes += [
+        helper.make_node("Constant", [], ["axis"], value_int=1),
+        helper.make_node("CumProd", ["x", "axis"], ["y"]),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["p", "q"])]
+    if declared == "x as an output":
+        outputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2]))
+    model = _model(
+        nodes,
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [6]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+        ],
+        outputs,
+    )
+    if declared != "x as an output":
+        model.graph.value_info.append(
+            helper.make_tensor_value_info(head, TensorProto.FLOAT, [3, 2])
+        )
+    a = np.arange(1, 7, dtype=np.float32)
+    feeds = {"a": a, "s": np.array([2, 3], dtype=np.int64)}
+    rewritten = _check_against_native(model, feeds)
+    np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], np.cumprod(a.reshape(2, 3), 1))
+
+
+def test_an_unconfirmed_graph_output_read_by_another_node_keeps_its_rank() -> None:
+    """Found by the same review, in the fix above before it kept ranks: a graph output r
+    declared (2, 3) that inference cannot confirm and another node reads lost its shape, and
+    the checker refused the rewrite ("Field 'shape' of 'type' is required")."""
+    model = _model(
+        [
+            helper.make_node("Reshape", ["a", "s"], ["r"]),
+            helper.make_node("Relu", ["r"], ["z"]),
+            helper.make_node("CumProd", ["b", "axis"], ["y"]),
+        ],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [6]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 3]),
+        ],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("r", "z", "y")],
+        initializers=[helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    feeds = {
+        "a": np.arange(1, 7, dtype=np.float32),
+        "s": np.array([2, 3], dtype=np.int64),
+        "b": np.arange(1, 7, dtype=np.float32).reshape(2, 3),
+    }
+    rewritten = _check_against_native(model, feeds)
+    r = next(o for o in rewritten.graph.output if o.name == "r")
+    assert len(r.type.tensor_type.shape.dim) == 2
+
+
 @pytest.mark.parametrize("via", VIA)
 def test_unknown_rank_integer_in_a_loop_body(via: str) -> None:
     """A Loop-carried value declared without shape: rank unknown inside the body."""
