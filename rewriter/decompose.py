@@ -35,7 +35,13 @@ from rewriter.lowerings.view import takes_flat_view
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
-from rewriter.types import TypeTable, drop_unconfirmed_shapes, infer_types
+from rewriter.types import (
+    TypeTable,
+    drop_unconfirmed_shapes,
+    infer_types,
+    overridable_shapes,
+    restore_shapes,
+)
 
 __all__ = [
     "DecomposeCumProdPass",
@@ -368,6 +374,14 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
             assert self.target_opset is not None
             passes.append(TargetOpsetPass(self.target_opset, exclude=lower.built))
         passes.append(CheckerPass(full_check=True))
+        declared = overridable_shapes(model)
+        shapeless = sorted(name for name, shape in declared.items() if shape is None)
+        if shapeless:  # onnx_ir's checker pass gives it the tensor's shape: it would pass
+            raise InputModelError(
+                "the input model fails the ONNX checker (full check) before any rewrite: "
+                f"graph input '{shapeless[0]}' (also an initializer) declares no shape "
+                "(Field 'shape' of 'type' is required but missing)"
+            )
         work = model.clone()
         try:
             ir.passes.PassManager(passes)(work)
@@ -392,6 +406,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
                     "", "the rewritten model", f"fails the ONNX checker: {first}"
                 ) from cause
             raise cause from None
+        restore_shapes(work, declared)
         _commit(model, work)
         self.plans = lower.plans
         return ir.passes.PassResult(model, modified=True)

@@ -32,11 +32,10 @@ from collections.abc import Iterable, Sequence
 
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import _c_api_utils
 
 from rewriter.graphs import ONNX_DOMAINS, Located, ai_onnx_opset, walk_model
 from rewriter.opset_rules import constant_tensor, meaning_lost, no_effect, split_sizes
-from rewriter.types import TypeTable, infer_types, proto_nodes
+from rewriter.types import TypeTable, call_onnx_api, infer_types, proto_nodes
 
 __all__ = [
     "MIN_TARGET_OPSET",
@@ -395,6 +394,9 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
     inputs = {v.name for v in model.graph.inputs}
     initializers = dict(model.graph.initializers)
     tensors = {name: value.const_value for name, value in initializers.items()}
+    # call_onnx_api gives an initializer without a declared shape its tensor's: an input
+    # that is also an initializer (a feed may replace it) keeps what it declared
+    declared = {name: v.shape for name, v in initializers.items() if name in inputs}
 
     def convert_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
         del proto.functions[:]
@@ -404,7 +406,7 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
     for node in hidden:
         node.domain = _HIDDEN
     try:
-        converted = _c_api_utils.call_onnx_api(convert_proto, model)
+        converted = call_onnx_api(convert_proto, model)
     except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
         ops = sorted({n.op_type for n in model.graph.all_nodes() if id(n) in convert})  # type: ignore[attr-defined]
         raise OpsetError(
@@ -433,6 +435,7 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
     for name in initializers:
         if name in inputs and name in graph.initializers:
             graph.initializers[name].const_value = tensors[name]
+            graph.initializers[name].shape = declared[name]
     return result
 
 

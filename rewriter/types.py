@@ -26,7 +26,8 @@ sites of a function, so that one body's static dims are never taken for another'
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 import onnx
 import onnx_ir as ir
@@ -281,16 +282,63 @@ def functions_in_call_order(model: ir.Model) -> list[FunctionKey]:
     return order
 
 
+def _forget_defaults(proto: onnx.ModelProto, declared: dict[str, onnx.TypeProto]) -> None:
+    """Make the initializers that are also graph inputs plain inputs of their declared
+    type: a feed may replace them (value and shape), so inference must not read the default
+    (a Reshape's shape from it would be taken as the shape)."""
+    kept = [t for t in proto.graph.initializer if t.name not in declared]
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(kept)
+    for value in proto.graph.input:
+        if value.name in declared:
+            value.type.CopyFrom(declared[value.name])
+
+
+_R = TypeVar("_R")
+
+
+def call_onnx_api(func: Callable[[onnx.ModelProto], _R], model: ir.Model) -> _R:
+    """onnx_ir's ``call_onnx_api`` (the model without its large tensors), leaving the
+    declared shapes of initializers that are also graph inputs as they were (it sets a missing
+    shape from the tensor, and the output would then refuse feeds of another shape)."""
+    saved = overridable_shapes(model)
+    try:
+        return _c_api_utils.call_onnx_api(func, model)
+    finally:
+        restore_shapes(model, saved)
+
+
+def overridable_shapes(model: ir.Model) -> dict[str, ir.Shape | None]:
+    """The declared shapes of the initializers that are also graph inputs (a feed may
+    replace them, of another shape where the declaration allows it)."""
+    return {v.name: v.shape for v in model.graph.inputs if v.is_initializer() and v.name}
+
+
+def restore_shapes(model: ir.Model, shapes: dict[str, ir.Shape | None]) -> None:
+    """Give those inputs their declared shapes back (onnx_ir's checker and C API calls set a
+    missing one from the tensor)."""
+    for value in model.graph.inputs:
+        if value.name in shapes and value.is_initializer():
+            value.shape = shapes[value.name]
+
+
 def _main_graph_types(model: ir.Model) -> onnx.GraphProto:
+    declared = {  # before call_onnx_api sets shapes from the tensors
+        v.name: ir.serde.serialize_value(v).type
+        for v in model.graph.inputs
+        if v.is_initializer() and v.name
+    }
+
     def infer(proto: onnx.ModelProto) -> onnx.GraphProto:
         _forget_declared(proto)
+        _forget_defaults(proto, declared)
         try:
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
         except Exception as exc:  # noqa: BLE001 - keep the declared types
             logger.debug("shape inference failed, using declared types only: %s", exc)
         return proto.graph
 
-    return _c_api_utils.call_onnx_api(infer, model)
+    return call_onnx_api(infer, model)
 
 
 def infer_types(model: ir.Model) -> TypeTable:

@@ -1078,3 +1078,84 @@ def test_an_inlined_function_value_info_is_not_kept() -> None:
     a = np.array([[1, 2], [-3, 4], [0.5, 2], [0.5, 2], [2, -1], [3, 0.25]], np.float32)
     for target in INLINING_TARGETS:
         _check_against_native(model, {"a": a}, target=target, max_length=16)
+
+
+def _overridable_reshape(default: list[int]) -> onnx.ModelProto:
+    """y = CumProd(Reshape(x, s), 1), s an initializer (``default``) that is also a graph
+    input: a feed may replace it."""
+    return _model(
+        [
+            helper.make_node("Reshape", ["x", "s"], ["r"]),
+            helper.make_node("CumProd", ["r", "axis"], ["y"]),
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])],
+        initializers=[
+            helper.make_tensor("s", TensorProto.INT64, [2], default),
+            helper.make_tensor("axis", TensorProto.INT64, [], [1]),
+        ],
+    )
+
+
+@pytest.mark.parametrize("target", ["onnxruntime", "tract"])
+@pytest.mark.parametrize("via", VIA)
+@pytest.mark.parametrize("default", [[2, 3], [6, 1]], ids=["2x3", "length-1"])
+def test_an_overridable_initializer_is_not_a_constant(
+    via: str, target: str, default: list[int]
+) -> None:
+    """Found by a review from outside: shape inference read s's default, so the lowering was
+    built for it; fed another s the rewrite gave the default's shape and wrong values (with
+    a default of length 1, x itself, unscanned). Inference takes such inputs as inputs."""
+    model = _overridable_reshape(default)
+    x = np.arange(1, 7, dtype=np.float32)
+    for s in ([3, 2], [2, 3], default):
+        feeds = {"x": x, "s": np.array(s, dtype=np.int64)}
+        rewritten = _check_against_native(model, feeds, via, target=target, max_length=8)
+        np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], np.cumprod(x.reshape(s), 1))
+
+
+def test_an_overridable_input_without_a_shape_is_refused_as_the_checker_would() -> None:
+    """Found by a review from outside: x declared without a shape (which the ONNX checker
+    refuses) and also an initializer of 3 elements came out declared [3] (onnx_ir's C API
+    calls set it from the tensor, so its checker pass does not see it), and onnxruntime then
+    refused the 5-element feed the original takes. Refused now, as the checker would."""
+    model = _model(
+        [helper.make_node("CumProd", ["x", "axis"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M"])],
+        initializers=[
+            helper.make_tensor("x", TensorProto.FLOAT, [3], [2.0, 3.0, 4.0]),
+            helper.make_tensor("axis", TensorProto.INT64, [], [0]),
+        ],
+    )
+    with pytest.raises(onnx.checker.ValidationError, match="Field 'shape' of 'type' is required"):
+        onnx.checker.check_model(model, full_check=True)
+    for options in ({}, {"target_opset": 18}):
+        with pytest.raises(
+            rewriter.InputModelError, match=r"graph input 'x' \(also an initializer\) declares no"
+        ):
+            rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
+
+
+def test_an_overridable_input_keeps_a_symbolic_declared_shape() -> None:
+    """x declared [N] and an initializer of 3 elements: the output still takes 5."""
+    model = _model(
+        [helper.make_node("CumProd", ["x", "axis"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])],
+        initializers=[
+            helper.make_tensor("x", TensorProto.FLOAT, [3], [2.0, 3.0, 4.0]),
+            helper.make_tensor("axis", TensorProto.INT64, [], [0]),
+        ],
+    )
+    for options in ({}, {"target_opset": 18}):
+        rewritten = rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
+        assert isinstance(rewritten, onnx.ModelProto)
+        onnx.checker.check_model(rewritten, full_check=True)
+        (dim,) = rewritten.graph.input[0].type.tensor_type.shape.dim
+        assert dim.dim_param == "N"
+        feeds = {"x": np.arange(1, 6, dtype=np.float32)}
+        np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], [1, 2, 6, 24, 120])
