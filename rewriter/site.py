@@ -191,6 +191,8 @@ def constant_axis(value: ir.Value) -> np.ndarray | None:
     producer = value.producer()
     if producer is None or producer.op_type != "Constant" or producer.domain not in ("", "ai.onnx"):
         return None
+    if any(attr.is_ref() for attr in producer.attributes.values()):
+        return None  # a function's attribute by reference, unresolved (the rule set)
     # Read the attribute directly: ir.convenience.get_const_tensor would rename the tensor.
     attr = producer.attributes.get("value")
     if attr is not None and attr.type == ir.AttributeType.TENSOR:

@@ -447,3 +447,39 @@ def test_no_shape_inference_for_a_main_graph_input(monkeypatch: pytest.MonkeyPat
     model = onnx.parser.parse_model(UNTYPED)  # x squared first: an intermediate
     assert "CumProd" not in op_types(_with_rules(model))
     assert calls == [1]
+
+
+@pytest.mark.parametrize("form", ["value_int", "value"])
+def test_a_constant_axis_by_reference_in_a_function(form: str) -> None:
+    """Found by a review from outside: F's axis is Constant(value_int=@axis) (or value=@axis):
+    the rule set crashed reading the unresolved reference (a PassError traceback). It is a
+    run-time axis for the rules now; the result matches the original on onnxruntime."""
+    constant = helper.make_node("Constant", [], ["c"])
+    attr = onnx.AttributeProto()
+    attr.name, attr.ref_attr_name = form, "axis"
+    attr.type = onnx.AttributeProto.INT if form == "value_int" else onnx.AttributeProto.TENSOR
+    constant.attribute.append(attr)
+    opset = [helper.make_opsetid("", 26)]
+    f = helper.make_function(
+        "loc",
+        "F",
+        ["x"],
+        ["y"],
+        [constant, helper.make_node("CumProd", ["x", "c"], ["y"])],
+        opset,
+        attributes=["axis"],
+    )
+    value = 1 if form == "value_int" else helper.make_tensor("t", TensorProto.INT64, [], [1])
+    graph = helper.make_graph(
+        [helper.make_node("F", ["a"], ["o"], domain="loc", axis=value)],
+        "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, [2, 3])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[*opset, helper.make_opsetid("loc", 1)], functions=[f], ir_version=10
+    )
+    rewritten = onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=cumprod_rules())
+    assert "CumProd" not in op_types(rewritten)
+    a = np.array([[1, 2, 3], [-4, 5, 0.5]], dtype=np.float32)
+    np.testing.assert_array_equal(run_ort(rewritten, {"a": a})[0], np.cumprod(a, axis=1))
