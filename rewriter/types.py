@@ -26,7 +26,7 @@ sites of a function, so that one body's static dims are never taken for another'
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 import onnx
@@ -197,16 +197,23 @@ def _element_type_only(type_proto: onnx.TypeProto) -> onnx.TypeProto:
     return copy
 
 
+Functions = Mapping[FunctionKey, ir.Function]
+
+
 def _propagate_nodes(
     nodes: Iterable[onnx.NodeProto],
     known: dict[str, onnx.TypeProto],
     version: int,
     opsets: list[onnx.OperatorSetIdProto],
     found: _Definitions,
+    *,
+    functions: Functions,
+    calling: tuple[FunctionKey, ...],
 ) -> None:
-    """Add the output types of ai.onnx ``nodes`` (and of nodes in their subgraphs) to
-    ``known`` (the types in scope as the nodes are visited) and to ``found`` (every
-    definition of a name, merged across sibling subgraphs)."""
+    """Add the output types of ai.onnx ``nodes`` and of calls to model-local
+    ``functions`` (and of nodes in their subgraphs) to ``known`` (the types in scope as the
+    nodes are visited) and to ``found`` (every definition of a name, merged across sibling
+    subgraphs). ``calling``: the functions being propagated through (no cycle)."""
     for node in nodes:
         for attr in node.attribute:
             for sub in [attr.g, *attr.graphs] if attr.type in (5, 10) else []:
@@ -214,7 +221,20 @@ def _propagate_nodes(
                     if vi.HasField("type"):
                         known[vi.name] = _element_type_only(vi.type)
                         found.add(vi.name, known[vi.name])
-                _propagate_nodes(sub.node, known, version, opsets, found)
+                _propagate_nodes(
+                    sub.node, known, version, opsets, found, functions=functions, calling=calling
+                )
+        key = (node.domain or "", node.op_type, node.overload)
+        if key in functions and key not in calling:
+            callee = functions[key]
+            inner = _propagate_function(
+                callee, [known.get(i) for i in node.input], functions, (*calling, key)
+            )
+            for name, out in zip(node.output, callee.outputs):
+                if name and out.name in inner:
+                    known[name] = inner[out.name]
+                    found.add(name, inner[out.name])
+            continue
         if (node.domain or "") not in ("", "ai.onnx"):
             continue
         try:
@@ -231,9 +251,13 @@ def _propagate_nodes(
 
 
 def _propagate_function(
-    function: ir.Function, input_types: list[onnx.TypeProto | None]
+    function: ir.Function,
+    input_types: list[onnx.TypeProto | None],
+    functions: Functions,
+    calling: tuple[FunctionKey, ...] = (),
 ) -> dict[str, onnx.TypeProto]:
-    """Types of a function body's values given its input types (ai.onnx ops only)."""
+    """Types of a function body's values given its input types (ai.onnx ops, and calls to
+    the model's other functions)."""
     proto = ir.serde.serialize_function(function)
     known: dict[str, onnx.TypeProto] = {
         name: tp for name, tp in zip(proto.input, input_types) if tp is not None
@@ -245,7 +269,15 @@ def _propagate_function(
     found = _Definitions()
     for name, type_proto in known.items():
         found.add(name, type_proto)
-    _propagate_nodes(proto.node, known, version, list(proto.opset_import), found)
+    _propagate_nodes(
+        proto.node,
+        known,
+        version,
+        list(proto.opset_import),
+        found,
+        functions=functions,
+        calling=calling,
+    )
     return {name: tp for name, tp in found.types.items() if tp is not None}
 
 
@@ -365,7 +397,8 @@ def infer_function_types(model: ir.Model, table: TypeTable) -> None:
     for key in functions_in_call_order(model):
         function = model.functions[key]
         fscope = function_scope(function)
-        for name, tp in _propagate_function(function, seen.get(key, [])).items():
+        inputs = seen.get(key, [])
+        for name, tp in _propagate_function(function, inputs, model.functions, (key,)).items():
             table.set(fscope, name, tp)
         record(fscope, function)
 

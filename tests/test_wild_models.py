@@ -13,7 +13,9 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
+from rewriter.decompose import plan_cumprods
 from rewriter.rules import cumprod_rules
+from rewriter.specialize import SpecializeFunctionsPass
 from tests.helpers import all_nodes, functions_model, op_types, run_ort
 
 OPSET = [helper.make_opsetid("", 26)]
@@ -1159,3 +1161,39 @@ def test_an_overridable_input_keeps_a_symbolic_declared_shape() -> None:
         assert dim.dim_param == "N"
         feeds = {"x": np.arange(1, 6, dtype=np.float32)}
         np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], [1, 2, 6, 24, 120])
+
+
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT16, TensorProto.UINT32])
+def test_types_flow_through_a_call_inside_a_function(elem: int) -> None:
+    """Found by a review from outside: G(x) = H(K(x)), H's CumProd got x's type from K's
+    output, which the propagation inside functions did not follow (calls to local functions
+    were skipped): a type-generic lowering, float16 multiplied in float16 (9 ulp where the
+    native kernel has 0) and uint32 multiplied as uint32 (onnxruntime 1.20.1 has no such Mul)."""
+    axis = helper.make_node("Constant", [], ["ax"], value_int=-1)
+    h = helper.make_function(
+        LOCAL, "H", ["x"], ["y"], [axis, helper.make_node("CumProd", ["x", "ax"], ["y"])], OPSET
+    )
+    k = helper.make_function(
+        LOCAL, "K", ["x"], ["y"], [helper.make_node("Identity", ["x"], ["y"])], OPSET
+    )
+    g = helper.make_function(
+        LOCAL,
+        "G",
+        ["x"],
+        ["y"],
+        [
+            helper.make_node("K", ["x"], ["t"], domain=LOCAL),
+            helper.make_node("H", ["t"], ["y"], domain=LOCAL),
+        ],
+        [*OPSET, helper.make_opsetid(LOCAL, 1)],
+    )
+    model = _model(
+        [helper.make_node("G", ["x"], ["y"], domain=LOCAL)],
+        [helper.make_tensor_value_info("x", elem, [4, 7])],
+        [helper.make_tensor_value_info("y", elem, [4, 7])],
+        [h, k, g],
+    )
+    work = ir.serde.deserialize_model(model)
+    SpecializeFunctionsPass()(work)
+    (plan,) = plan_cumprods(work)
+    assert plan.site.spec.dtype == ir.DataType(elem)
