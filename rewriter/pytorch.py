@@ -166,12 +166,13 @@ def _wrap(b: lowerings.Builder, y: ir.Value, dtype: ir.DataType) -> ir.Value:
 
 
 def cumprod_function(
-    strategy: str = "auto", *, target: str = DEFAULT_TARGET
+    strategy: str = "auto", *, target: str = DEFAULT_TARGET, max_length: int | None = None
 ) -> Callable[..., TensorType]:
     """The translation function for ``aten::cumprod(Tensor self, int dim, *, ScalarType?
     dtype=None)``; the exporter calls it with ``self`` an ``ir.Value``, ``dim`` an int and
-    ``dtype`` an ONNX data type (or -1 / None)."""
+    ``dtype`` an ONNX data type (or -1 / None). ``max_length``: as for the pass."""
     lowerings.check_strategy(strategy)
+    bound = lowerings.whole_number("max_length", max_length, 1)
     runtime = target_named(target)
     names = lowerings.NameSource(())
 
@@ -201,7 +202,12 @@ def cumprod_function(
                 raise ValueError(f"{_LOCATION}: dim {dim} is out of range for rank {rank}")
             dims = tuple(d if isinstance(d, int) else (d.value or None) for d in x.shape.dims)
             spec = ScanSpec(
-                dtype=compute, exclusive=False, reverse=False, dims=dims, axis=dim % rank
+                dtype=compute,
+                exclusive=False,
+                reverse=False,
+                dims=dims,
+                axis=dim % rank,
+                max_length=bound,
             )
             site = CumProdSite(
                 x=xc,
@@ -223,7 +229,7 @@ def cumprod_function(
 
 
 def translation_table(
-    strategy: str = "auto", *, target: str = DEFAULT_TARGET
+    strategy: str = "auto", *, target: str = DEFAULT_TARGET, max_length: int | None = None
 ) -> dict[Any, Callable[..., TensorType]]:
     """``{torch.ops.aten.cumprod.default: fn}`` for ``torch.onnx.export(...,
     custom_translation_table=...)``. In-place (``cumprod_``) and ``out=`` calls reach the
@@ -232,7 +238,10 @@ def translation_table(
     Args:
         strategy: ``"auto"`` or a lowering name, as for the pass.
         target: The runtime whose kernel gaps to work around, as for the pass.
+        max_length: A bound on scanned lengths known only at run time (a dynamic dim), as
+            for the pass: the targets without Loop and Scan need it there.
     """
     import torch
 
-    return {torch.ops.aten.cumprod.default: cumprod_function(strategy, target=target)}
+    function = cumprod_function(strategy, target=target, max_length=max_length)
+    return {torch.ops.aten.cumprod.default: function}

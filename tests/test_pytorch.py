@@ -469,6 +469,46 @@ def test_logsum_strategy_is_refused_for_integers() -> None:
     assert "strategy 'logsum' is inexact for int64" in str(info.value)
 
 
+def test_max_length_for_a_dynamic_dim_on_a_target_without_loop_or_scan() -> None:
+    """Found by a review from outside: translation_table took no max_length, while the
+    targets without Loop and Scan (iree, tflite, tinygrad, portable) refuse a dynamic scanned
+    dim without one, saying to pass it. It takes one now; the export runs and is exact."""
+    torch = _torch()
+    from rewriter.pytorch import translation_table
+
+    class Model(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.cumprod(x, 1)
+
+    x = torch.randint(-5, 6, (3, 9))
+    dynamic = {"x": {1: torch.export.Dim("n", max=64)}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(torch.onnx.OnnxExporterError, match="max_length"):
+            torch.onnx.export(
+                Model(),
+                (x,),
+                dynamo=True,
+                verbose=False,
+                dynamic_shapes=dynamic,
+                custom_translation_table=translation_table(target="portable"),
+            )
+        program = torch.onnx.export(
+            Model(),
+            (x,),
+            dynamo=True,
+            verbose=False,
+            dynamic_shapes=dynamic,
+            custom_translation_table=translation_table(target="portable", max_length=64),
+        )
+    ops = {n.op_type for n in program.model_proto.graph.node}
+    assert not {"Loop", "Scan", "If", "CumProd"} & ops
+    for n in (1, 9, 64):
+        x = torch.randint(-5, 6, (3, n))
+        (y,) = run_ort(program.model_proto, {"x": x.numpy()})
+        np.testing.assert_array_equal(y, torch.cumprod(x, 1).numpy())
+
+
 def test_target_warnings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     """As the pass and the rule set log them (here IREE's flushed subnormals)."""
     torch = _torch()
