@@ -151,6 +151,7 @@ DEFAULT_DIM = 3
 
 # Largest standalone CumProd input (elements) the adversarial site check runs.
 _SITE_LIMIT = 1 << 22
+FEED_LIMIT = 1 << 27  # elements of one whole-model input (512 MiB of float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -540,6 +541,12 @@ def random_inputs(
     feeds: dict[str, Any] = {}
     for spec in _input_specs(model):
         shape = _concrete(spec.shape, dims)
+        size = int(np.prod(shape, dtype=object))
+        if size > FEED_LIMIT:
+            raise ValueError(
+                f"--verify: graph input '{spec.name}' would have shape {shape} ({size} "
+                f"elements, at most {FEED_LIMIT}): give smaller --dim sizes"
+            )
         value = safe.get(spec.name)
         if spec.sequence:
             feeds[spec.name] = [_tensor(spec.dtype, shape, rng, kind, value) for _ in range(2)]

@@ -411,3 +411,18 @@ def test_a_function_that_cannot_be_inlined_for_the_target_is_one_line(
     ], result.stderr
     assert files(tmp_path) == before
     assert cli(source, "--list").returncode == 0  # onnxruntime loads functions: kept
+
+
+def test_a_dim_too_large_to_feed_is_one_line(tmp_path: Path) -> None:
+    """Found by a review from outside: --dim N=100000000 --verify made feeds of 10^8 * rows
+    elements and the process was killed for memory (24 GB), leaving a staging folder. The
+    whole-model feeds are bounded (rewriter.verify.FEED_LIMIT): exit 2, one line, nothing
+    written."""
+    source = _save(cumprod_model(TensorProto.FLOAT, [4, "N"], 1), tmp_path / "model.onnx")
+    before = files(tmp_path)
+    result = cli(source, "-o", tmp_path / "out.onnx", "--verify", "--dim", "N=100000000")
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and "graph input 'x' would have shape (4, 100000000)" in errors[0]
+    assert "give smaller --dim sizes" in errors[0], errors
+    assert files(tmp_path) == before
