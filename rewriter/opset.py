@@ -35,7 +35,14 @@ import onnx_ir as ir
 
 from rewriter.graphs import ONNX_DOMAINS, Located, ai_onnx_opset, walk_model
 from rewriter.opset_rules import constant_tensor, meaning_lost, no_effect, split_sizes
-from rewriter.types import TypeTable, call_onnx_api, infer_types, proto_nodes
+from rewriter.types import (
+    TypeTable,
+    call_onnx_api,
+    infer_types,
+    overridable_shapes,
+    proto_nodes,
+    restore_shapes,
+)
 
 __all__ = [
     "MIN_TARGET_OPSET",
@@ -394,9 +401,7 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
     inputs = {v.name for v in model.graph.inputs}
     initializers = dict(model.graph.initializers)
     tensors = {name: value.const_value for name, value in initializers.items()}
-    # call_onnx_api gives an initializer without a declared shape its tensor's: an input
-    # that is also an initializer (a feed may replace it) keeps what it declared
-    declared = {name: v.shape for name, v in initializers.items() if name in inputs}
+    declared = overridable_shapes(model)  # the converted model's would be the tensors'
 
     def convert_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
         del proto.functions[:]
@@ -435,7 +440,7 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
     for name in initializers:
         if name in inputs and name in graph.initializers:
             graph.initializers[name].const_value = tensors[name]
-            graph.initializers[name].shape = declared[name]
+    restore_shapes(result, declared)
     return result
 
 
