@@ -28,7 +28,13 @@ import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass
 
 from rewriter import lowerings
-from rewriter.errors import CumProdError, InputModelError, InvalidCumProdError, StrategyError
+from rewriter.errors import (
+    CumProdError,
+    InputModelError,
+    InvalidCumProdError,
+    StrategyError,
+    pass_error_cause,
+)
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.inline import function_passes
 from rewriter.lowerings.view import takes_flat_view
@@ -279,11 +285,18 @@ def warning_lines(site: CumProdSite, lowering: lowerings.Lowering, target: Targe
 
 def node_warnings(site: CumProdSite, lowering: lowerings.Lowering, target: Target) -> list[str]:
     """What a user of ``target`` should know about this node's lowering: the target's limit
-    for its element type (e.g. subnormals flushed), and what the lowered node cannot refuse
+    for its element type (e.g. subnormals flushed), a type-generic lowering (x's element type
+    not known: computed in x's own type), and what the lowered node cannot refuse
     at run time there (``run_time_checks``): a length past the bound, for a lowering that
     takes one, and a run-time axis."""
     limit = target.limit_for(site.spec.dtype)
     warnings = [] if limit is None else [limit.message]
+    if site.spec.dtype is None:
+        warnings.append(
+            "x's element type is not known here, so the lowering multiplies in x's own "
+            "type: float16 / bfloat16 less accurately than the native kernel (which "
+            "multiplies in float32), uint32 / uint64 only on runtimes with those Muls"
+        )
     if target.run_time_checks:
         return warnings
     spec = site.spec
@@ -386,7 +399,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         try:
             ir.passes.PassManager(passes)(work)
         except ir.passes.PassError as exc:
-            cause = _root_cause(exc)
+            cause = pass_error_cause(exc)
             if isinstance(
                 cause, (onnx.checker.ValidationError, onnx.shape_inference.InferenceError)
             ):
@@ -412,13 +425,6 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
 
-def _root_cause(exc: BaseException) -> BaseException:
-    """The error inside the PassErrors that wrap it."""
-    while isinstance(exc, ir.passes.PassError) and exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -429,7 +435,7 @@ def _checker_problem(model: ir.Model) -> str | None:
     try:
         CheckerPass(full_check=True)(model)
     except Exception as exc:  # noqa: BLE001 - a PassError around the checker's error
-        return _first_line(_root_cause(exc))
+        return _first_line(pass_error_cause(exc))
     return None
 
 

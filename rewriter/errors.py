@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import onnx_ir as ir
+
 __all__ = [
     "CumProdError",
     "InputModelError",
     "InvalidCumProdError",
     "StrategyError",
     "TargetError",
+    "pass_error_cause",
 ]
 
 
@@ -46,3 +49,10 @@ class InputModelError(ValueError):
 class TargetError(ValueError):
     """The model cannot be written in a form the target's runtime loads (e.g. its model-local
     functions cannot be inlined for a runtime that loads none): nothing is rewritten."""
+
+
+def pass_error_cause(exc: BaseException) -> BaseException:
+    """The error inside the ``PassError`` s that onnx_ir's pass manager wraps it in."""
+    while isinstance(exc, ir.passes.PassError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc

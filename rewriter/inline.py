@@ -22,7 +22,7 @@ import logging
 import onnx_ir as ir
 from onnx_ir.passes import common
 
-from rewriter.errors import TargetError
+from rewriter.errors import TargetError, pass_error_cause
 from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import Target
 
@@ -82,7 +82,7 @@ class InlineFunctionsPass(ir.passes.InPlacePass):
         try:
             common.InlinePass()(model)
         except (ValueError, ir.passes.PassError, ir.passes.InvariantError) as exc:
-            raise self._refusal(names, _root(exc)) from exc
+            raise self._refusal(names, pass_error_cause(exc)) from exc
         # the inliner keeps inlined names apart from the ones it has seen, not from those of
         # subgraphs it has not visited yet
         common.NameFixPass()(model)
@@ -108,12 +108,6 @@ class InlineFunctionsPass(ir.passes.InPlacePass):
             f"the {self.target.name} target loads no model-local function, and onnx_ir's "
             f"inliner cannot inline them ({names}): {' '.join(str(cause).split())}"
         )
-
-
-def _root(exc: BaseException) -> BaseException:
-    while isinstance(exc, ir.passes.PassError) and exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
 
 
 def function_passes(target: Target) -> list[ir.passes.PassBase]:
