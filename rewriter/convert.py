@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+# What a file's report states in one line (anything else is reported as unexpected).
+_REPORTED_ERRORS = (io.ModelFileError, CumProdError, InputModelError, OpsetError, TargetError)
 
 OUTPUT_SUFFIX = ".nocumprod.onnx"
 
@@ -143,7 +145,7 @@ def list_file(
         report.nodes = _describe(plans)
         io.check_model_file(path)
         report.status = "listed"
-    except (io.ModelFileError, CumProdError, InputModelError, OpsetError, TargetError) as exc:
+    except _REPORTED_ERRORS as exc:
         logger.debug("%s failed", path, exc_info=True)
         report.error = _message(path, exc)
     except Exception as exc:  # one bad file must not stop a batch
@@ -262,7 +264,7 @@ def convert_file(
         else:
             report.status = "mismatch"
             report.error = f"{source}: --verify found a mismatch; nothing written"
-    except (io.ModelFileError, CumProdError, InputModelError, OpsetError, TargetError) as exc:
+    except _REPORTED_ERRORS as exc:
         logger.debug("%s failed", source, exc_info=True)
         report.error = _message(source, exc)
     except Exception as exc:

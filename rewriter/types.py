@@ -355,10 +355,11 @@ def restore_shapes(model: ir.Model, shapes: dict[str, ir.Shape | None]) -> None:
 
 
 def _main_graph_types(model: ir.Model) -> onnx.GraphProto:
+    overridable = overridable_shapes(model)
     declared = {  # before call_onnx_api sets shapes from the tensors
         v.name: ir.serde.serialize_value(v).type
         for v in model.graph.inputs
-        if v.is_initializer() and v.name
+        if v.name in overridable
     }
 
     def infer(proto: onnx.ModelProto) -> onnx.GraphProto:
