@@ -215,6 +215,8 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         build_opset: The ai.onnx version the new nodes are built for (None: the node's own).
         max_length: A bound on scan lengths known only at run time (for ``doubling``).
         plans: The nodes rewritten by the last call, with the lowering used for each.
+        types: The types inferred by the last call, before it rewrote anything (filled in
+            place): :class:`TargetOpsetPass` reads them for the values the rewrite kept.
         built: The nodes the last call built (those in their subgraphs too), all at
             ``build_opset``: :class:`TargetOpsetPass` leaves them alone (onnx's type inference
             cannot type them in the opset-``build_opset`` forms while the model still
@@ -237,13 +239,16 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         self.max_length = lowerings.whole_number("max_length", max_length, 1)
         self.plans: list[Planned] = []
         self.built: list[ir.Node] = []
+        self.types = TypeTable()
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.plans = []
         self.built.clear()
+        self.types.clear()
         if not has_cumprod(model):
             return ir.passes.PassResult(model, modified=False)
         types = infer_types(model)
+        self.types.fill_from(types)
         plans = plan_cumprods(model, self.strategy, types, self.target, max_length=self.max_length)
         for plan in plans:
             site = plan.site
@@ -342,6 +347,8 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         target: The runtime the output is for (see :data:`rewriter.TARGETS`).
         max_length: A bound on scan lengths known only at run time (``doubling`` needs one).
         plans: The nodes rewritten by the last call, with the lowering used for each.
+        types: The types inferred by the last call, before it rewrote anything (filled in
+            place): :class:`TargetOpsetPass` reads them for the values the rewrite kept.
     """
 
     def __init__(
@@ -382,10 +389,15 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
             build_opset=self.target_opset,
             max_length=self.max_length,
         )
-        passes: list[ir.passes.PassBase] = [*function_passes(runtime), lower]
+        passes: list[ir.passes.PassBase] = [
+            *function_passes(runtime, lower_opset=lower_opset),
+            lower,
+        ]
         if lower_opset:
             assert self.target_opset is not None
-            passes.append(TargetOpsetPass(self.target_opset, exclude=lower.built))
+            passes.append(
+                TargetOpsetPass(self.target_opset, exclude=lower.built, known=lower.types)
+            )
         passes.append(CheckerPass(full_check=True))
         declared = overridable_shapes(model)
         shapeless = sorted(name for name, shape in declared.items() if shape is None)

@@ -110,10 +110,11 @@ class InlineFunctionsPass(ir.passes.InPlacePass):
         )
 
 
-def function_passes(target: Target) -> list[ir.passes.PassBase]:
+def function_passes(target: Target, *, lower_opset: bool = False) -> list[ir.passes.PassBase]:
     """What runs on the model's functions before the rewrite, for ``target``: inlining them
-    where the runtime loads none; else specialising them per call signature. Unnamed call
-    outputs are named first (:class:`NameCallOutputsPass`)."""
+    where the runtime loads none; else specialising them per call signature (with
+    ``lower_opset``, also those taking attributes by reference). Unnamed call outputs are
+    named first (:class:`NameCallOutputsPass`)."""
     if target.local_functions:
-        return [NameCallOutputsPass(), SpecializeFunctionsPass()]
+        return [NameCallOutputsPass(), SpecializeFunctionsPass(references=lower_opset)]
     return [NameCallOutputsPass(), InlineFunctionsPass(target)]

@@ -34,6 +34,7 @@ import onnx
 import onnx_ir as ir
 
 from rewriter.graphs import ONNX_DOMAINS, Located, ai_onnx_opset, walk_model
+from rewriter.lowerings.builder import NameSource
 from rewriter.opset_rules import constant_tensor, meaning_lost, no_effect, split_sizes
 from rewriter.types import (
     TypeTable,
@@ -318,6 +319,14 @@ def check_target_opset(
             continue
         if then.since_version == now.since_version:
             continue
+        references = sorted(name for name, attr in node.attributes.items() if attr.is_ref())
+        if references:  # SpecializeFunctionsPass resolves them first in DecomposeCumProdPass
+            reason = (
+                f"its attribute {', '.join(references)} refers to an attribute of the "
+                "function, not resolved per call, and the older form depends on its value"
+            )
+            blockers.append(_blocker(where, now, reason))
+            continue
         lost = meaning_lost(where, then, now, types)
         if lost is not None:
             blockers.append(_blocker(where, now, lost))
@@ -428,18 +437,20 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
     del converted.opset_import[:]
     converted.opset_import.extend(kept)
     result = ir.serde.deserialize_model(converted)
-    # Initializers went in as graph inputs (the large ones without data): put them back.
+    # Initializers went in as graph inputs (the large ones without data): put them back,
+    # those the graph also takes as inputs too (onnx_ir lifted the large ones out).
     graph = result.graph
     for value in list(graph.inputs):
         name = value.name or ""
-        if name in initializers and name not in inputs:
+        if name not in initializers:
+            continue
+        if name not in inputs:
             graph.inputs.remove(value)
-            if name not in graph.initializers:
-                value.const_value = tensors[name]
-                graph.register_initializer(value)
-    for name in initializers:
-        if name in inputs and name in graph.initializers:
+        if name in graph.initializers:
             graph.initializers[name].const_value = tensors[name]
+        else:
+            value.const_value = tensors[name]
+            graph.register_initializer(value)
     restore_shapes(result, declared)
     return result
 
@@ -451,16 +462,24 @@ class TargetOpsetPass(ir.passes.InPlacePass):
     changes. Runs after the CumProd lowering (whose nodes are built at ``target``).
     """
 
-    def __init__(self, target: int, *, exclude: Sequence[ir.Node] = ()) -> None:
-        """``exclude``: nodes already built at ``target`` (read when the pass runs)."""
+    def __init__(
+        self, target: int, *, exclude: Sequence[ir.Node] = (), known: TypeTable | None = None
+    ) -> None:
+        """``exclude``: nodes already built at ``target``; ``known``: types inferred before
+        they were built, for the values they left as they were (both read when the pass
+        runs: onnx's inference cannot type the nodes built at ``target`` while the model
+        imports its own opset, nor what comes after them)."""
         super().__init__()
         self.target = target
         self.exclude = exclude
+        self.known = known
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         if ai_onnx_opset(model.opset_imports) == self.target:
             return ir.passes.PassResult(model, modified=False)
         types = infer_types(model)
+        if self.known is not None:
+            types.fill_from(self.known)
         plan = check_target_opset(model, self.target, types, exclude=self.exclude)
         apply_target_opset(model, self.target, plan)
         return ir.passes.PassResult(model, modified=True)
@@ -478,11 +497,16 @@ def apply_target_opset(model: ir.Model, target: int, plan: OpsetPlan) -> None:
         assert tensor is not None
         node.attributes.clear()
         node.attributes["value"] = ir.AttrTensor("value", tensor)
+    names = NameSource.for_model(model) if plan.split_sizes else None
     for node, sizes in plan.split_sizes:
         node.attributes.pop("num_outputs")
         if target >= 13:
+            assert names is not None  # a name no graph, subgraph or function uses
             tensor = ir.tensor(sizes, dtype=ir.DataType.INT64)
-            constant = ir.node("Constant", [], attributes={"value": tensor})
+            constant = ir.node(
+                "Constant", [], attributes={"value": tensor}, name=names.fresh("split_sizes")
+            )
+            constant.outputs[0].name = names.fresh("split_sizes")
             assert node.graph is not None
             node.graph.insert_before(node, constant)
             node.resize_inputs(2)

@@ -1,4 +1,5 @@
-"""Give every model-local function that computes a CumProd one call signature.
+"""Give every model-local function that computes a CumProd one call signature (and, before
+the opset is lowered, every function that takes an attribute by reference).
 
 A function body is shared by all its calls, but a CumProd's lowering depends on its
 attributes (which a function may take from its own attributes by reference, ``ref_attr_name``)
@@ -51,9 +52,22 @@ def _has_cumprod(graph: ir.Graph | ir.Function) -> bool:
     )
 
 
-def functions_with_cumprod(model: ir.Model) -> set[FunctionKey]:
-    """Functions that compute a CumProd, directly or through functions they call."""
-    found = {key for key, f in model.functions.items() if _has_cumprod(f)}
+def _has_reference(graph: ir.Graph | ir.Function) -> bool:
+    return any(
+        attr.is_ref()
+        for n in ir.traversal.RecursiveGraphIterator(graph)
+        for attr in n.attributes.values()
+    )
+
+
+def functions_with_cumprod(model: ir.Model, *, references: bool = False) -> set[FunctionKey]:
+    """Functions that compute a CumProd (with ``references``: or that take an attribute by
+    reference), directly or through functions they call."""
+    found = {
+        key
+        for key, f in model.functions.items()
+        if _has_cumprod(f) or (references and _has_reference(f))
+    }
     changed = True
     while changed:
         changed = False
@@ -105,10 +119,17 @@ def _specialized(function: ir.Function, attrs: dict[str, ir.Attr], name: str) ->
 
 class SpecializeFunctionsPass(ir.passes.InPlacePass):
     """Give each model-local function with a CumProd one call signature (see the module
-    docstring): resolved attribute references, one element type per input."""
+    docstring): resolved attribute references, one element type per input.
+
+    With ``references`` (for a lower opset: an older form of a node is chosen by its
+    attribute values) also every function that takes an attribute by reference."""
+
+    def __init__(self, *, references: bool = False) -> None:
+        super().__init__()
+        self.references = references
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        needs = functions_with_cumprod(model)
+        needs = functions_with_cumprod(model, references=self.references)
         if not needs:
             return ir.passes.PassResult(model, modified=False)
         order = functions_in_call_order(model)

@@ -77,6 +77,15 @@ class TypeTable:
     def set(self, scope: str, name: str, type_proto: onnx.TypeProto) -> None:
         self._types[(scope, name)] = type_proto
 
+    def fill_from(self, other: TypeTable) -> None:
+        """Take ``other``'s types for the names this table has none for (types inferred
+        before a type-preserving rewrite, for the names the rewrite kept)."""
+        for key, type_proto in other._types.items():
+            self._types.setdefault(key, type_proto)
+
+    def clear(self) -> None:
+        self._types.clear()
+
     def get_proto(self, scope: str, name: str) -> onnx.TypeProto | None:
         return self._types.get((scope, name))
 

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import rewriter
+from rewriter.opset import TargetOpsetPass
 from tests.helpers import (
     ALL_TYPES,
     INTS,
@@ -429,6 +430,28 @@ def test_target_opset_writes_out_split_num_outputs(target: int, width: int) -> N
         rewriter.decompose_cumprod(symbolic, target_opset=target)
 
 
+def test_target_opset_split_sizes_take_a_name_no_scope_uses() -> None:
+    """Found by a review from outside: the Constant written for a Split-18 in an If branch
+    was named val_0 by onnx_ir, a name the main graph used (torch's dynamo exporter names
+    values so), and the output was refused as not in SSA form."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 26]>'
+        " main (float[2, 3, 4] x, bool cond) => (float[2, 3, 4] y) {"
+        " ax = Constant <value = int64 {2}> () val_0 = CumProd (x, ax)"
+        " y = If (cond) <then_branch = then () => (float[2, 3, 4] tout) {"
+        " t0, t1, t2 = Split <axis = 2, num_outputs = 3> (val_0)"
+        " tout = Concat <axis = 2> (t2, t1, t0) },"
+        " else_branch = else () => (float[2, 3, 4] eout) { eout = Identity (val_0) }> }"
+    )
+    rewritten = rewriter.decompose_cumprod(model, target_opset=17)
+    onnx.checker.check_model(rewritten, full_check=True)
+    x = np.random.default_rng(15).uniform(0.5, 1.5, (2, 3, 4)).astype(np.float32)
+    for cond in (True, False):
+        feeds = {"x": x, "cond": np.array(cond)}
+        (got,), (want,) = run_ort(rewritten, feeds), run_ort(model, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     ("attr", "out"),
     [
@@ -505,6 +528,102 @@ def test_target_opset_refuses_to_freeze_an_overridable_initializer(
     }
     for got, want in zip(run_ort(rewritten, feeds), run_ort(model, feeds)):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("target", [13, 12, 11])
+def test_target_opset_keeps_a_large_overridable_initializer(target: int) -> None:
+    """Found by a review from outside: when onnx's converter ran (an Unsqueeze going below
+    13), an initializer above 1 kB that the graph also takes as an input lost its default
+    (onnx_ir lifts large tensors out around the C API): the output then needed it fed."""
+    w = np.random.default_rng(13).uniform(0.9, 1.1, (16, 32)).astype(np.float32)  # 2 kB
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x", "w"], ["m"]),
+            helper.make_node("CumProd", ["m", "ax"], ["c"]),
+            helper.make_node("Unsqueeze", ["c", "ua"], ["y"]),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 32]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [16, 32]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 32])],
+        [
+            helper.make_tensor("ax", TensorProto.INT64, [], [1]),
+            onnx.numpy_helper.from_array(w, "w"),
+            helper.make_tensor("ua", TensorProto.INT64, [1], [0]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    model.ir_version = 10
+    rewritten = rewriter.decompose_cumprod(model, target_opset=target)
+    assert rewritten.opset_import[0].version == target
+    assert "w" in {t.name for t in rewritten.graph.initializer}
+    x = np.random.default_rng(14).uniform(0.9, 1.1, (16, 32)).astype(np.float32)
+    for feeds in ({"x": x}, {"x": x, "w": np.flip(w).copy()}):  # the default, another value
+        (got,), (want,) = run_ort(rewritten, feeds), run_ort(model, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", [12, 11])
+@pytest.mark.parametrize("inside", [False, True])
+def test_target_opset_types_a_call_after_the_lowering(target: int, inside: bool) -> None:
+    """Found by a review from outside: a Relu over a model-local function's output was
+    refused below 13 ("the element type of s is not known"): onnx's inference could not
+    type the nodes built at the target while the model still imported 26, nor the call
+    after them. The types inferred before the lowering type what it kept."""
+    cumprod = "ax = Constant <value = int64 {1}> () b = CumProd (a, ax)"
+    body, main = ("b = Neg (a)", f"{cumprod.replace('(a,', '(x,').replace('b =', 'c =')}")
+    if inside:
+        body, main = cumprod, "c = Identity (x)"
+    model = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 26, "local" : 1]>'
+        f" main (float[2, 3, 4] x) => (float[2, 3, 4] y) {{ {main}"
+        " s = local.F (c) y = Relu (s) }"
+        ' <domain: "local", opset_import: ["" : 26]> F (a) => (b) { ' + body + " }"
+    )
+    rewritten = rewriter.decompose_cumprod(model, target_opset=target)
+    onnx.checker.check_model(rewritten, full_check=True)
+    x = np.random.default_rng(16).uniform(-1.5, 1.5, (2, 3, 4)).astype(np.float32)
+    (got,), (want,) = run_ort(rewritten, {"x": x}), run_ort(model, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+REFERENCES = """
+<ir_version: 10, opset_import: ["" : 26, "local" : 1]>
+main (float[2, 4] x) => (float[2, 7] y, float[2, 4] z) {
+    ax = Constant <value = int64 {1}> ()
+    c = CumProd (x, ax)
+    pads = Constant <value = int64[4] {0, 2, 0, 1}> ()
+    y = local.Pd <md = "reflect"> (c, pads)
+    z = local.Scaled <k = 2.5> (x)
+}
+<domain: "local", opset_import: ["" : 26]>
+Pd <md> (a, p) => (b) { b = Pad <mode: string = @md> (a, p) }
+<domain: "local", opset_import: ["" : 26]>
+Scaled <k> (a) => (b) { s = Constant <value_float: float = @k> () b = Mul (a, s) }
+"""
+
+
+@pytest.mark.parametrize("target", [18, 13, 11])
+def test_target_opset_resolves_attribute_references_first(target: int) -> None:
+    """Found by a review from outside: a function without CumProd is not specialised, so
+    the opset lowering met its attributes by reference: Constant value_float=@k became a
+    tensor of NaN at 11 (a silently wrong result), Pad mode=@md a TypeError. With a
+    target opset, functions taking attributes by reference get one per call signature;
+    where no call sets one (a function nothing calls), a node that changes is refused."""
+    model = onnx.parser.parse_model(REFERENCES)
+    rewritten = rewriter.decompose_cumprod(model, target_opset=target)
+    onnx.checker.check_model(rewritten, full_check=True)
+    x = np.random.default_rng(17).uniform(0.5, 1.5, (2, 4)).astype(np.float32)
+    for got, want in zip(run_ort(rewritten, {"x": x}), run_ort(model, {"x": x}), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    # The opset pass alone (no specialisation first) refuses what it cannot read.
+    with pytest.raises(
+        rewriter.OpsetError,
+        match=r"Constant-25 in function 'local.Scaled': its attribute value_float refers",
+    ):
+        TargetOpsetPass(11)(ir.serde.deserialize_model(model))
 
 
 def test_target_opset_refuses_an_unknown_type_where_the_older_op_allows_fewer() -> None:
