@@ -321,11 +321,11 @@ def check_target_opset(
             continue
         references = sorted(name for name, attr in node.attributes.items() if attr.is_ref())
         if references:  # SpecializeFunctionsPass resolves them first in DecomposeCumProdPass
-            reason = (
+            unresolved = (
                 f"its attribute {', '.join(references)} refers to an attribute of the "
                 "function, not resolved per call, and the older form depends on its value"
             )
-            blockers.append(_blocker(where, now, reason))
+            blockers.append(_blocker(where, now, unresolved))
             continue
         lost = meaning_lost(where, then, now, types)
         if lost is not None:
