@@ -98,7 +98,13 @@ class Target:
         min_opset: The lowest ai.onnx opset the runtime's importer takes (a lower
             ``target_opset`` is refused).
         wrong_lowerings: Lowerings whose output converts or loads but computes wrong
-            values there (or is untested and built the same way): refused.
+            values there (or is untested and built the same way), with why: refused.
+        loop_empty_length: Whether a zero-iteration Loop's stacked output can be given its
+            shape (0, o, i) by a Reshape. OpenVINO 2026.4 returns it as (0, 0, 0) and the
+            Reshape after it keeps that shape (a lone Reshape of a (0, 0, 0) tensor does
+            not): the ``loop`` lowering's result had shape (0, 0, 0) for an empty middle
+            axis. There the Loop runs over x with a slab of ones before it when the length
+            may be 0.
         bounded_lengths: Whether the runtime loads a Pad or a Reshape whose sizes are
             computed from a length known only at run time (what the lowerings that take such
             a length through ``max_length`` build). tract 0.23 does not ("Undetermined
@@ -152,7 +158,8 @@ class Target:
     symbolic_rank3: bool = True
     loop_exclusive_min_opset: int = 0
     min_opset: int = 11
-    wrong_lowerings: frozenset[str] = frozenset()
+    wrong_lowerings: tuple[tuple[str, str], ...] = ()
+    loop_empty_length: bool = True
     bounded_lengths: bool = True
     run_time_checks: bool | None = True
     padded_lowerings: frozenset[str] | None = None
@@ -164,6 +171,10 @@ class Target:
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
+
+    def wrong_reason(self, lowering: str) -> str | None:
+        """Why ``lowering`` computes wrong values here (None: it does not, as far as known)."""
+        return dict(self.wrong_lowerings).get(lowering)
 
     def limit_for(self, dtype: ir.DataType | None) -> Limit | None:
         return next((lim for lim in self.limits if dtype in lim.types), None)
@@ -198,6 +209,10 @@ TARGETS: dict[str, Target] = {
             avoided_ops=frozenset({"If"}),
             auto="openvino",
             loop_exclusive_min_opset=14,
+            loop_empty_length=False,
+            wrong_lowerings=(
+                ("logsum32", "its Exp gives +inf for NaN, so a NaN would come out as inf"),
+            ),
             scan_in_scan=False,
             local_functions=False,
             limits=(
@@ -251,9 +266,10 @@ TARGETS: dict[str, Target] = {
             float64=False,
             runtime_view=False,
             auto="tflite",
-            # radix: wrong on TFLite (static dims with inner > 1, special values on the last
-            # axis); carry is radix's blocks with the carries moved, not run there
-            wrong_lowerings=frozenset({"radix", "carry"}),
+            wrong_lowerings=(
+                ("radix", "static dims with inner > 1, and special values on the last axis"),
+                ("carry", "radix's blocks with the carries moved, not run there"),
+            ),
             limits=(
                 Limit(frozenset({ir.DataType.BFLOAT16}), "onnx2tf converts no bfloat16 at all"),
                 Limit(

@@ -40,6 +40,7 @@ from tests.helpers import (
     ALL_TYPES,
     INTS,
     TYPE_NAMES,
+    cumprod_model,
     functions_model,
     np_dtype,
     random_data,
@@ -625,3 +626,53 @@ def test_tinygrad_run_time_length_takes_carry_and_a_longer_input_fails(tmp_path:
         tmp_path / "fits",
     )
     assert not failures, "\n".join(failures)
+
+
+def test_openvino_quirks_logsum32_refused_loop_guarded(tmp_path: Path) -> None:
+    """Found by a review from outside, on OpenVINO 2026.4 (forced strategies auto never
+    picks there): ``logsum32`` gave inf for NaN (OpenVINO's Exp(NaN) is +inf): refused on
+    the openvino target. ``loop`` gave shape (0, 0, 0) for an empty middle axis of run-time
+    length (the zero-iteration Loop's stacked output, which the Reshape after it left as
+    it was): there the Loop now runs over a slab of ones first (Target.loop_empty_length).
+    The graphs built for the ``spec`` target still show both quirks on OpenVINO (when
+    OpenVINO fixes them this fails: lift the refusal and the guard)."""
+    runtime_harness.require("openvino")
+    nan_x = np.array([[2, np.nan, 3, 0.5, 1], [np.inf, 2, np.nan, 1, 1]], np.float32)
+    nan_model = cumprod_model(TensorProto.FLOAT, (2, 5), 1)
+    with pytest.raises(
+        rewriter.StrategyError, match="'logsum32' computes wrong values on openvino: its Exp"
+    ):
+        rewriter.decompose_cumprod(nan_model, strategy="logsum32", target="openvino")
+    rng = np.random.default_rng(18)
+    cases: dict[str, runtime_harness.Case] = {
+        "logsum32_spec": (
+            rewriter.decompose_cumprod(nan_model, strategy="logsum32", target="spec"),
+            {"x": nan_x},
+        ),
+        "nan_auto": (rewriter.decompose_cumprod(nan_model, target="openvino"), {"x": nan_x}),
+    }
+    wants: dict[str, tuple[np.ndarray, int, int]] = {}
+    for ex, rev in ATTRS:
+        model = cumprod_model(TensorProto.FLOAT, ("p", "q", "r"), 1, exclusive=ex, reverse=rev)
+        spec = rewriter.decompose_cumprod(model, strategy="loop", target="spec")
+        lowered = rewriter.decompose_cumprod(model, strategy="loop", target="openvino")
+        for shape in ((3, 0, 4), (1, 0, 1), (3, 5, 4)):
+            x = rng.uniform(0.5, 1.5, shape).astype(np.float32)
+            name = f"loop_ex{ex}_rev{rev}_{'x'.join(map(str, shape))}"
+            cases[name] = (lowered, {"x": x})
+            wants[name] = (x, ex, rev)
+            if shape == (3, 0, 4) and not ex and not rev:
+                cases["loop_spec"] = (spec, {"x": x})
+    got = runtime_harness.run_cases("openvino", cases, tmp_path)
+    assert not any(isinstance(r, str) for r in got.values()), got
+    assert np.isinf(got["logsum32_spec"][0][0, 1]), got["logsum32_spec"]
+    assert got["loop_spec"][0].shape == (0, 0, 0), got["loop_spec"][0].shape
+    np.testing.assert_array_equal(got["nan_auto"][0], np.cumprod(nan_x, axis=1))
+    for name, (x, ex, rev) in wants.items():
+        assert got[name][0].shape == x.shape, (name, got[name][0].shape)
+        if x.size == 0:
+            continue
+        k = bounds.factor_counts(x.shape, 1, bool(ex), bool(rev))
+        bound = bounds.ulp_bound("loop", "float32", k)
+        problem = bounds.check(got[name][0], reference(x, 1, ex, rev), x.dtype, bound)
+        assert problem is None, f"{name}: {problem}"

@@ -112,9 +112,23 @@ def test_logsum_is_refused_where_float64_is_not_computed(target: str) -> None:
     """OpenVINO computes float64 in float32 (measured: logsum 2 to ~1000 ulps off there);
     TFLite keeps a Cast to float64 as float32; portable promises no float64 compute."""
     model = cumprod_model(TensorProto.FLOAT, (3, 4), 1)
-    with pytest.raises(rewriter.StrategyError, match="computes in float64"):
+    instead = "'auto'" if target == "openvino" else "'logsum32' or 'auto'"
+    with pytest.raises(rewriter.StrategyError, match=f"computes in float64.*use {instead}"):
         rewriter.decompose_cumprod(model, strategy="logsum", target=target)
+    if target == "openvino":  # its Exp(NaN) is +inf (tests/test_runtime_tables.py)
+        with pytest.raises(rewriter.StrategyError, match="NaN would come out as inf"):
+            rewriter.decompose_cumprod(model, strategy="logsum32", target=target)
+        return
     rewriter.decompose_cumprod(model, strategy="logsum32", target=target)
+
+
+@pytest.mark.parametrize(("target", "instead"), [("tract", "'auto'"), ("spec", "'loop' or 'auto'")])
+def test_logsum_on_integers_suggests_only_what_the_target_has(target: str, instead: str) -> None:
+    """Found by a review from outside: on tract and tinygrad (no Loop) the refusal said
+    "use 'loop' or 'auto'", and 'loop' is refused there too."""
+    model = cumprod_model(TensorProto.INT32, (3, 4), 1)
+    with pytest.raises(rewriter.StrategyError, match=f"is inexact for int32.*; use {instead}$"):
+        rewriter.decompose_cumprod(model, strategy="logsum", target=target)
 
 
 def test_openvino_refuses_an_exclusive_loop_over_a_run_time_length_below_opset_14() -> None:

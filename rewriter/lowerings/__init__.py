@@ -180,8 +180,9 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
         wanted = strategy
     lowering = LOWERINGS[wanted]
     reason = lowering.unsupported(spec, runtime)
-    if reason is None and wanted in runtime.wrong_lowerings:
-        reason = f"strategy '{wanted}' computes wrong values on {runtime.name}"
+    wrong = runtime.wrong_reason(wanted)
+    if reason is None and wrong is not None:
+        reason = f"strategy '{wanted}' computes wrong values on {runtime.name}: {wrong}"
     unbounded = spec.length is None and spec.max_length is None
     if reason is None and lowering.static_length and unbounded:
         reason = (

@@ -51,14 +51,15 @@ __all__ = ["build", "compute_dtype", "exclusive_cumsum_refusal", "max_ulps", "un
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     if spec.dtype not in FLOAT_TYPES:
         kind = spec.dtype.name.lower() if spec.dtype is not None else "an unknown type"
+        instead = "'auto'" if "Loop" in target.missing_ops else "'loop' or 'auto'"
         return (
             f"strategy 'logsum' is inexact for {kind} (products past 2^53 "
-            "are rounded); use 'loop' or 'auto'"
+            f"are rounded); use {instead}"
         )
     if not target.float64:
+        instead = "'auto'" if target.wrong_reason("logsum32") else "'logsum32' or 'auto'"
         return (
-            f"strategy 'logsum' computes in float64, which {target.name} does not "
-            "(use 'logsum32' or 'auto')"
+            f"strategy 'logsum' computes in float64, which {target.name} does not (use {instead})"
         )
     return exclusive_cumsum_refusal("logsum", spec, target)
 

@@ -14,7 +14,8 @@ are bit-exact with wraparound, and float32 / float64 match ORT's native kernel b
 multiplied in float32 and rounded once at the end (ORT computes float16 the same way).
 
 Cost: n Loop iterations (each a Gather and a Mul over an (o, i) slab), one Transpose unless
-o = 1, plus two Slices per flip and a Pad + Slice for exclusive; about 12 nodes. Works for
+o = 1, plus two Slices per flip and a Pad + Slice for exclusive; about 12 nodes. On OpenVINO,
+a length that may be 0 adds a Pad (one copy of x) and a Slice (see ``_running_product``). Works for
 any rank, a run-time axis and run-time dims (the view is computed at run time).
 """
 
@@ -30,6 +31,7 @@ from rewriter.targets import Target
 
 __all__ = ["build", "compute_dtype", "max_ulps", "unsupported"]
 
+_END = np.iinfo(np.int64).max  # a Slice to the end
 _WIDER = {ir.DataType.FLOAT16: ir.DataType.FLOAT, ir.DataType.BFLOAT16: ir.DataType.FLOAT}
 
 
@@ -79,8 +81,18 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
 
 
 def _running_product(b: Builder, x3: ir.Value, v: View) -> ir.Value:
-    """The inclusive scan along axis 1: Loop, then the stacked axis moved back."""
+    """The inclusive scan along axis 1: Loop, then the stacked axis moved back.
+
+    Where a zero-iteration Loop's output cannot be given its shape
+    (``Target.loop_empty_length``: OpenVINO) and the length may be 0, a slab of ones is
+    put before x3 so the Loop runs at least once, and its product sliced off the result
+    (one more copy of x3 and a Slice)."""
     outer, length, inner = (v.tensor(b, d) for d in v.dims())
+    guarded = not v.target.loop_empty_length and not (v.static_length or 0) > 0
+    steps = length
+    if guarded:
+        x3 = b.pad_axis_before(x3, 1, 3, v.one)
+        steps = b.op("Add", length, b.const([1]))
     ones = b.op("Expand", v.one, b.op("Concat", outer, inner, axis=0))
     dtype = v.dtype
 
@@ -98,15 +110,17 @@ def _running_product(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     graph = body.graph([i, cond_in, acc_in], [cond_out, acc_out, scan_out], "cumprod_loop_body")
     # An explicit true condition (an empty one is allowed, but onnx.reference then never loops).
     true = b.const(True)
-    trip = b.op("Reshape", length, b.const([]))
+    trip = b.op("Reshape", steps, b.const([]))
     _, stacked = b.op_multi("Loop", trip, true, ones, n_out=2, body=graph)
 
     # Give the stacked output its shape [n, o, i] (a Reshape copies nothing in onnxruntime):
     # with zero iterations onnxruntime returns it with shape [0], and onnx.reference
     # concatenates the iterations (np.vstack) instead of stacking them.
-    full = b.op("Concat", length, outer, inner, axis=0)
-    if b.opset >= 14 or (v.static_length or 0) > 0:
+    full = b.op("Concat", steps, outer, inner, axis=0)
+    if b.opset >= 14 or (v.static_length or 0) > 0 or guarded:
         stacked = b.reshape(stacked, full)
+        if guarded:
+            stacked = b.slice_axis(stacked, 0, 1, _END)
     else:  # without allowzero a 0 in ``full`` would copy a dim the [0]-shaped output lacks
         stacked = b.op(
             "If",
