@@ -13,9 +13,13 @@ for the command line and the library alike:
   ``.cumprod-staging-*`` beside the target (folder scans skip such names), each write's
   external data goes to a fresh file ``<model>.<random>.data``, the model's ``os.replace`` is
   the commit point, and the data file the replaced model used is removed only after it, and
-  only when no other ``.onnx`` in the folder references it;
+  only when this tool wrote it (``<model>.<random>.data``) and no other ``.onnx`` file in the
+  folder references it (any other is kept, with a warning);
+- an output that exists and is not a regular file (a device, a FIFO) is refused: replacing
+  ``/dev/null`` with a file would break the machine;
 - a replaced file keeps its permission bits and owner (or nothing is written); a new file
-  takes the permission bits of the model it comes from.
+  takes the permission bits of the file it comes from (a data file those of the input's
+  data files).
 """
 
 from __future__ import annotations
@@ -358,6 +362,10 @@ def check_write_plan(
                 data[key] = (file, source)
     outputs: dict[tuple[object, ...], Path] = {}
     for source, target in jobs:
+        if _special_file(target):
+            raise ModelFileError(
+                f"{target}: is not a regular file (a device, FIFO or socket); nothing written"
+            )
         keys = _identities(target)
         own = _identities(source)
         for key in keys:
@@ -384,6 +392,15 @@ def check_write_plan(
         _check_report(report, inputs, data, outputs)
 
 
+def _special_file(path: Path) -> bool:
+    """Whether ``path`` exists (after symbolic links) and is not a regular file or folder."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def _check_report(
     report: Path,
     inputs: dict[tuple[object, ...], Path],
@@ -400,6 +417,10 @@ def _check_report(
         raise ModelFileError(f"{where}: is an input's external data file; nothing written")
     if keys & outputs.keys():
         raise ModelFileError(f"{where}: is also a model output; nothing written")
+    if _special_file(report):  # /dev/stdout, a FIFO: written as it is (write_text)
+        if not os.access(report, os.W_OK):
+            raise ModelFileError(f"{where}: not writable")
+        return
     folder = report.parent
     if not folder.is_dir():
         raise ModelFileError(f"{where}: folder {folder} does not exist")
@@ -487,10 +508,11 @@ def _keep_metadata(target: Path, staged: Path, like: Path | None, mode_from: Pat
 
 
 def _referenced_by_folder(folder: Path) -> set[Path] | None:
-    """Every data file the ``.onnx`` files of ``folder`` reference; None if one cannot be read."""
+    """Every data file the ``.onnx`` files (any case) of ``folder`` reference; None if one
+    cannot be read."""
     referenced: set[Path] = set()
-    for model in folder.glob("*.onnx"):
-        if is_staging(model) or not model.is_file():
+    for model in folder.iterdir():
+        if model.suffix.lower() != ".onnx" or is_staging(model) or not model.is_file():
             continue
         try:
             referenced |= data_files(model)
@@ -499,20 +521,30 @@ def _referenced_by_folder(folder: Path) -> set[Path] | None:
     return referenced
 
 
-def _remove_unreferenced(candidates: set[Path], folder: Path) -> None:
-    """After a commit: remove the replaced model's old data files that no model in ``folder``
-    references any more (only files directly in ``folder``)."""
-    candidates = {
-        c
-        for c in candidates
-        if c.parent == folder.resolve() and c.is_file() and not c.name.endswith(".onnx")
-    }
+def _written_here(path: Path, target: Path) -> bool:
+    """Whether ``path`` has the name this module gives ``target``'s data files."""
+    return re.fullmatch(re.escape(target.name) + r"\.[0-9a-f]{8}\.data", path.name) is not None
+
+
+def _remove_unreferenced(candidates: set[Path], target: Path) -> None:
+    """After a commit: remove the replaced model's old data files that this module wrote
+    (``<target name>.<8 hex>.data``, directly in the target's folder) and that no ``.onnx``
+    file there references any more. Others are kept, with a warning: a file of another
+    name or extension might still read them."""
+    folder = target.parent
+    candidates = {c for c in candidates if c.parent == folder.resolve() and c.is_file()}
     if not candidates:
         return
     referenced = _referenced_by_folder(folder)
-    if referenced is None:
-        return
-    for path in candidates - referenced:
+    for path in sorted(candidates - (referenced or set())):
+        if referenced is None or not _written_here(path, target):
+            logger.warning(
+                "kept %s, the external data of the model %s replaced: another file may "
+                "still read it (remove it when nothing does)",
+                path,
+                target,
+            )
+            continue
         with contextlib.suppress(OSError):
             path.unlink()
             logger.debug("removed %s, no longer referenced", path)
@@ -521,13 +553,14 @@ def _remove_unreferenced(candidates: set[Path], folder: Path) -> None:
 def _commit(
     target: Path,
     staged_model: Path,
-    staged_data: list[tuple[Path, str]],
+    staged_data: list[tuple[Path, str, Path | None]],
     mode_from: Path | None,
     *,
     is_model: bool = True,
 ) -> list[Path]:
     """Move the staged data files in (fresh names: no reader sees them yet), then the model
-    (the commit point); then drop the replaced model's data files nobody references."""
+    (the commit point); then drop the replaced model's data files nobody references.
+    ``staged_data``: (staged file, its name, the file whose mode a new one takes)."""
     folder = target.parent
     old_data: set[Path] = set()
     with contextlib.suppress(ModelFileError):
@@ -536,12 +569,12 @@ def _commit(
     like_data = next((p for p in sorted(old_data) if p.is_file()), None)
     replaced = target if target.exists() else None
     _keep_metadata(target, staged_model, replaced, mode_from)
-    for staged, _ in staged_data:
-        _keep_metadata(target, staged, like_data or replaced, mode_from)
+    for staged, _, data_mode_from in staged_data:
+        _keep_metadata(target, staged, like_data or replaced, data_mode_from or mode_from)
     moved: list[Path] = []
     committed = False
     try:
-        for staged, name in staged_data:
+        for staged, name, _ in staged_data:
             os.replace(staged, folder / name)
             moved.append(folder / name)
         os.replace(staged_model, target)
@@ -554,7 +587,7 @@ def _commit(
                 with contextlib.suppress(OSError):
                     path.unlink()
     new = {p.resolve() for p in moved}
-    _remove_unreferenced(old_data - new, folder)
+    _remove_unreferenced(old_data - new, target)
     return [*moved, target]
 
 
@@ -611,8 +644,22 @@ def save_model(
             raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
         if accept is not None and not accept(staged):
             return []
-        data = [(stage / data_name, data_name)] if data_name is not None else []
+        data = []
+        if data_name is not None:
+            data = [(stage / data_name, data_name, _strictest_data_file(source))]
         return _commit(target, staged, data, source)
+
+
+def _strictest_data_file(source: Path | None) -> Path | None:
+    """The data file of the model ``source`` with the fewest permission bits (a new data
+    file takes its mode: weights kept private stay private); None without one."""
+    if source is None:
+        return None
+    with contextlib.suppress(ModelFileError, OSError):
+        files = [f for f in data_files(source) if f.is_file()]
+        if files:
+            return min(files, key=lambda f: (bin(stat.S_IMODE(f.stat().st_mode)).count("1"), f))
+    return None
 
 
 def atomic_copy(source: Path, target: Path) -> list[Path]:
@@ -625,7 +672,7 @@ def atomic_copy(source: Path, target: Path) -> list[Path]:
     entries = _external_entries(proto, source)
     with _staging(target) as stage:
         staged_model = stage / target.name
-        staged_data: list[tuple[Path, str]] = []
+        staged_data: list[tuple[Path, str, Path | None]] = []
         try:
             if not entries:
                 shutil.copyfile(source, staged_model)
@@ -637,7 +684,7 @@ def atomic_copy(source: Path, target: Path) -> list[Path]:
                     if file not in names:
                         names[file] = _fresh_name(target.parent, target.name, taken)
                         shutil.copyfile(file, stage / names[file])
-                        staged_data.append((stage / names[file], names[file]))
+                        staged_data.append((stage / names[file], names[file], file))
                     for entry in tensor.external_data:
                         if entry.key == "location":
                             entry.value = names[file]
@@ -648,7 +695,15 @@ def atomic_copy(source: Path, target: Path) -> list[Path]:
 
 
 def write_text(target: Path, text: str) -> None:
-    """Write a text file atomically (staged beside it), keeping a replaced file's mode."""
+    """Write a text file atomically (staged beside it), keeping a replaced file's mode; a
+    device or FIFO (``/dev/stdout``) is written as it is."""
+    if _special_file(target):
+        try:
+            with open(target, "w") as stream:
+                stream.write(text)
+        except OSError as exc:
+            raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+        return
     with _staging(target) as stage:
         staged = stage / target.name
         try:

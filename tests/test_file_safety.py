@@ -8,6 +8,7 @@ one-line messages for odd but readable models. Permission cases run as ``nobody`
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -154,8 +155,8 @@ def test_in_place_keeps_mode_and_owner_of_model_and_data(tmp_path: Path) -> None
         path.chmod(0o600)
     result = cli(source, "--in-place")
     assert result.returncode == 0, result.stderr
-    (data,) = (p for p in tmp_path.iterdir() if p.name != "m.onnx")
-    assert data.name.startswith("m.onnx.") and data.name.endswith(".data")  # m.bin is gone
+    (data,) = tmp_path.glob("m.onnx.*.data")
+    assert f"kept {tmp_path / 'm.bin'}" in result.stderr  # not written by the tool: kept
     for path in (source, data):
         st = path.stat()
         assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o600, NOBODY, NOBODY), path
@@ -296,18 +297,68 @@ def test_copies_take_fresh_data_names_and_clobber_nothing(tmp_path: Path) -> Non
     assert len(names) == 6 and sum(n.endswith(".data") for n in names) == 2, names
 
 
-def test_a_shared_data_file_is_kept_while_a_model_uses_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("other", ["b.onnx", "b.ONNX"])
+def test_a_shared_data_file_is_kept_while_a_model_uses_it(tmp_path: Path, other: str) -> None:
+    """Only data files this tool wrote (``OUTPUT.<8 hex>.data``) are removed, and only when
+    no ``.onnx`` file (any case) in the folder references them. Found by a review from
+    outside: ``--in-place`` deleted weights.bin that b.ONNX still read (only ``*.onnx`` was
+    looked at)."""
     a = weighted(tmp_path, "a.onnx", "shared.bin")
-    b = weighted(tmp_path, "b.onnx", "shared.bin")  # same weights (same name length), same file
+    b = weighted(tmp_path, other, "shared.bin")  # same weights (same name length), same file
     shared = (tmp_path / "shared.bin").read_bytes()
     expected = run(b)
-    assert cli(a, "--in-place").returncode == 0
+    result = cli(a, "--in-place")
+    assert result.returncode == 0 and "kept" not in result.stderr, result.stderr
     assert (tmp_path / "shared.bin").read_bytes() == shared  # b still needs it
     np.testing.assert_array_equal(run(b), expected)
     np.testing.assert_allclose(run(a), expected, rtol=1e-5)
-    assert cli(b, "--in-place").returncode == 0
-    assert not (tmp_path / "shared.bin").exists()  # nobody references it any more
-    assert len(list(tmp_path.iterdir())) == 4
+    result = cli(b, "--in-place")
+    assert result.returncode == 0, result.stderr
+    # nobody references it any more, but the tool did not write it: kept, and said so
+    assert (tmp_path / "shared.bin").read_bytes() == shared
+    assert f"kept {tmp_path / 'shared.bin'}" in result.stderr, result.stderr
+    c = weighted(tmp_path / "c", "c.onnx", "c.bin")
+    out = tmp_path / "out.onnx"
+    assert cli(c, "-o", out).returncode == 0
+    (ours,) = tmp_path.glob("out.onnx.*.data")
+    result = cli(c, "-o", out)  # replaced again: its own old data file goes, quietly
+    assert result.returncode == 0 and "kept" not in result.stderr, result.stderr
+    assert not ours.exists()
+    assert len(list(tmp_path.glob("out.onnx.*.data"))) == 1
+    np.testing.assert_allclose(run(out), run(c), rtol=1e-5)
+
+
+def test_a_device_or_fifo_is_never_replaced(tmp_path: Path) -> None:
+    """Found by a review from outside: ``-o`` onto a device node or FIFO replaced it with a
+    regular file (as root, ``-o /dev/null`` turned the machine's /dev/null into a file).
+    Refused, one line; ``--report`` to such a file writes into it (``/dev/stdout``)."""
+    source = Path(shutil.copy(EXAMPLE, tmp_path / "m.onnx"))
+    fifo = tmp_path / "out.onnx"
+    os.mkfifo(fifo)
+    result = cli(source, "-o", fifo)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"error: {fifo}: is not a regular file (a device, FIFO or socket); nothing written"
+    )
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    result = cli(source, "-o", tmp_path / "ok.onnx", "--report", "/dev/stdout", "-q")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["files"][0]["status"] == "rewritten"
+
+
+def test_new_data_files_keep_the_inputs_data_permissions(tmp_path: Path) -> None:
+    """Found by a review from outside: a 0600 data file (private weights) beside a 0644
+    model was copied / rewritten as 0644: a new data file takes the input data's mode."""
+    for cumprod in (True, False):  # rewritten, copied
+        folder = tmp_path / f"in{int(cumprod)}"
+        source = weighted(folder, "m.onnx", "m.bin", cumprod=cumprod)
+        os.chmod(folder / "m.bin", 0o600)
+        os.chmod(source, 0o644)
+        out = tmp_path / f"out{int(cumprod)}"
+        assert cli(source, "-o", f"{out}/").returncode == 0
+        (data,) = out.glob("m.onnx.*.data")
+        assert stat.S_IMODE(data.stat().st_mode) == 0o600
+        assert stat.S_IMODE((out / "m.onnx").stat().st_mode) == 0o644
 
 
 FAIL_COMMIT = """
