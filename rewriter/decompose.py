@@ -46,6 +46,7 @@ from rewriter.types import (
     drop_unconfirmed_shapes,
     infer_types,
     overridable_shapes,
+    proto_nodes,
     restore_shapes,
 )
 
@@ -461,6 +462,22 @@ def _keep_untouched(original: onnx.ModelProto, rewritten: onnx.ModelProto) -> No
     )
 
 
+def _refuse_read_sparse_initializers(model: onnx.ModelProto) -> None:
+    """onnx_ir does not load sparse initializers: one that a node reads would be a value
+    with no definition (onnx_ir's cloner then fails). Unread ones are carried over."""
+    sparse = {s.values.name for s in model.graph.sparse_initializer}
+    if not sparse:
+        return
+    for node in proto_nodes(model.graph.node):
+        read = sparse.intersection(node.input)
+        if read:
+            shown = f"node '{node.name}'" if node.name else "an unnamed node"
+            raise InputModelError(
+                f"{shown} ({node.op_type}) reads the sparse initializer '{min(read)}', which "
+                "onnx_ir cannot load: make it a dense initializer first"
+            )
+
+
 def decompose_cumprod(
     model: onnx.ModelProto | ir.Model,
     *,
@@ -484,6 +501,12 @@ def decompose_cumprod(
     )
     if isinstance(model, ir.Model):
         return rewrite(model).model
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(
+            f"decompose_cumprod takes an onnx.ModelProto or an onnx_ir.Model, not "
+            f"{type(model).__name__} (load a file with onnx.load or onnx_ir.load)"
+        )
+    _refuse_read_sparse_initializers(model)
     ir_model = ir.serde.deserialize_model(model)
     if not rewrite(ir_model).modified:
         copy = onnx.ModelProto()

@@ -584,6 +584,44 @@ def test_sparse_initializers_and_training_info_are_kept() -> None:
     assert list(rewritten.training_info) == [training]
 
 
+def test_a_sparse_initializer_a_node_reads_is_one_clear_error() -> None:
+    """Found by a review from outside: onnx_ir does not load sparse initializers, and one a
+    node reads (here in an If branch) made onnx_ir's cloner raise a RuntimeError from deep
+    inside. One line now, naming the node and the tensor; a path is a TypeError."""
+    then = helper.make_graph(
+        [helper.make_node("Add", ["c", "sp"], ["t"], name="add_sparse")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])],
+    )
+    model = _model(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=0),
+            helper.make_node("CumProd", ["x", "axis"], ["c"]),
+            helper.make_node("If", ["b"], ["y"], then_branch=then, else_branch=then),
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+            helper.make_tensor_value_info("b", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+    )
+    model.graph.sparse_initializer.append(
+        helper.make_sparse_tensor(
+            helper.make_tensor("sp", TensorProto.FLOAT, [1], [2.0]),
+            helper.make_tensor("sp_idx", TensorProto.INT64, [1], [1]),
+            [4],
+        )
+    )
+    with pytest.raises(
+        rewriter.InputModelError,
+        match=r"^node 'add_sparse' \(Add\) reads the sparse initializer 'sp', which onnx_ir",
+    ):
+        rewriter.decompose_cumprod(model)
+    with pytest.raises(TypeError, match=r"takes an onnx\.ModelProto or an onnx_ir\.Model, not str"):
+        rewriter.decompose_cumprod("model.onnx")  # type: ignore[arg-type]
+
+
 def test_subgraph_initializer_named_like_a_generated_value() -> None:
     then = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["t"])],
