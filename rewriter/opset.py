@@ -371,6 +371,18 @@ def check_target_opset(
                 )
                 blockers.append(_blocker(where, now, reason))
             plan.convert.append(node)
+            # onnx's converter reads a constant input (ReduceSum-13's axes into ReduceSum-12's
+            # attribute) from a Constant's ``value`` only: its value_ints is written as that
+            for value in node.inputs:
+                producer = value.producer() if value is not None else None
+                if (
+                    producer is not None
+                    and producer.op_type == "Constant"
+                    and producer.domain in ONNX_DOMAINS
+                    and constant_tensor(producer) is not None
+                    and producer not in plan.constant_values
+                ):
+                    plan.constant_values.append(producer)
             continue
         bad = _types_not_allowed(where, then, now, types)
         if bad:

@@ -453,6 +453,33 @@ def test_target_opset_split_sizes_take_a_name_no_scope_uses() -> None:
 
 
 @pytest.mark.parametrize(
+    ("node", "axes", "out"),
+    [
+        ("ReduceSum <keepdims = 1> (c, ra)", 2, "float[2, 3, 1]"),
+        ("Unsqueeze (c, ra)", 3, "float[2, 3, 4, 1]"),
+    ],
+)
+@pytest.mark.parametrize("target", [12, 11])
+def test_target_opset_converts_axes_from_constant_value_ints(
+    node: str, axes: int, out: str, target: int
+) -> None:
+    """Axes from ``Constant <value_ints>`` (the torch exporter's form) were refused at 12:
+    onnx's converter reads a constant input from a Constant's ``value`` only (at 11 the
+    Constant was already written as ``value``). Written as ``value`` before it runs."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 26]>'
+        f" main (float[2, 3, 4] x) => ({out} y) {{ ax = Constant <value = int64 {{1}}> ()"
+        f" c = CumProd (x, ax) ra = Constant <value_ints = [{axes}]> () y = {node} }}"
+    )
+    rewritten = rewriter.decompose_cumprod(model, target_opset=target)
+    onnx.checker.check_model(rewritten, full_check=True)
+    x = np.random.default_rng(19).uniform(0.5, 1.5, (2, 3, 4)).astype(np.float32)
+    (got,), (want,) = run_ort(rewritten, {"x": x}), run_ort(model, {"x": x})
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
     ("attr", "out"),
     [
         ("value_float = 2.5", "float"),
