@@ -249,7 +249,7 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         if not has_cumprod(model):
             return ir.passes.PassResult(model, modified=False)
         types = infer_types(model)
-        self.types.fill_from(types)
+        self.types.take_from(types)
         plans = plan_cumprods(model, self.strategy, types, self.target, max_length=self.max_length)
         for plan in plans:
             site = plan.site

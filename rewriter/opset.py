@@ -491,7 +491,7 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             return ir.passes.PassResult(model, modified=False)
         types = infer_types(model)
         if self.known is not None:
-            types.fill_from(self.known)
+            types.take_from(self.known)
         plan = check_target_opset(model, self.target, types, exclude=self.exclude)
         apply_target_opset(model, self.target, plan)
         return ir.passes.PassResult(model, modified=True)

@@ -77,11 +77,14 @@ class TypeTable:
     def set(self, scope: str, name: str, type_proto: onnx.TypeProto) -> None:
         self._types[(scope, name)] = type_proto
 
-    def fill_from(self, other: TypeTable) -> None:
-        """Take ``other``'s types for the names this table has none for (types inferred
-        before a type-preserving rewrite, for the names the rewrite kept)."""
+    def take_from(self, other: TypeTable) -> None:
+        """Take ``other``'s types, where they name an element type, over this table's
+        (types inferred before a rewrite that keeps every kept name's type and shape, when
+        inference after it lost some: a node built at an older opset stops it)."""
         for key, type_proto in other._types.items():
-            self._types.setdefault(key, type_proto)
+            tensor = type_proto.tensor_type if type_proto.HasField("tensor_type") else None
+            if tensor is None or tensor.elem_type or key not in self._types:
+                self._types[key] = type_proto
 
     def clear(self) -> None:
         self._types.clear()

@@ -653,6 +653,24 @@ def test_target_opset_resolves_attribute_references_first(target: int) -> None:
         TargetOpsetPass(11)(ir.serde.deserialize_model(model))
 
 
+def test_target_opset_splits_a_lowered_cumprod_in_a_function() -> None:
+    """Found by a review from outside: Split-18 num_outputs after a CumProd in a function
+    was refused at 13: inference after the lowering kept c's rank but not its dims, and the
+    types from before it only filled names with none. They are taken over those now."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 26, "local" : 1]>'
+        " main (float[2, 3, 4] x) => (float[2, 3, 2] y, float[2, 3, 2] z) { y, z = local.F (x) }"
+        ' <domain: "local", opset_import: ["" : 26]> F (a) => (b, d) {'
+        " k = Constant <value_int = 2> () c = CumProd (a, k)"
+        " b, d = Split <axis = 2, num_outputs = 2> (c) }"
+    )
+    rewritten = rewriter.decompose_cumprod(model, target_opset=13)
+    onnx.checker.check_model(rewritten, full_check=True)
+    x = np.random.default_rng(20).uniform(0.5, 1.5, (2, 3, 4)).astype(np.float32)
+    for got, want in zip(run_ort(rewritten, {"x": x}), run_ort(model, {"x": x}), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_target_opset_refuses_an_unknown_type_where_the_older_op_allows_fewer() -> None:
     """Found by a review from outside: a Relu over the int8 output of a contrib op (onnx's
     shape inference does not type it) was written as Relu-13, which allows no int8, and the
