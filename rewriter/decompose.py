@@ -463,9 +463,14 @@ def _keep_untouched(original: onnx.ModelProto, rewritten: onnx.ModelProto) -> No
 
 
 def _refuse_read_sparse_initializers(model: onnx.ModelProto) -> None:
-    """onnx_ir does not load sparse initializers: one that a node reads would be a value
-    with no definition (onnx_ir's cloner then fails). Unread ones are carried over."""
-    sparse = {s.values.name for s in model.graph.sparse_initializer}
+    """onnx_ir does not load sparse initializers: one that a node reads (in any graph) would
+    be a value with no definition (onnx_ir's cloner then fails). Unread ones in the main
+    graph are carried over."""
+    graphs = [model.graph]
+    for node in proto_nodes(model.graph.node):
+        for attr in node.attribute:
+            graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    sparse = {s.values.name for graph in graphs for s in graph.sparse_initializer}
     if not sparse:
         return
     for node in proto_nodes(model.graph.node):

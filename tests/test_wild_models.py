@@ -584,7 +584,8 @@ def test_sparse_initializers_and_training_info_are_kept() -> None:
     assert list(rewritten.training_info) == [training]
 
 
-def test_a_sparse_initializer_a_node_reads_is_one_clear_error() -> None:
+@pytest.mark.parametrize("held_by", ["main graph", "branch"])
+def test_a_sparse_initializer_a_node_reads_is_one_clear_error(held_by: str) -> None:
     """Found by a review from outside: onnx_ir does not load sparse initializers, and one a
     node reads (here in an If branch) made onnx_ir's cloner raise a RuntimeError from deep
     inside. One line now, naming the node and the tensor; a path is a TypeError."""
@@ -606,13 +607,15 @@ def test_a_sparse_initializer_a_node_reads_is_one_clear_error() -> None:
         ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
     )
-    model.graph.sparse_initializer.append(
-        helper.make_sparse_tensor(
-            helper.make_tensor("sp", TensorProto.FLOAT, [1], [2.0]),
-            helper.make_tensor("sp_idx", TensorProto.INT64, [1], [1]),
-            [4],
-        )
+    sparse = helper.make_sparse_tensor(
+        helper.make_tensor("sp", TensorProto.FLOAT, [1], [2.0]),
+        helper.make_tensor("sp_idx", TensorProto.INT64, [1], [1]),
+        [4],
     )
+    if held_by == "branch":
+        model.graph.node[-1].attribute[0].g.sparse_initializer.append(sparse)
+    else:
+        model.graph.sparse_initializer.append(sparse)
     with pytest.raises(
         rewriter.InputModelError,
         match=r"^node 'add_sparse' \(Add\) reads the sparse initializer 'sp', which onnx_ir",
