@@ -12,9 +12,9 @@ for the command line and the library alike:
 - writes that readers see whole or not at all: files are staged in a folder
   ``.cumprod-staging-*`` beside the target (folder scans skip such names), each write's
   external data goes to a fresh file ``<model>.<random>.data``, the model's ``os.replace`` is
-  the commit point, and the data file the replaced model used is removed only after it, and
-  only when this tool wrote it (``<model>.<random>.data``) and no other ``.onnx`` file in the
-  folder references it (any other is kept, with a warning);
+  the commit point; the data files the replaced model used are never removed (a copy, a
+  model elsewhere or of another extension may read them): those no ``.onnx`` file in the
+  folder reads any more are named in a warning;
 - an output that exists and is not a regular file (a device, a FIFO) is refused: replacing
   ``/dev/null`` with a file would break the machine;
 - a replaced file keeps its permission bits and owner (or nothing is written); a new file
@@ -401,6 +401,15 @@ def _special_file(path: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+def _stream_file(path: Path) -> bool:
+    """Whether ``path`` is a character device or FIFO (``/dev/stdout``): written into."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
 def _check_report(
     report: Path,
     inputs: dict[tuple[object, ...], Path],
@@ -417,10 +426,12 @@ def _check_report(
         raise ModelFileError(f"{where}: is an input's external data file; nothing written")
     if keys & outputs.keys():
         raise ModelFileError(f"{where}: is also a model output; nothing written")
-    if _special_file(report):  # /dev/stdout, a FIFO: written as it is (write_text)
+    if _stream_file(report):  # /dev/stdout, a FIFO: written as it is (write_text)
         if not os.access(report, os.W_OK):
             raise ModelFileError(f"{where}: not writable")
         return
+    if _special_file(report):
+        raise ModelFileError(f"{where}: is a socket or block device; nothing written")
     folder = report.parent
     if not folder.is_dir():
         raise ModelFileError(f"{where}: folder {folder} does not exist")
@@ -507,6 +518,16 @@ def _keep_metadata(target: Path, staged: Path, like: Path | None, mode_from: Pat
         raise ModelFileError(f"{target}: cannot set its mode: {exc.strerror or exc}") from exc
 
 
+def _narrow_mode(target: Path, staged: Path, source: Path) -> None:
+    """Take away from ``staged`` the permission bits ``source`` does not have (weights kept
+    private stay private, whatever the file the new one replaces allowed)."""
+    try:
+        keep = stat.S_IMODE(source.stat().st_mode)
+        os.chmod(staged, stat.S_IMODE(staged.stat().st_mode) & keep)
+    except OSError as exc:
+        raise ModelFileError(f"{target}: cannot set its mode: {exc.strerror or exc}") from exc
+
+
 def _referenced_by_folder(folder: Path) -> set[Path] | None:
     """Every data file the ``.onnx`` files (any case) of ``folder`` reference; None if one
     cannot be read."""
@@ -521,33 +542,23 @@ def _referenced_by_folder(folder: Path) -> set[Path] | None:
     return referenced
 
 
-def _written_here(path: Path, target: Path) -> bool:
-    """Whether ``path`` has the name this module gives ``target``'s data files."""
-    return re.fullmatch(re.escape(target.name) + r"\.[0-9a-f]{8}\.data", path.name) is not None
-
-
-def _remove_unreferenced(candidates: set[Path], target: Path) -> None:
-    """After a commit: remove the replaced model's old data files that this module wrote
-    (``<target name>.<8 hex>.data``, directly in the target's folder) and that no ``.onnx``
-    file there references any more. Others are kept, with a warning: a file of another
-    name or extension might still read them."""
+def _warn_unreferenced(candidates: set[Path], target: Path) -> None:
+    """After a commit: name the replaced model's old data files that no ``.onnx`` file (any
+    case) in the target's folder references any more. They are never removed: a copy
+    (``a.onnx.bak``), a model in another folder or a file of another extension may still
+    read them."""
     folder = target.parent
-    candidates = {c for c in candidates if c.parent == folder.resolve() and c.is_file()}
+    candidates = {c for c in candidates if c.is_file()}
     if not candidates:
         return
     referenced = _referenced_by_folder(folder)
     for path in sorted(candidates - (referenced or set())):
-        if referenced is None or not _written_here(path, target):
-            logger.warning(
-                "kept %s, the external data of the model %s replaced: another file may "
-                "still read it (remove it when nothing does)",
-                path,
-                target,
-            )
-            continue
-        with contextlib.suppress(OSError):
-            path.unlink()
-            logger.debug("removed %s, no longer referenced", path)
+        logger.warning(
+            "kept %s, the external data of the model %s replaced, which no .onnx file in "
+            "its folder reads any more (remove it when nothing else does)",
+            path,
+            target,
+        )
 
 
 def _commit(
@@ -571,6 +582,8 @@ def _commit(
     _keep_metadata(target, staged_model, replaced, mode_from)
     for staged, _, data_mode_from in staged_data:
         _keep_metadata(target, staged, like_data or replaced, data_mode_from or mode_from)
+        if like_data is None and data_mode_from is not None:  # the input's weights' mode
+            _narrow_mode(target, staged, data_mode_from)
     moved: list[Path] = []
     committed = False
     try:
@@ -587,7 +600,7 @@ def _commit(
                 with contextlib.suppress(OSError):
                     path.unlink()
     new = {p.resolve() for p in moved}
-    _remove_unreferenced(old_data - new, target)
+    _warn_unreferenced(old_data - new, target)
     return [*moved, target]
 
 
@@ -697,7 +710,7 @@ def atomic_copy(source: Path, target: Path) -> list[Path]:
 def write_text(target: Path, text: str) -> None:
     """Write a text file atomically (staged beside it), keeping a replaced file's mode; a
     device or FIFO (``/dev/stdout``) is written as it is."""
-    if _special_file(target):
+    if _stream_file(target):
         try:
             with open(target, "w") as stream:
                 stream.write(text)

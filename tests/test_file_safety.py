@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -156,7 +157,7 @@ def test_in_place_keeps_mode_and_owner_of_model_and_data(tmp_path: Path) -> None
     result = cli(source, "--in-place")
     assert result.returncode == 0, result.stderr
     (data,) = tmp_path.glob("m.onnx.*.data")
-    assert f"kept {tmp_path / 'm.bin'}" in result.stderr  # not written by the tool: kept
+    assert f"kept {tmp_path / 'm.bin'}" in result.stderr  # the replaced model's: kept
     for path in (source, data):
         st = path.stat()
         assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o600, NOBODY, NOBODY), path
@@ -298,11 +299,11 @@ def test_copies_take_fresh_data_names_and_clobber_nothing(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("other", ["b.onnx", "b.ONNX"])
-def test_a_shared_data_file_is_kept_while_a_model_uses_it(tmp_path: Path, other: str) -> None:
-    """Only data files this tool wrote (``OUTPUT.<8 hex>.data``) are removed, and only when
-    no ``.onnx`` file (any case) in the folder references them. Found by a review from
-    outside: ``--in-place`` deleted weights.bin that b.ONNX still read (only ``*.onnx`` was
-    looked at)."""
+def test_a_replaced_data_file_is_never_removed(tmp_path: Path, other: str) -> None:
+    """Found by reviews from outside: ``--in-place`` deleted weights.bin that b.ONNX still
+    read (only ``*.onnx`` was looked at), and a data file the tool wrote that a backup copy
+    (``a.onnx.bak``) or a model in another folder still read. The replaced model's data files
+    stay; those no ``.onnx`` file (any case) in the folder reads any more are named."""
     a = weighted(tmp_path, "a.onnx", "shared.bin")
     b = weighted(tmp_path, other, "shared.bin")  # same weights (same name length), same file
     shared = (tmp_path / "shared.bin").read_bytes()
@@ -314,18 +315,19 @@ def test_a_shared_data_file_is_kept_while_a_model_uses_it(tmp_path: Path, other:
     np.testing.assert_allclose(run(a), expected, rtol=1e-5)
     result = cli(b, "--in-place")
     assert result.returncode == 0, result.stderr
-    # nobody references it any more, but the tool did not write it: kept, and said so
-    assert (tmp_path / "shared.bin").read_bytes() == shared
+    assert (tmp_path / "shared.bin").read_bytes() == shared  # nobody here reads it: named
     assert f"kept {tmp_path / 'shared.bin'}" in result.stderr, result.stderr
     c = weighted(tmp_path / "c", "c.onnx", "c.bin")
     out = tmp_path / "out.onnx"
     assert cli(c, "-o", out).returncode == 0
     (ours,) = tmp_path.glob("out.onnx.*.data")
-    result = cli(c, "-o", out)  # replaced again: its own old data file goes, quietly
-    assert result.returncode == 0 and "kept" not in result.stderr, result.stderr
-    assert not ours.exists()
-    assert len(list(tmp_path.glob("out.onnx.*.data"))) == 1
-    np.testing.assert_allclose(run(out), run(c), rtol=1e-5)
+    shutil.copy(out, tmp_path / "out.onnx.bak")  # a backup reading the tool's own data file
+    result = cli(c, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert f"kept {ours}" in result.stderr, result.stderr
+    assert ours.exists() and len(list(tmp_path.glob("out.onnx.*.data"))) == 2
+    for model in (out, tmp_path / "out.onnx.bak"):
+        np.testing.assert_allclose(run(model), run(c), rtol=1e-5)
 
 
 def test_a_device_or_fifo_is_never_replaced(tmp_path: Path) -> None:
@@ -344,11 +346,18 @@ def test_a_device_or_fifo_is_never_replaced(tmp_path: Path) -> None:
     result = cli(source, "-o", tmp_path / "ok.onnx", "--report", "/dev/stdout", "-q")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["files"][0]["status"] == "rewritten"
+    with socket.socket(socket.AF_UNIX) as server:  # a socket is refused before any write
+        server.bind(str(tmp_path / "sock"))
+        result = cli(source, "-o", tmp_path / "no.onnx", "--report", tmp_path / "sock")
+    assert result.returncode == 2
+    assert "is a socket or block device; nothing written" in result.stderr
+    assert not (tmp_path / "no.onnx").exists()
 
 
 def test_new_data_files_keep_the_inputs_data_permissions(tmp_path: Path) -> None:
-    """Found by a review from outside: a 0600 data file (private weights) beside a 0644
-    model was copied / rewritten as 0644: a new data file takes the input data's mode."""
+    """Found by reviews from outside: a 0600 data file (private weights) beside a 0644
+    model was copied / rewritten as 0644 (also over an existing 0644 output without
+    external data): a new data file has no permission the input's data file lacks."""
     for cumprod in (True, False):  # rewritten, copied
         folder = tmp_path / f"in{int(cumprod)}"
         source = weighted(folder, "m.onnx", "m.bin", cumprod=cumprod)
@@ -359,6 +368,12 @@ def test_new_data_files_keep_the_inputs_data_permissions(tmp_path: Path) -> None
         (data,) = out.glob("m.onnx.*.data")
         assert stat.S_IMODE(data.stat().st_mode) == 0o600
         assert stat.S_IMODE((out / "m.onnx").stat().st_mode) == 0o644
+    existing = tmp_path / "existing.onnx"
+    shutil.copy(EXAMPLE, existing)
+    os.chmod(existing, 0o644)
+    assert cli(tmp_path / "in1" / "m.onnx", "-o", existing).returncode == 0
+    (data,) = tmp_path.glob("existing.onnx.*.data")
+    assert stat.S_IMODE(data.stat().st_mode) == 0o600
 
 
 FAIL_COMMIT = """
@@ -387,7 +402,9 @@ def test_the_models_rename_is_the_commit_point(tmp_path: Path) -> None:
     np.testing.assert_array_equal(run(out), values)
     assert cli(source, "-o", out, "--strategy", "loop").returncode == 0
     after = snapshot(out.parent)
-    assert len(after) == 2 and set(after) != set(before)  # a fresh data name, the old one gone
+    # a fresh data name; the old one kept (never removed), the model changed
+    assert len(after) == 3 and set(before) - {"m.onnx"} < set(after)
+    assert after["m.onnx"] != before["m.onnx"]
 
 
 # -- interruptions ----------------------------------------------------------------------------
