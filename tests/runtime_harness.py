@@ -25,6 +25,28 @@ DEFAULT_TIMEOUT = 1200.0  # seconds for one runner process (it is restarted afte
 Result = list[np.ndarray] | str
 Case = tuple[onnx.ModelProto, dict[str, np.ndarray]]
 
+# Every element type on the runtimes whose compiler dominates the suite's time (IREE 40-50 s
+# a model, tinygrad 13-20 s, measured on the tables of tests/test_runtime_tables.py) is the
+# opt-in tier CUMPROD_FULL=1. Otherwise they run these five, which take every path those
+# targets have: 4- and 8-byte floats and integers, a float computed in a wider type, an
+# unsigned type. The other runtimes run every type.
+FULL = os.environ.get("CUMPROD_FULL") == "1"
+SLOW_COMPILE = frozenset({"iree", "tinygrad"})
+CI_TYPES = frozenset(
+    {
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.DOUBLE,
+        onnx.TensorProto.BFLOAT16,
+        onnx.TensorProto.INT64,
+        onnx.TensorProto.UINT32,
+    }
+)
+
+
+def runs_type(runtime: str, elem_type: int) -> bool:
+    """Whether the tests run ``elem_type`` on ``runtime`` (every type with CUMPROD_FULL=1)."""
+    return FULL or runtime not in SLOW_COMPILE or elem_type in CI_TYPES
+
 
 def python_for(runtime: str) -> Path | None:
     """The Python of ``runtime``'s environment (``CUMPROD_<NAME>_PYTHON`` overrides

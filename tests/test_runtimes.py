@@ -277,6 +277,8 @@ def run_all(root: Path, runtimes: tuple[str, ...] = RUNTIMES) -> Runs:
                 continue
             cases = {}
             for case in CASES:
+                if not runtime_harness.runs_type(runtime, case[0]):
+                    continue
                 lowered = done.lowered[runtime, case] = Lowered(runtime, case)
                 if lowered.model is None:
                     continue
@@ -353,6 +355,8 @@ def _check(
 def _params() -> list[object]:
     params = []
     for runtime, case, (ex, rev) in itertools.product(RUNTIMES, CASES, ATTRS):
+        if not runtime_harness.runs_type(runtime, case[0]):
+            continue
         test_id = f"{runtime}-{case_name(case)}-ex{ex}-rev{rev}"
         marks = []
         reason = LIMITS.get((runtime, case[0]))
@@ -372,7 +376,7 @@ LIMITED = [
     pytest.param(rt, case, id=f"{rt}-{case_name(case)}")
     for rt in RUNTIMES
     for case in CASES
-    if (rt, case[0]) in LIMITS
+    if (rt, case[0]) in LIMITS and runtime_harness.runs_type(rt, case[0])
 ]
 
 

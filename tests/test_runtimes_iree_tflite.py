@@ -215,6 +215,7 @@ def run_all(rt: Runtime, folder: Path) -> Run:
         )
         for elem_type in ALL_TYPES
         if not any(t == elem_type for t, _ in rt.unsupported)
+        and runtime_harness.runs_type(rt.name, elem_type)
         for form in FORMS
     ]
     results = _run_models(rt, groups, folder / "groups")
@@ -247,6 +248,7 @@ MATRIX = [
     (runtime, (elem_type, form, case))
     for runtime in RUNTIMES
     for elem_type in ALL_TYPES
+    if runtime_harness.runs_type(runtime, elem_type)
     for form in FORMS
     for case in CASES
 ]
