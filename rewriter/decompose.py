@@ -348,8 +348,6 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         target: The runtime the output is for (see :data:`rewriter.TARGETS`).
         max_length: A bound on scan lengths known only at run time (``doubling`` needs one).
         plans: The nodes rewritten by the last call, with the lowering used for each.
-        types: The types inferred by the last call, before it rewrote anything (filled in
-            place): :class:`TargetOpsetPass` reads them for the values the rewrite kept.
     """
 
     def __init__(

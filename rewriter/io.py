@@ -392,22 +392,24 @@ def check_write_plan(
         _check_report(report, inputs, data, outputs)
 
 
-def _special_file(path: Path) -> bool:
-    """Whether ``path`` exists (after symbolic links) and is not a regular file or folder."""
+def _mode(path: Path) -> int | None:
+    """``path``'s mode after symbolic links; None when it does not exist."""
     try:
-        mode = path.stat().st_mode
+        return path.stat().st_mode
     except OSError:
-        return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+        return None
+
+
+def _special_file(path: Path) -> bool:
+    """Whether ``path`` exists and is not a regular file or folder (a device, FIFO, socket)."""
+    mode = _mode(path)
+    return mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _stream_file(path: Path) -> bool:
     """Whether ``path`` is a character device or FIFO (``/dev/stdout``): written into."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return False
-    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+    mode = _mode(path)
+    return mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode))
 
 
 def _check_report(
@@ -570,7 +572,7 @@ def _commit(
     is_model: bool = True,
 ) -> list[Path]:
     """Move the staged data files in (fresh names: no reader sees them yet), then the model
-    (the commit point); then drop the replaced model's data files nobody references.
+    (the commit point); then name the replaced model's data files nothing here reads.
     ``staged_data``: (staged file, its name, the file whose mode a new one takes)."""
     folder = target.parent
     old_data: set[Path] = set()

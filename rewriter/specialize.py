@@ -38,7 +38,7 @@ from rewriter.types import (
     infer_types,
 )
 
-__all__ = ["SpecializeFunctionsPass", "functions_with_cumprod"]
+__all__ = ["SpecializeFunctionsPass", "functions_to_specialize"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def _has_reference(graph: ir.Graph | ir.Function) -> bool:
     )
 
 
-def functions_with_cumprod(model: ir.Model, *, references: bool = False) -> set[FunctionKey]:
+def functions_to_specialize(model: ir.Model, *, references: bool = False) -> set[FunctionKey]:
     """Functions that compute a CumProd (with ``references``: or that take an attribute by
     reference), directly or through functions they call."""
     found = {
@@ -129,7 +129,7 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
         self.references = references
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        needs = functions_with_cumprod(model, references=self.references)
+        needs = functions_to_specialize(model, references=self.references)
         if not needs:
             return ir.passes.PassResult(model, modified=False)
         order = functions_in_call_order(model)

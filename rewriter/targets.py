@@ -18,7 +18,8 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
   in 32 bits (every op, even Identity: the high bits are gone at the graph input) and
   float64 in float32, so those results are not exact there (warned; no graph can fix it).
   uint32 is exact natively but a Cast uint32 -> int64 is not, so integers are computed in
-  their own type.
+  their own type. Its Exp(NaN) is +inf (``logsum32`` is refused), and a zero-iteration
+  Loop's stacked output keeps shape (0, 0, 0) (``loop`` runs over a slab of ones there).
 - ``tract``: no Loop, and a model with two If nodes fails to load (If is not used); no
   bfloat16 (warned); a shape computed from a run-time value (the axis
   input) fails at load, so a run-time axis becomes a Gather-select over the axes; Slice with step -1

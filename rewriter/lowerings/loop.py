@@ -14,9 +14,9 @@ are bit-exact with wraparound, and float32 / float64 match ORT's native kernel b
 multiplied in float32 and rounded once at the end (ORT computes float16 the same way).
 
 Cost: n Loop iterations (each a Gather and a Mul over an (o, i) slab), one Transpose unless
-o = 1, plus two Slices per flip and a Pad + Slice for exclusive; about 12 nodes. On OpenVINO,
-a length that may be 0 adds a Pad (one copy of x) and a Slice (see ``_running_product``). Works for
-any rank, a run-time axis and run-time dims (the view is computed at run time).
+o = 1, plus two Slices per flip and a Pad + Slice for exclusive; about 12 nodes (on OpenVINO,
+where the length may be 0, a Pad (one copy of x) and a Slice more: ``_running_product``).
+Works for any rank, a run-time axis and run-time dims (the view is computed at run time).
 """
 
 from __future__ import annotations
