@@ -227,11 +227,14 @@ def _node_fits(
 
 
 def _is_default(attr: ir.Attr, schema: onnx.defs.OpSchema) -> bool:
-    """Whether ``attr`` has the default value ``schema`` gives it (e.g. ``allowzero=0``)."""
+    """Whether ``attr`` has the default value ``schema`` gives it (``allowzero=0``,
+    ``reduction="none"``)."""
     declared = schema.attributes.get(attr.name)
-    if declared is None or not declared.default_value.name:
+    if declared is None or not declared.default_value.name or attr.is_ref():
         return False
     default = onnx.helper.get_attribute_value(declared.default_value)
+    if attr.type == ir.AttributeType.STRING:
+        return isinstance(default, bytes) and attr.value == default.decode()
     return attr.type == ir.AttributeType.INT and attr.value == default
 
 
@@ -344,11 +347,13 @@ def check_target_opset(
                 continue
         # absent from the older schema and spelled out at their default or to no effect:
         # dropped (also before onnx's converter, which keeps them, e.g. ReduceSum-13's
-        # noop_with_empty_axes=0)
+        # noop_with_empty_axes=0); not where the older op's own behaviour differs from that
+        # default (RoiAlign-16's coordinate_transformation_mode="half_pixel")
         droppable = frozenset(
             name
             for name, attr in node.attributes.items()
             if name not in then.attributes
+            and node.op_type not in _MEANING_CHANGED
             and (_is_default(attr, now) or no_effect(where, attr, types))
         )
         plan.drop_defaults.extend((node, name) for name in sorted(droppable))

@@ -671,6 +671,34 @@ def test_target_opset_splits_a_lowered_cumprod_in_a_function() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("target", [15, 13, 11])
+def test_target_opset_drops_a_string_attribute_spelled_at_its_default(target: int) -> None:
+    """ScatterElements-16's reduction="none" (the default, what the older op does) was kept
+    for onnx's converter, which has no adapter below 13: refused at 11. Dropped like an
+    integer attribute at its default; a reduction the older op cannot do stays refused."""
+    text = (
+        '<ir_version: 10, opset_import: ["" : 26]>'
+        " main (float[2, 3] x, int64[2, 3] i, float[2, 3] u) => (float[2, 3] y) {"
+        " ax = Constant <value = int64 {1}> () c = CumProd (x, ax)"
+        ' y = ScatterElements <axis = 1, reduction = "REDUCTION"> (c, i, u) }'
+    )
+    model = onnx.parser.parse_model(text.replace("REDUCTION", "none"))
+    rewritten = rewriter.decompose_cumprod(model, target_opset=target)
+    (scatter,) = [n for n in rewritten.graph.node if n.op_type == "ScatterElements"]
+    assert [a.name for a in scatter.attribute] == ["axis"]
+    rng = np.random.default_rng(21)
+    feeds = {
+        "x": rng.uniform(0.5, 1.5, (2, 3)).astype(np.float32),
+        "i": np.array([[2, 0, 1], [1, 2, 0]]),
+        "u": rng.uniform(5, 9, (2, 3)).astype(np.float32),
+    }
+    np.testing.assert_allclose(run_ort(rewritten, feeds)[0], run_ort(model, feeds)[0], rtol=1e-6)
+    with pytest.raises(rewriter.OpsetError, match="ScatterElements"):
+        rewriter.decompose_cumprod(
+            onnx.parser.parse_model(text.replace("REDUCTION", "add")), target_opset=target
+        )
+
+
 def test_target_opset_refuses_an_unknown_type_where_the_older_op_allows_fewer() -> None:
     """Found by a review from outside: a Relu over the int8 output of a contrib op (onnx's
     shape inference does not type it) was written as Relu-13, which allows no int8, and the
