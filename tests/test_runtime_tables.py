@@ -521,7 +521,7 @@ def test_length_1_with_symbolic_dims(runtime: str, tmp_path: Path) -> None:
     which holds it in 32 bits: a limit tested in tests/test_runtimes.py.)"""
     runtime_harness.require(runtime)
     cases: dict[str, runtime_harness.Case] = {}
-    wants = {}
+    wants: dict[str, list[Want]] = {}
     rng = np.random.default_rng(7)
     shapes = (
         (["a", "b", 1], -1, (3, 4, 1)),
@@ -531,20 +531,28 @@ def test_length_1_with_symbolic_dims(runtime: str, tmp_path: Path) -> None:
     )
     types = [TensorProto.FLOAT, TensorProto.INT32]
     types += [TensorProto.UINT64] * (runtime != "openvino")
-    for elem_type, (dims, axis, concrete), (ex, rev) in itertools.product(
-        types,
-        shapes,
-        ((0, 0), (1, 1), (1, 0)),
-    ):
-        node, x_info, y_info, axis_init = _one_cumprod(elem_type, list(dims), axis)
-        node.attribute.extend([helper.make_attribute("exclusive", ex)])
-        node.attribute.extend([helper.make_attribute("reverse", rev)])
-        graph = helper.make_graph([node], "one", [x_info], [y_info], [axis_init])
+    for elem_type in types:
+        # one model per type (an IREE compile takes seconds), a CumProd per shape and
+        # attributes, each on its own input with its own symbolic dims
+        nodes, inputs, outputs, inits, feeds = [], [], [], [], {}
+        name = TYPE_NAMES[elem_type]
+        wants[name] = []
+        for k, ((dims, axis, concrete), (ex, rev)) in enumerate(
+            itertools.product(shapes, ((0, 0), (1, 1), (1, 0)))
+        ):
+            own = [f"{d}{k}" if isinstance(d, str) else d for d in dims]
+            node, x_info, y_info, axis_init = _one_cumprod(elem_type, own, axis, str(k))
+            node.attribute.extend([helper.make_attribute("exclusive", ex)])
+            node.attribute.extend([helper.make_attribute("reverse", rev)])
+            nodes.append(node)
+            inputs.append(x_info)
+            outputs.append(y_info)
+            inits.append(axis_init)
+            feeds[x_info.name] = random_data(elem_type, concrete, rng)
+            wants[name].append((feeds[x_info.name], axis, ex, rev, "chain"))
+        graph = helper.make_graph(nodes, "length_1", inputs, outputs, inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
-        name = f"{TYPE_NAMES[elem_type]}-{'x'.join(map(str, dims))}-ex{ex}rev{rev}"
-        x = random_data(elem_type, concrete, rng)
-        cases[name] = (rewriter.decompose_cumprod(model, target=runtime), {"x": x})
-        wants[name] = [(x, axis, ex, rev, "chain")]
+        cases[name] = (rewriter.decompose_cumprod(model, target=runtime), feeds)
     failures = _failures_on(runtime, cases, wants, tmp_path)
     assert not failures, "\n".join(failures)
 
