@@ -130,11 +130,13 @@ def _replace(
 ) -> list[ir.Node]:
     """Swap one CumProd for its lowering, built with the signatures of ai.onnx ``build_opset``
     (the node's own opset when None); return the nodes built, those of their subgraphs too."""
-    site = plan.site
-    node = site.node
+    node = plan.site.node
     assert node is not None
     graph = node.graph
     assert graph is not None
+    # the inputs as they are now: a CumProd lowered before this one may have replaced the
+    # value x (or the axis) was when the site was planned (x -> CumProd -> t -> CumProd)
+    site = dataclasses.replace(plan.site, x=node.inputs[0], axis_value=node.inputs[1])
     builder = lowerings.Builder(build_opset or site.opset, names, node.name or "CumProd")
     y = lowerings.lower(builder, site, plan.lowering, target)
     ir.convenience.replace_nodes_and_values(

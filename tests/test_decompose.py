@@ -147,6 +147,43 @@ def test_composes_in_a_pass_manager() -> None:
     np.testing.assert_array_equal(y, reference(x, -1, 0, 0))
 
 
+CHAINED = """
+<ir_version: 11, opset_import: ["" : 26]>
+main (float[2, 6] x, int64[1] a, bool c) => (float[2, 6] y, float[2, 6] t, float[2, 6] z) {
+    zero = Constant <value_int = 0> ()
+    a1 = CumProd (a, zero)
+    ax = Squeeze (a1)
+    t = CumProd (x, ax)
+    y = CumProd <reverse = 1> (t, ax)
+    z = If (c) <then_branch = g1 () => (float[2, 6] b1) { b1 = CumProd <exclusive = 1> (t, ax) },
+                else_branch = g2 () => (float[2, 6] b2) { b2 = Identity (t) }>
+}
+"""
+
+
+@pytest.mark.parametrize("strategy", ["auto", "chain", "loop"])
+def test_a_cumprod_reading_another_reads_its_lowering_in_memory(strategy: str) -> None:
+    """Found by a review from outside: on an onnx_ir.Model, x -> CumProd -> t -> CumProd
+    lowered the second from the first's removed output (the site's x as planned), so the IR
+    was broken in memory (clone failed; RemoveUnusedNodesPass after it dropped the first
+    lowering). Here t is also a graph output and read in an If branch, and the axis itself
+    comes out of a CumProd."""
+    from onnx_ir.passes.common import RemoveUnusedNodesPass
+
+    model = ir.serde.deserialize_model(onnx.parser.parse_model(CHAINED))
+    ir.passes.PassManager([rewriter.DecomposeCumProdPass(strategy), RemoveUnusedNodesPass()])(
+        model
+    )
+    model.clone()  # raises on a value whose producer left the graph
+    x = np.random.default_rng(3).uniform(0.5, 1.5, (2, 6)).astype(np.float32)
+    feeds = {"x": x, "a": np.array([-1], np.int64), "c": np.array(True)}
+    y, t, z = run_ort(ir.serde.serialize_model(model), feeds)
+    wide = x.astype(np.float64)
+    np.testing.assert_allclose(t, reference(wide, 1, 0, 0), rtol=1e-6)
+    np.testing.assert_allclose(y, reference(reference(wide, 1, 0, 0), 1, 0, 1), rtol=1e-6)
+    np.testing.assert_allclose(z, reference(reference(wide, 1, 0, 0), 1, 1, 0), rtol=1e-6)
+
+
 def test_checker_passes_for_every_type_and_strategy() -> None:
     for elem_type in ALL_TYPES:
         for strategy in rewriter.STRATEGIES:
