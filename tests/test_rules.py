@@ -176,6 +176,40 @@ def test_subgraphs_and_functions(name: str, strategy: str) -> None:
                 np.testing.assert_allclose(y, want, rtol=8 * np.finfo(want.dtype).eps)
 
 
+TWO_TYPES_MODEL = """
+<ir_version: 11, opset_import: ["" : 26, "local" : 1]>
+main (float[2, 6] x1, int64[6, 2] x2) => (float[2, 6] y1, int64[6, 2] y2) {
+    y1 = local.F (x1)
+    y2 = local.F (x2)
+}
+<domain: "local", opset_import: ["" : 26]>
+F (v) => (w) {
+    ax = Constant <value = int64 {0}> ()
+    w = CumProd (v, ax)
+}
+"""
+
+
+@pytest.mark.parametrize("strategy", ["auto", "scan"])
+def test_a_type_generic_lowering_makes_onnx_ir_warn_nothing(
+    strategy: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by a review: a function called with two element types gets a lowering without a
+    type (through the rules), whose Scan body values had a shape and no type, which onnx_ir
+    skipped with a warning per value when it serialized them (16 lines)."""
+    model = onnx.parser.parse_model(TWO_TYPES_MODEL)
+    with caplog.at_level("WARNING"):
+        rewritten = _with_rules(model, strategy)
+    assert "CumProd" not in op_types(rewritten)
+    assert not [r.getMessage() for r in caplog.records if r.name.startswith("onnx_ir")]
+    rng = np.random.default_rng(4)
+    x1 = rng.uniform(0.5, 1.5, (2, 6)).astype(np.float32)
+    x2 = rng.integers(-9, 9, (6, 2)) | 1
+    y1, y2 = run_ort(rewritten, {"x1": x1, "x2": x2})
+    np.testing.assert_allclose(y1, np.cumprod(x1.astype(np.float64), 0), rtol=1e-6)
+    np.testing.assert_array_equal(y2, np.cumprod(x2, 0))
+
+
 def test_auto_and_dynamic_are_aliases() -> None:
     """Through the rules too, auto emits the graph of the lowering it picks, and dynamic at
     a static length emits scan's: the grid runs each graph once."""

@@ -78,9 +78,11 @@ class Builder:
     def value(
         self, suffix: str, dtype: ir.DataType | None = None, shape: ir.Shape | None = None
     ) -> ir.Value:
-        """A new named value (for subgraph inputs)."""
-        type_ = None if dtype is None else ir.TensorType(dtype)
-        return ir.Value(name=self.fresh_name(suffix), type=type_, shape=shape)
+        """A new named value (for subgraph inputs); ``shape`` is kept only with a ``dtype``
+        (onnx_ir does not serialize a shape without a type, and warns)."""
+        if dtype is None:
+            return ir.Value(name=self.fresh_name(suffix))
+        return ir.Value(name=self.fresh_name(suffix), type=ir.TensorType(dtype), shape=shape)
 
     def op(
         self,

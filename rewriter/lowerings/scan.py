@@ -113,9 +113,9 @@ def _scan_axis0(
     product = body.op("Mul", state, item)
     out = body.op("Identity", state if exclusive else product)
     for value in (product, out):
-        if dtype is not None:
+        if dtype is not None:  # (a shape without a type is not serialized: onnx_ir warns)
             value.type = ir.TensorType(dtype)
-        value.shape = ir.Shape([None] * slice_rank)
+            value.shape = ir.Shape([None] * slice_rank)
     graph = body.graph([state, item], [product, out], "cumprod_scan_body")
     directions = (
         {"scan_input_directions": [1], "scan_output_directions": [1]}
