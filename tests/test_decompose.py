@@ -171,9 +171,7 @@ def test_a_cumprod_reading_another_reads_its_lowering_in_memory(strategy: str) -
     from onnx_ir.passes.common import RemoveUnusedNodesPass
 
     model = ir.serde.deserialize_model(onnx.parser.parse_model(CHAINED))
-    ir.passes.PassManager([rewriter.DecomposeCumProdPass(strategy), RemoveUnusedNodesPass()])(
-        model
-    )
+    ir.passes.PassManager([rewriter.DecomposeCumProdPass(strategy), RemoveUnusedNodesPass()])(model)
     model.clone()  # raises on a value whose producer left the graph
     x = np.random.default_rng(3).uniform(0.5, 1.5, (2, 6)).astype(np.float32)
     feeds = {"x": x, "a": np.array([-1], np.int64), "c": np.array(True)}
