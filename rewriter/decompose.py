@@ -136,7 +136,9 @@ def _replace(
     assert graph is not None
     # the inputs as they are now: a CumProd lowered before this one may have replaced the
     # value x (or the axis) was when the site was planned (x -> CumProd -> t -> CumProd)
-    site = dataclasses.replace(plan.site, x=node.inputs[0], axis_value=node.inputs[1])
+    x = node.inputs[0]
+    assert x is not None  # (inspect_cumprod checked it)
+    site = dataclasses.replace(plan.site, x=x, axis_value=node.inputs[1])
     builder = lowerings.Builder(build_opset or site.opset, names, node.name or "CumProd")
     y = lowerings.lower(builder, site, plan.lowering, target)
     ir.convenience.replace_nodes_and_values(
