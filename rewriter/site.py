@@ -140,6 +140,8 @@ class CumProdSite:
         node: The CumProd node the site was read from; None for one built from values
             (e.g. the PyTorch translation, where only the input exists).
         in_scan: Whether the node is inside a Scan body (see ``Target.scan_in_scan``).
+        axis_rank_known: Whether the axis is known to be 0-D (declared, inferred or a
+            constant); when not, the lowering checks its rank at run time.
     """
 
     x: ir.Value
@@ -150,6 +152,7 @@ class CumProdSite:
     opset: int
     node: ir.Node | None = None
     in_scan: bool = False
+    axis_rank_known: bool = True
 
     # Read-only views of the spec, for reports.
     @property
@@ -301,4 +304,5 @@ def inspect_cumprod(
         location=location,
         opset=opset,
         in_scan=in_scan,
+        axis_rank_known=axis_shape is not None or constant is not None,
     )

@@ -27,6 +27,7 @@ both sides of the branch:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import zlib
 from collections.abc import Callable
 
@@ -381,6 +382,39 @@ def test_run_time_axis_out_of_range_fails_like_the_native_op() -> None:
     for bad in (2, -3):
         with pytest.raises(Exception, match=r"(?i)indices|out of|range|bounds"):
             run({"x": x, "axis": np.array(bad, np.int64)})
+
+
+@pytest.mark.parametrize("target", ["onnxruntime", "tract"])
+def test_run_time_axis_of_unknown_rank_is_rank_checked_like_the_native_op(target: str) -> None:
+    """Found by a review: an axis whose shape is not known (here Reshape(a, s), s an input)
+    fed as [[1]] was taken as 1, where the native op fails (it takes a 0-D axis or a 1-D one
+    of one element). Both view forms: a run-time view (onnxruntime), a select over the axes
+    (tract)."""
+    nodes = [
+        helper.make_node("Reshape", ["a", "s"], ["axis"]),
+        helper.make_node("CumProd", ["x", "axis"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+            helper.make_tensor_value_info("a", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, ["k"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    native, run = session(model), session(rewriter.decompose_cumprod(model, target=target))
+    x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    for axis, dims in itertools.product((1, -2), ([], [1])):
+        feeds = {"x": x, "a": np.array([axis]), "s": np.array(dims, np.int64)}
+        np.testing.assert_array_equal(run(feeds)[0], native(feeds)[0])
+    feeds = {"x": x, "a": np.array([1]), "s": np.array([1, 1], np.int64)}
+    with pytest.raises(Exception, match=r"(?i)axis tensor must be"):
+        native(feeds)
+    with pytest.raises(Exception, match=r"(?i)indices|out of|range|bounds"):
+        run(feeds)
 
 
 def _unknown_rank_model(

@@ -241,12 +241,26 @@ def _axis_select(
     return b.op("Gather", stacked, a, axis=0)
 
 
+def _rank_checked(b: Builder, axis: ir.Value) -> ir.Value:
+    """``axis`` as int64, failing at run time unless it has rank 0 or 1 (as the native op,
+    which takes a 0-D or a one-element 1-D axis; the view's Reshape of the axis to one
+    element would take [[1]] too): ``axis + Gather([0, 0], rank(axis))``, a Gather out of
+    bounds for rank >= 2. For an axis whose shape is not declared or inferred."""
+    rank = b.op("Size", b.op("Shape", axis))
+    return b.op(
+        "Add", b.cast(axis, ir.DataType.INT64), b.op("Gather", b.const([0, 0]), rank, axis=0)
+    )
+
+
 def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> ir.Value:
     """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output."""
     target = for_site(site, target)
     spec = site.spec
     compute = target.compute_type(lowering.compute_dtype(spec.dtype))
     x = site.x if compute == spec.dtype or compute is None else b.cast(site.x, compute)
+    axis_value = site.axis_value
+    if axis_value is not None and spec.axis is None and not site.axis_rank_known:
+        axis_value = _rank_checked(b, axis_value)
 
     def emit(eb: Builder, scan: ScanSpec) -> ir.Value:
         if scan.axis == 0 and lowering.build_first_axis is not None:
@@ -258,7 +272,7 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
         return in_view(
             eb,
             x,
-            site.axis_value,
+            axis_value,
             scan,
             dtype=compute,
             target=target,
@@ -266,8 +280,8 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
             pad_to_bound=lowering.static_length,
         )
 
-    if spec.axis is None and not target.runtime_view and site.axis_value is not None:
-        y = _axis_select(b, site.axis_value, spec, emit)
+    if spec.axis is None and not target.runtime_view and axis_value is not None:
+        y = _axis_select(b, axis_value, spec, emit)
     else:
         y = emit(b, spec)
     if compute == spec.dtype or spec.dtype is None:
