@@ -602,6 +602,41 @@ def test_model_local_functions_on_runtime(runtime: str, tmp_path: Path) -> None:
     assert not failures, "\n".join(failures)
 
 
+def test_tract_empty_x_with_a_run_time_axis(tmp_path: Path) -> None:
+    """Found by a review: x of dims (b, 0, 3) with the axis a graph input: tract failed to
+    load the select over the axes ("declutter ... Concat: Trying to substitute a 3,b,0,3 by
+    2,b,0,3"). x has no element whatever the axis: y is x."""
+    runtime_harness.require("tract")
+    cases: dict[str, runtime_harness.Case] = {}
+    wants: dict[str, list[Want]] = {}
+    for elem_type, dims, (ex, rev) in itertools.product(
+        (TensorProto.FLOAT, TensorProto.UINT64),
+        (["b", 0, 3], [2, 0, "c", 1, 2]),
+        ((0, 0), (1, 1)),
+    ):
+        node = helper.make_node("CumProd", ["x", "axis"], ["y"], exclusive=ex, reverse=rev)
+        graph = helper.make_graph(
+            [node],
+            "empty",
+            [
+                helper.make_tensor_value_info("x", elem_type, dims),
+                helper.make_tensor_value_info("axis", TensorProto.INT64, []),
+            ],
+            [helper.make_tensor_value_info("y", elem_type, dims)],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+        concrete = tuple(d if isinstance(d, int) else 2 for d in dims)
+        x = np.ones(concrete, np_dtype(elem_type))
+        name = f"{TYPE_NAMES[elem_type]}-{'x'.join(map(str, dims))}-ex{ex}rev{rev}"
+        cases[name] = (
+            rewriter.decompose_cumprod(model, target="tract"),
+            {"x": x, "axis": np.array(-1, np.int64)},
+        )
+        wants[name] = [(x, -1, ex, rev, "chain")]
+    failures = _failures_on("tract", cases, wants, tmp_path)
+    assert not failures, "\n".join(failures)
+
+
 def test_tinygrad_run_time_length_takes_carry_and_a_longer_input_fails(tmp_path: Path) -> None:
     """tinygrad: a length known only at run time takes carry padded to max_length (doubling
     took 5-12x longer to compile, scripts/bench_tinygrad_run_time_length.py); an input
