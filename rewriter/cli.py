@@ -181,6 +181,13 @@ def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> Non
                 f"{' ' + attrs if attrs else ''} -> {n.lowering}"
             )
         return
+    if report.verify is not None:
+        for name in report.verify.unmatched_dims:  # (even with --quiet: nothing was fed so)
+            print(
+                f"warning: {report.input}: --dim {name}: no symbolic dim of the model's inputs "
+                "or CumProds has that name; nothing was fed at that size",
+                file=sys.stderr,
+            )
     if quiet:
         return
     if report.verify is not None:

@@ -190,6 +190,8 @@ class VerifyResult:
         richer_feeds: Whether each symbolic dim had a size of its own and Loop trip counts
             were 3 (else every dim not given was 3 and the counts took the safe values of
             :data:`INDEX_POSITIONS`: the original failed on the richer feeds).
+        unmatched_dims: The names given in ``dims`` that no symbolic dim of the graph inputs
+            or of a CumProd's input has (a misspelt ``--dim``: nothing was fed at that size).
     """
 
     ok: bool
@@ -200,6 +202,7 @@ class VerifyResult:
     runtime: str = "onnxruntime"
     sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
     richer_feeds: bool = False
+    unmatched_dims: tuple[str, ...] = ()
 
     def mismatches(self) -> list[OutputCheck]:
         return [c for c in (*self.outputs, *self.sites) if not c.ok]
@@ -851,7 +854,10 @@ def verify_model(
     )
     ok = all(o.ok for o in outputs) and all(s.ok for s in sites)
     shown = {name: sizes.get(name, DEFAULT_DIM) for name in symbolic_sizes(original_proto)}
-    return VerifyResult(ok, runs, reference, outputs, sites, runtime, shown, richer)
+    known = set(_input_dim_names(original_proto))
+    known.update(d for p in plans for d in p.site.spec.dims or () if isinstance(d, str))
+    unmatched = tuple(name for name in dims or {} if name not in known)
+    return VerifyResult(ok, runs, reference, outputs, sites, runtime, shown, richer, unmatched)
 
 
 # -- each CumProd standalone on adversarial values ------------------------------------------

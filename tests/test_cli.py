@@ -413,6 +413,21 @@ def test_a_function_that_cannot_be_inlined_for_the_target_is_one_line(
     assert cli(source, "--list").returncode == 0  # onnxruntime loads functions: kept
 
 
+def test_a_dim_name_the_model_lacks_is_warned(tmp_path: Path) -> None:
+    """Found by a review: --dim with a name no input has (a typo of N) was taken silently,
+    so a user who meant to verify a long length saw "ok" for the default sizes."""
+    source = _save(cumprod_model(TensorProto.FLOAT, [4, "N"], 1), tmp_path / "model.onnx")
+    out = tmp_path / "out.onnx"
+    result = cli(source, "-o", out, "--verify", "--dim", "n=600", "--dim", "N=5", "--quiet")
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.strip()]
+    assert warnings == [
+        f"warning: {source}: --dim n: no symbolic dim of the model's inputs or CumProds has "
+        "that name; nothing was fed at that size"
+    ], result.stderr
+    assert out.exists()
+
+
 def test_a_dim_too_large_to_feed_is_one_line(tmp_path: Path) -> None:
     """Found by a review from outside: --dim N=100000000 --verify made feeds of 10^8 * rows
     elements and the process was killed for memory (24 GB), leaving a staging folder. The
