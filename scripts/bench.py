@@ -360,7 +360,11 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     - ``scan n steps``: a Scan over the cell's own n positions, each step one Mul of an
       (o * i) slab and the copy out (the sequential route without its Transposes);
     - ``n-way split+concat`` (r < n <= :data:`NWAY_UP_TO`): the (o, n, i) view cut into its
-      n slices and put back: the data movement of the one-level unrolled route (``chain``).
+      n slices and put back: the data movement of the one-level unrolled route (``chain``);
+    - ``chain whole`` (n <= :data:`NWAY_UP_TO`) and ``blocked whole`` (r < n): one level
+      of the route as one graph without its serial dependence (:func:`_level_model`): the
+      parts above, run together, so that their memory traffic meets in the caches as in
+      the route itself.
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
@@ -454,7 +458,48 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     )
     if n % 8 == 0:
         models["split+concat"] = _split_concat(elem_type, shape, [outer, 8, n // 8, inner], 8)
+    if n <= NWAY_UP_TO:
+        models["chain whole"] = _level_model(elem_type, shape, [outer, n, inner], n, carries=False)
+    if r < n:
+        models["blocked whole"] = _level_model(elem_type, shape, fine, r, carries=True)
     return models
+
+
+def _level_model(
+    elem_type: int, shape: tuple[int, ...], view: list[int], parts: int, *, carries: bool
+) -> onnx.ModelProto:
+    """One level of an unrolled route as one graph, without its serial dependence and with
+    the least reads: x viewed as ``view`` and cut into ``parts`` slices along axis 1, each
+    slice but the first multiplied by itself (the route multiplies it by the running
+    product, just written and in cache: one read more), the products put back, then
+    (``carries``) one more multiplying pass, again of a tensor by itself (the route's reads
+    a carry too), and the Reshape to x's shape into the output. The route's reads, writes
+    and launches at least, run together, so that their memory traffic meets in the caches
+    as the route's does."""
+    names = [f"s{k}" for k in range(parts)]
+    nodes = [
+        helper.make_node("Reshape", ["x", "view"], ["v"]),
+        helper.make_node("Split", ["v"], names, axis=1, num_outputs=parts),
+    ]
+    nodes += [helper.make_node("Mul", [names[k], names[k]], [f"p{k}"]) for k in range(1, parts)]
+    products = [names[0]] + [f"p{k}" for k in range(1, parts)]
+    if carries:
+        nodes += [
+            helper.make_node("Concat", products, ["c"], axis=1),
+            helper.make_node("Mul", ["c", "c"], ["m"]),
+            helper.make_node("Reshape", ["m", "shape"], ["y"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Concat", products, ["y"], axis=1))
+    return _graph_model(
+        nodes,
+        elem_type,
+        shape,
+        [
+            helper.make_tensor("view", TensorProto.INT64, [len(view)], view),
+            helper.make_tensor("shape", TensorProto.INT64, [len(shape)], list(shape)),
+        ],
+    )
 
 
 NWAY_UP_TO = 4096  # the n-way split+concat model is built up to this n (session time)
@@ -472,14 +517,19 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
       output);
     - ``scan``: n Scan steps, plus the Transposes there and back that a middle or the last
       axis needs.
+
+    ``chain`` and ``blocked`` take the larger of that sum and the route's level timed as one
+    graph (``chain whole``, ``blocked whole``), when the cell has it.
     """
     us: dict[str, float] = row["us"]  # type: ignore[assignment]
     n = int(row["n"])  # type: ignore[call-overload]
     launches = (n - 1) * us["64 launches"] / 64
     move = us.get("n-way split+concat", us["fine split+concat"] if n <= 16 else 0.0)
     return {
-        "chain": move + us["mul x*x"] + launches,
-        "blocked": us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"],
+        "chain": max(move + us["mul x*x"] + launches, us.get("chain whole", 0.0)),
+        "blocked": max(
+            us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"], us.get("blocked whole", 0.0)
+        ),
         "scan": us["scan n steps"] + (2 * us["transpose"] if position != "first" else 0.0),
     }
 

@@ -70,3 +70,37 @@ def test_cells_are_merged_separately(bench) -> None:  # type: ignore[no-untyped-
     assert rows["middle"]["us"]["auto"] == pytest.approx(475.0)  # median of two: their mean
     assert rows["last"]["us"]["auto"] == pytest.approx(600.0)
     assert bench.floor_verdict(rows["middle"]) == "not explained (floor 3.2×)"
+
+
+def test_a_routes_level_timed_whole_raises_its_floor(bench) -> None:  # type: ignore[no-untyped-def]
+    """chain / blocked take the larger of their parts' sum and their level timed as one graph
+    (``chain whole`` / ``blocked whole``), when the cell has it."""
+    row = _row(100.0, 500.0, 900.0)
+    parts = bench.route_floors(row, "middle")
+    # chain: fine split+concat (n = 8 <= r) + mul x*x + 7 launches of 1 µs
+    assert parts["chain"] == pytest.approx(1000.0 + 1000.0 + 7.0)
+    assert parts["blocked"] == pytest.approx(1000.0 + 2 * 1000.0 + 1000.0)
+    row["us"] |= {"chain whole": 2500.0, "blocked whole": 2000.0}
+    routes = bench.route_floors(row, "middle")
+    assert routes["chain"] == pytest.approx(2500.0)  # the whole level costs more than its parts
+    assert routes["blocked"] == pytest.approx(4000.0)  # the parts' sum is the larger
+    assert routes["scan"] == pytest.approx(920.0)
+
+
+def test_the_whole_level_models_run_and_keep_the_shape(bench) -> None:  # type: ignore[no-untyped-def]
+    """The level models are timing models, not CumProds: they run, and blocked's leaves
+    through a Reshape to x's shape (the copy into the output it stands for)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    models = bench.floor_models(onnx.TensorProto.INT64, (4, 64, 3), 1)
+    x = np.arange(4 * 64 * 3, dtype=np.int64).reshape(4, 64, 3)
+    for name in ("chain whole", "blocked whole"):
+        session = ort.InferenceSession(
+            models[name].SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        (y,) = session.run(None, {"x": x})
+        assert y.size == x.size, name
+    assert y.shape == x.shape
+    assert [n.op_type for n in models["chain whole"].graph.node].count("Mul") == 63
