@@ -529,6 +529,20 @@ def test_statically_empty_tensors_are_their_own_result() -> None:
             assert y.shape == shape
 
 
+@pytest.mark.parametrize("target", ["onnxruntime", "tract", "portable"])
+@pytest.mark.parametrize("elem", [F16, BF16, U32])
+def test_statically_empty_x_is_one_identity(target: str, elem: int) -> None:
+    """x with a static 0 among its dims is y = x, whatever the axis (a run-time one here) and
+    the type it would be computed in: one Identity, no Cast left unused (found by a review)."""
+    model = cumprod_model(elem, (2, 0, 3), 1, exclusive=1, axis_form="input")
+    lowered = rewriter.decompose_cumprod(model, target=target)
+    assert op_types(lowered).count("Identity") == 1
+    assert op_types(lowered).count("Cast") == op_types(model).count("Cast")  # (bfloat16's I/O)
+    x = np.ones((2, 0, 3), np_dtype(io_type(elem)))
+    (y,) = session(lowered)({"x": x, "axis": np.array(-1, np.int64)})
+    assert y.shape == (2, 0, 3) and y.dtype == x.dtype
+
+
 # -- run-time length past the bound; compute types ------------------------------------------
 
 

@@ -256,10 +256,10 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
     """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output."""
     target = for_site(site, target)
     spec = site.spec
-    compute = target.compute_type(lowering.compute_dtype(spec.dtype))
-    x = site.x if compute == spec.dtype or compute is None else b.cast(site.x, compute)
     if spec.empty:  # a static 0 in x's dims: y is x whatever the axis (tract failed to
         return b.op("Identity", site.x)  # load the select over the axes of such an x)
+    compute = target.compute_type(lowering.compute_dtype(spec.dtype))
+    x = site.x if compute == spec.dtype or compute is None else b.cast(site.x, compute)
     axis_value = site.axis_value
     if axis_value is not None and spec.axis is None and not site.axis_rank_known:
         axis_value = _rank_checked(b, axis_value)
