@@ -309,6 +309,11 @@ def _main(argv: Sequence[str] | None) -> int:
     if not args.verbose:  # onnx_ir warns about invalid models we then report in one line
         logging.getLogger("onnx_ir").setLevel(logging.ERROR)
     dims = _dims(parser, args.dim)
+    if dims and not args.verify:
+        print(
+            "warning: --dim only sets sizes for --verify, which was not given: ignored",
+            file=sys.stderr,
+        )
     jobs = _plan_outputs(parser, args)
     report_path = Path(args.report) if args.report else None
     if args.list:  # nothing written but the report

@@ -426,6 +426,11 @@ def test_a_dim_name_the_model_lacks_is_warned(tmp_path: Path) -> None:
         "that name; nothing was fed at that size"
     ], result.stderr
     assert out.exists()
+    result = cli(source, "-o", out, "--dim", "N=5", "--quiet")  # and without --verify
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == (
+        "warning: --dim only sets sizes for --verify, which was not given: ignored"
+    )
 
 
 def test_a_dim_too_large_to_feed_is_one_line(tmp_path: Path) -> None:
