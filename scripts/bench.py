@@ -350,6 +350,9 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
       unrolled lowerings' data movement at their first level);
     - ``transpose``: the axis moved to the front (the Scan-based lowerings do it twice; a
       pair would be cancelled by onnxruntime's transpose optimizer);
+    - ``transpose back`` (o > 1): the (n, o, i) tensor that a Scan leaves moved back to
+      (o, n, i): the other Transpose, timed apart (onnxruntime's two directions differ: int64
+      (524288, 8) took about 5 ms to the front and 37 ms back);
     - ``64 launches``: 64 chained Muls on a 16-element tensor (onnxruntime's cost per node);
     - ``scan 512 steps``: a Scan of 512 steps over 16-element slabs (its cost per step);
     - ``fine split+concat``: the (o * n / r, r, i) view cut into its r = min(n, 16) slices
@@ -364,7 +367,12 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     - ``chain whole`` (n <= :data:`NWAY_UP_TO`) and ``blocked whole`` (r < n): one level
       of the route as one graph without its serial dependence (:func:`_level_model`): the
       parts above, run together, so that their memory traffic meets in the caches as in
-      the route itself.
+      the route itself;
+    - ``blocked level 2`` (r < n): the scan of the m = ceil(n / r) block totals that the
+      blocked route needs after its first level, at least: the (o, m, i) totals cut into
+      min(m, r) slices, each but the first and the last multiplied by itself (the scan
+      is exclusive), put back (:func:`_level_model` without the carries; its input has
+      1/r of x's elements: :func:`floor_feeds`).
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
@@ -462,11 +470,43 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         models["chain whole"] = _level_model(elem_type, shape, [outer, n, inner], n, carries=False)
     if r < n:
         models["blocked whole"] = _level_model(elem_type, shape, fine, r, carries=True)
+        m = -(-n // r)
+        r2 = min(m, r)
+        totals = (outer, m // r2 * r2, inner)  # the totals, cut to a multiple of r2
+        models["blocked level 2"] = _level_model(
+            elem_type, totals, [outer * (m // r2), r2, inner], r2, carries=False, exclusive=True
+        )
+    if outer > 1:
+        models["transpose back"] = _graph_model(
+            [
+                helper.make_node("Reshape", ["x", "front"], ["v"]),
+                helper.make_node("Transpose", ["v"], ["y"], perm=[1, 0, 2]),
+            ],
+            elem_type,
+            shape,
+            [helper.make_tensor("front", TensorProto.INT64, [3], [n, outer, inner])],
+        )
     return models
 
 
+def floor_feeds(model: onnx.ModelProto, x: np.ndarray) -> dict[str, np.ndarray]:
+    """The feed of a floor model: x, or (a model whose input is smaller, ``blocked level
+    2``) x's first elements in the input's shape, a contiguous array of its own."""
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    if list(x.shape) == dims:
+        return {"x": x}
+    size = int(np.prod(dims, dtype=np.int64))
+    return {"x": np.ascontiguousarray(x.reshape(-1)[:size].reshape(dims))}
+
+
 def _level_model(
-    elem_type: int, shape: tuple[int, ...], view: list[int], parts: int, *, carries: bool
+    elem_type: int,
+    shape: tuple[int, ...],
+    view: list[int],
+    parts: int,
+    *,
+    carries: bool,
+    exclusive: bool = False,
 ) -> onnx.ModelProto:
     """One level of an unrolled route as one graph, without its serial dependence and with
     the least reads: x viewed as ``view`` and cut into ``parts`` slices along axis 1, each
@@ -475,14 +515,16 @@ def _level_model(
     (``carries``) one more multiplying pass, again of a tensor by itself (the route's reads
     a carry too), and the Reshape to x's shape into the output. The route's reads, writes
     and launches at least, run together, so that their memory traffic meets in the caches
-    as the route's does."""
+    as the route's does. ``exclusive``: the last slice is not multiplied (an exclusive
+    scan's n outputs are the ones and the first n - 1 products)."""
     names = [f"s{k}" for k in range(parts)]
     nodes = [
         helper.make_node("Reshape", ["x", "view"], ["v"]),
         helper.make_node("Split", ["v"], names, axis=1, num_outputs=parts),
     ]
-    nodes += [helper.make_node("Mul", [names[k], names[k]], [f"p{k}"]) for k in range(1, parts)]
-    products = [names[0]] + [f"p{k}" for k in range(1, parts)]
+    multiplied = range(1, parts - 1 if exclusive else parts)
+    nodes += [helper.make_node("Mul", [names[k], names[k]], [f"p{k}"]) for k in multiplied]
+    products = [f"p{k}" if k in multiplied else names[k] for k in range(parts)]
     if carries:
         nodes += [
             helper.make_node("Concat", products, ["c"], axis=1),
@@ -516,10 +558,12 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
       the interleaved blocks leave through a Reshape, which onnxruntime copies into a graph
       output);
     - ``scan``: n Scan steps, plus the Transposes there and back that a middle or the last
-      axis needs.
+      axis needs (``transpose`` and ``transpose back``; runs without the latter: twice
+      ``transpose``).
 
     ``chain`` and ``blocked`` take the larger of that sum and the route's level timed as one
-    graph (``chain whole``, ``blocked whole``), when the cell has it.
+    graph (``chain whole``, ``blocked whole``), when the cell has it; ``blocked`` then adds
+    the scan of its block totals (``blocked level 2``), when the cell has it.
     """
     us: dict[str, float] = row["us"]  # type: ignore[assignment]
     n = int(row["n"])  # type: ignore[call-overload]
@@ -529,8 +573,14 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
         "chain": max(move + us["mul x*x"] + launches, us.get("chain whole", 0.0)),
         "blocked": max(
             us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"], us.get("blocked whole", 0.0)
+        )
+        + us.get("blocked level 2", 0.0),
+        "scan": us["scan n steps"]
+        + (
+            us["transpose"] + us.get("transpose back", us["transpose"])
+            if position != "first"
+            else 0.0
         ),
-        "scan": us["scan n steps"] + (2 * us["transpose"] if position != "first" else 0.0),
     }
 
 
@@ -565,7 +615,8 @@ def floors(
         }
         for name, floor_model in floor_models(elem_type, shape, axis).items():
             sess, _ = session(floor_model, threads)
-            contenders[name] = lambda s=sess, f=feed: s.run(None, f)
+            own = floor_feeds(floor_model, x)
+            contenders[name] = lambda s=sess, f=own: s.run(None, f)
         picks = {}
         for strategy in strategies or ["auto"]:
             rewritten = lowered(model, strategy)

@@ -104,3 +104,44 @@ def test_the_whole_level_models_run_and_keep_the_shape(bench) -> None:  # type: 
         assert y.size == x.size, name
     assert y.shape == x.shape
     assert [n.op_type for n in models["chain whole"].graph.node].count("Mul") == 63
+
+
+def test_the_blocked_route_adds_its_totals_scan_and_scan_its_way_back(bench) -> None:  # type: ignore[no-untyped-def]
+    """``blocked level 2`` (the block totals' scan) is added to the blocked route's level, and
+    the scan route pays ``transpose back`` for its second Transpose (twice ``transpose`` in
+    runs without it)."""
+    row = _row(100.0, 500.0, 900.0, "last")
+    row["us"] |= {"blocked whole": 5000.0, "blocked level 2": 700.0, "transpose back": 60.0}
+    routes = bench.route_floors(row, "last")
+    assert routes["blocked"] == pytest.approx(5000.0 + 700.0)
+    assert routes["scan"] == pytest.approx(900.0 + 10.0 + 60.0)
+    assert bench.route_floors(row, "first")["scan"] == pytest.approx(900.0)
+
+
+def test_the_totals_and_way_back_models_time_what_they_stand_for(bench) -> None:  # type: ignore[no-untyped-def]
+    """``blocked level 2`` takes 1/r of x (m = n / r totals per row, cut into min(m, r)
+    slices; the exclusive scan multiplies all but the first and the last), ``transpose
+    back`` moves the Scan's (n, o, i) layout back to (o, n, i)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    def run(model, x):  # type: ignore[no-untyped-def]
+        session = ort.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        return session.run(None, bench.floor_feeds(model, x))[0]
+
+    x = np.arange(6 * 64, dtype=np.int32).reshape(6, 64)  # the last axis: r = 4, m = 16
+    models = bench.floor_models(onnx.TensorProto.INT32, x.shape, 1)
+    level2 = models["blocked level 2"]
+    assert [d.dim_value for d in level2.graph.input[0].type.tensor_type.shape.dim] == [6, 16, 1]
+    assert [n.op_type for n in level2.graph.node].count("Mul") == 2  # min(16, 4) - 2
+    assert run(level2, x).size == 6 * 16
+    back = run(models["transpose back"], x)
+    np.testing.assert_array_equal(back.reshape(6, 64), x.reshape(64, 6).T)
+    # n = 8 on the last axis: m = 2 totals, no Mul at all
+    short = bench.floor_models(onnx.TensorProto.INT64, (5, 8), 1)["blocked level 2"]
+    assert [n.op_type for n in short.graph.node].count("Mul") == 0
+    assert run(short, np.ones((5, 8), np.int64)).shape == (5, 2, 1)
+    assert "transpose back" not in bench.floor_models(onnx.TensorProto.INT64, (8, 5), 0)
