@@ -298,7 +298,8 @@ def node_warnings(site: CumProdSite, lowering: lowerings.Lowering, target: Targe
     for its element type (e.g. subnormals flushed), a type-generic lowering (x's element type
     not known: computed in x's own type), and what the lowered node cannot refuse
     at run time there (``run_time_checks``): a length past the bound, for a lowering that
-    takes one, and a run-time axis."""
+    takes one, and a run-time axis (neither for an empty x: its output is x, read from
+    neither)."""
     limit = target.limit_for(site.spec.dtype)
     warnings = [] if limit is None else [limit.message]
     if site.spec.dtype is None:
@@ -307,7 +308,7 @@ def node_warnings(site: CumProdSite, lowering: lowerings.Lowering, target: Targe
             "type: float16 / bfloat16 less accurately than the native kernel (which "
             "multiplies in float32), uint32 / uint64 only on runtimes with those Muls"
         )
-    if target.run_time_checks:
+    if target.run_time_checks or site.spec.empty:
         return warnings
     spec = site.spec
     runtime = (

@@ -187,6 +187,9 @@ def test_lowerings_wrong_on_the_runtime_are_refused(strategy: str) -> None:
         ("portable", ("a", "n"), "input", "auto", ["length bound (16)", "run-time axis"]),
         ("openvino", ("a", "n"), "input", "auto", []),
         ("tinygrad", ("a", "n"), "input", "auto", []),
+        # an empty x is Identity(x): neither the axis nor the length is read
+        ("iree", (0, 4), "input", "auto", []),
+        ("portable", ("a", 0), "input", "auto", []),
     ],
 )
 def test_a_runtime_without_run_time_checks_warns_what_it_cannot_refuse(  # noqa: PLR0917
