@@ -127,12 +127,16 @@ def _type_string(dtype: ir.DataType | None) -> str | None:
 
 
 def _types_not_allowed(
-    where: Located, then: onnx.defs.OpSchema, now: onnx.defs.OpSchema, types: TypeTable
+    where: Located,
+    then: onnx.defs.OpSchema,
+    now: onnx.defs.OpSchema,
+    types: TypeTable,
+    function_inputs: frozenset[int] = frozenset(),
 ) -> str | None:
     """Why the node's element types do not fit ``then`` (None: they do): a type it does not
-    allow, or the type of a contrib op's output (not known) where ``then`` allows fewer
-    types than ``now``, the node's own version (an int8 output feeding a Relu going below
-    14)."""
+    allow, or a type not known because of where it comes from (:func:`_unknown_origin`: a
+    contrib op's output, a function's input) where ``then`` allows fewer types than ``now``,
+    the node's own version (an int8 output feeding a Relu going below 14)."""
     bad, unknown = [], []
     node = where.node
     for is_input, values in ((True, node.inputs), (False, node.outputs)):
@@ -143,7 +147,9 @@ def _types_not_allowed(
             dtype, _ = types.lookup(where.scope, value)
             name = _type_string(dtype)
             if name is None:
-                if types.has_type(where.scope, value) or not _from_another_domain(value):
+                if types.has_type(where.scope, value) or not _unknown_origin(
+                    value, where.scope, types, function_inputs
+                ):
                     continue  # a sequence, optional or map (onnx's checker checks those), or
                     # a value of a subgraph onnx's inference left untyped
                 newer = _allowed(now, index, is_input)
@@ -162,11 +168,29 @@ def _types_not_allowed(
     return None
 
 
-def _from_another_domain(value: ir.Value) -> bool:
-    """Whether ``value`` comes out of a node that is not ai.onnx (a contrib op, whose output
-    type onnx's inference cannot know)."""
-    producer = value.producer()
-    return producer is not None and producer.domain not in ONNX_DOMAINS
+def _unknown_origin(
+    value: ir.Value, scope: str, types: TypeTable, function_inputs: frozenset[int]
+) -> bool:
+    """Whether an untyped ``value`` is untyped because of where it comes from: a node that
+    is not ai.onnx (a contrib op, whose output type onnx's inference cannot know) or a
+    function's input (its callers may pass any type), directly or through ai.onnx nodes
+    whose inputs are untyped too (QuantizeLinear -> Abs -> Relu). Not a subgraph's own input
+    that inference left untyped."""
+    stack, seen = [value], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        producer = current.producer()
+        if producer is None:
+            if id(current) in function_inputs:
+                return True
+            continue
+        if producer.domain not in ONNX_DOMAINS:
+            return True
+        stack.extend(v for v in producer.inputs if v is not None and not types.has_type(scope, v))
+    return False
 
 
 def _overridable_inputs(node: ir.Node) -> list[str]:
@@ -305,6 +329,7 @@ def check_target_opset(
             f"the target must be between {MIN_TARGET_OPSET} and the model's own opset {current}",
         )
     skip = set(map(id, exclude))
+    function_inputs = frozenset(id(v) for f in model.functions.values() for v in f.inputs)
     blockers: list[Blocker] = []
     plan = OpsetPlan()
     for where in walk_model(model):
@@ -341,7 +366,7 @@ def check_target_opset(
             sizes = split_sizes(where, types)
             if sizes is not None:
                 plan.split_sizes.append((node, sizes))
-                bad = _types_not_allowed(where, then, now, types)
+                bad = _types_not_allowed(where, then, now, types, function_inputs)
                 if bad:
                     blockers.append(_blocker(where, now, bad))
                 continue
@@ -389,7 +414,7 @@ def check_target_opset(
                 ):
                     plan.constant_values.append(producer)
             continue
-        bad = _types_not_allowed(where, then, now, types)
+        bad = _types_not_allowed(where, then, now, types, function_inputs)
         if bad:
             blockers.append(_blocker(where, now, bad))
     if blockers:

@@ -22,7 +22,8 @@ _VALUES_SINCE: dict[tuple[str, str], dict[str, int]] = {
     ("ScatterElements", "reduction"): {"max": 18, "min": 18},
     ("ScatterND", "reduction"): {"max": 18, "min": 18},
 }
-_POOLS_22 = frozenset({"AveragePool", "MaxPool"})  # opset 22 changed their ceil_mode size
+# opset 22 changed their ceil_mode output size
+_POOLS_22 = frozenset({"AveragePool", "LpPool", "MaxPool"})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})  # per-axis from 13
 
 

@@ -309,11 +309,12 @@ def _pool_model(op: str, attrs: str, x_shape: str, y_shape: str) -> onnx.ModelPr
     )
 
 
-@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
 def test_target_opset_refuses_a_ceil_mode_pool_whose_size_changed_at_22(op: str) -> None:
     """Pool-22 drops a ceil_mode window that starts in the right padding; Pool-21 keeps it
     (a 2 x 2 output where 22 gives 1 x 1, seen on onnxruntime 1.20.1): same signature, so it
-    was relabelled. Where the shapes show no such window, it still is (and runs right)."""
+    was relabelled. Where the shapes show no such window, it still is (and runs right).
+    LpPool changed at 22 as the other two (found by a review from outside)."""
     dropped = _pool_model(
         op, "ceil_mode = 1, kernel_shape = [1, 1], strides = [2, 2]", "[1, 1, 2, 2]", "[1, 1, 1, 1]"
     )
@@ -753,6 +754,44 @@ def test_target_opset_refuses_an_unknown_type_where_the_older_op_allows_fewer() 
         rewriter.decompose_cumprod(model, target_opset=13)
     rewritten = rewriter.decompose_cumprod(model, target_opset=14)
     assert rewritten.opset_import[0].version == 14
+
+
+def test_target_opset_follows_an_unknown_type_to_where_it_comes_from() -> None:
+    """Found by a review from outside: the contrib op's int8 output reached the Relu through
+    an Abs (the same version at 13 and 26), or as a function's input, and the untyped value
+    was let through: a written model neither onnxruntime loaded. Each is refused; the same
+    chain over a float (typed) is lowered."""
+    header = '<ir_version: 10, opset_import: ["" : 26, "com.microsoft" : 1, "local" : 1]>'
+    quantized = (
+        " sc = Constant <value = float {0.5}> () zp = Constant <value = int8 {0}> ()"
+        " q = com.microsoft.QuantizeLinear (x, sc, zp)"
+    )
+    through_abs = onnx.parser.parse_model(
+        f"{header} main (float[4] x) => (float[4] y) {{{quantized}"
+        " a = Abs (q) r = Relu (a) f = Cast <to = 1> (r)"
+        " ax = Constant <value = int64 {0}> () c = CumProd (x, ax) y = Add (c, f) }"
+    )
+    with pytest.raises(rewriter.OpsetError, match=r"Relu-14 .*type of a.* is not known"):
+        rewriter.decompose_cumprod(through_abs, target_opset=13)
+    function = (
+        ' <domain: "local", opset_import: ["" : 26]> F (a, b) => (r, c)'
+        " { r = Relu (a) ax = Constant <value = int64 {0}> () c = CumProd (b, ax) }"
+    )
+    into_function = onnx.parser.parse_model(
+        f"{header} main (float[4] x) => (int8[4] r, float[4] c) {{{quantized}"
+        f" r, c = local.F (q, x) }}{function}"
+    )
+    with pytest.raises(rewriter.OpsetError, match=r"Relu-14 in function .*type of a.* not known"):
+        rewriter.decompose_cumprod(into_function, target_opset=13)
+    typed = onnx.parser.parse_model(
+        f"{header} main (float[4] x) => (float[4] r, float[4] c) {{ r, c = local.F (x, x) }}"
+        f"{function}"
+    )
+    rewritten = rewriter.decompose_cumprod(typed, target_opset=13)
+    x = np.array([-1.5, 2.0, -0.5, 3.0], np.float32)
+    r, c = run_ort(rewritten, {"x": x})
+    np.testing.assert_array_equal(r, np.maximum(x, 0))
+    np.testing.assert_array_equal(c, np.cumprod(x))
 
 
 @pytest.mark.parametrize(
