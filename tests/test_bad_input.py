@@ -47,6 +47,21 @@ BAD = {
         ),
         "axis must be a 0-D tensor",
     ),
+    "axis input declared [1]": (
+        helper.make_model(
+            helper.make_graph(
+                [helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan")],
+                "main",
+                [
+                    helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                    helper.make_tensor_value_info("axis", TensorProto.INT64, [1]),
+                ],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+            ),
+            opset_imports=[helper.make_opsetid("", 26)],
+        ),
+        "axis must be a 0-D tensor",
+    ),
     "axis too large": (
         _model(
             helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan"), initializers=[_axis(2)]

@@ -3,6 +3,8 @@ composition in a PassManager."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -226,15 +228,20 @@ def _at_opset_26(body: str, out_shape: str) -> onnx.ModelProto:
 
 def test_target_opset_sends_changed_signatures_through_onnx_converter() -> None:
     """ReduceSum-13 takes its axes as an input, ReduceSum-11 as an attribute: onnx's version
-    converter adapts it; the CumProd lowering is built at 11; the numbers are numpy's."""
-    model = _at_opset_26(
-        "ra = Constant <value = int64[1] {1}> () s = ReduceSum <keepdims = 1> (x, ra)"
-        " ax = Constant <value = int64 {2}> () y = CumProd (s, ax)",
-        "[2, 1, 4]",
+    converter adapts it; the CumProd lowering is built at 11; the numbers are numpy's. The
+    graph's inputs stay its own: the converter's output lists every initializer as an input
+    too (w here), which would let a caller override a weight."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        " main (float[2, 3, 4] x) => (float[2, 1, 4] y) <float[4] w = {1, 1, 1, 1}> {"
+        " m = Mul (x, w) ra = Constant <value = int64[1] {1}> ()"
+        " s = ReduceSum <keepdims = 1> (m, ra) ax = Constant <value = int64 {2}> ()"
+        " y = CumProd (s, ax) }"
     )
     rewritten = rewriter.decompose_cumprod(model, target_opset=11)
     onnx.checker.check_model(rewritten, full_check=True)
     assert [(o.domain, o.version) for o in rewritten.opset_import] == [("", 11)]
+    assert [i.name for i in rewritten.graph.input] == ["x"]
     (reduce,) = [n for n in rewritten.graph.node if n.op_type == "ReduceSum"]
     assert [list(a.ints) for a in reduce.attribute if a.name == "axes"] == [[1]]
     x = np.random.default_rng(5).uniform(-1, 1, (2, 3, 4)).astype(np.float32)
@@ -363,8 +370,42 @@ def test_target_opset_refuses_a_ceil_mode_pool_whose_size_changed_at_22(op: str)
             18,
             "coordinate_transformation_mode='half_pixel_symmetric' exists from opset 19",
         ),
+        # the version just before the value: an off-by-one in the table shows here
+        (
+            'p = Constant <value = int64[4] {0, 0, 0, 0}> () s = Pad <mode = "wrap"> (x, p)',
+            18,
+            "mode='wrap' exists from opset 19",
+        ),
+        (
+            "i = Constant <value = int64[2, 1] {0, 1}> () u = Constant <value = float[2, 4] "
+            "{9, 9, 9, 9, 9, 9, 9, 9}> () "
+            's = ScatterND <reduction = "min"> (x, i, u)',
+            17,
+            "reduction='min' exists from opset 18",
+        ),
+        # a type or shape not known counts as the one that changed meaning
+        (
+            "g = com.microsoft.Gelu (x) d = Constant <value = float {2.5}> () s = Mod (g, d)",
+            21,
+            "a floor Mod \\(fmod=0\\) of floats exists from opset 28",
+        ),
+        (
+            "sc = Constant <value = float[4] {1, 2, 3, 4}> () r = Reshape (sc, shp)"
+            " q = QuantizeLinear <axis = 1> (x, r) s = DequantizeLinear <axis = 1> (q, r)",
+            12,
+            "per-axis quantization",
+        ),
     ],
-    ids=["scatter max", "float floor mod", "per-axis quantization", "resize mode"],
+    ids=[
+        "scatter max",
+        "float floor mod",
+        "per-axis quantization",
+        "resize mode",
+        "pad wrap at 18",
+        "scatternd min at 17",
+        "mod of an unknown type",
+        "scale of an unknown rank",
+    ],
 )
 def test_target_opset_refuses_a_value_the_older_op_does_not_mean(
     body: str, target: int, reason: str
@@ -372,12 +413,13 @@ def test_target_opset_refuses_a_value_the_older_op_does_not_mean(
     """The older schema has the same signature (or the same attributes), but not this value:
     relabelled, the node was outside the older spec (a Mod-13 that fails at run time, a
     Scatter reduction and a 1-D quantization scale opset 16 / 10 do not define)."""
+    shape_input = ", int64[1] shp" if "shp" in body else ""
     model = onnx.parser.parse_model(
-        '<ir_version: 11, opset_import: ["" : 28]>'
-        f" main (float[2, 4] x) => (float[2, 4] y) {{ {body}"
+        '<ir_version: 11, opset_import: ["" : 28, "com.microsoft" : 1]>'
+        f" main (float[2, 4] x{shape_input}) => (float[2, 4] y) {{ {body}"
         " ax = Constant <value = int64 {1}> () y = CumProd (s, ax) }"
     )
-    onnx.checker.check_model(model, full_check=True)
+    onnx.checker.check_model(model, full_check="com.microsoft" not in body)
     with pytest.raises(rewriter.OpsetError, match=reason):
         rewriter.decompose_cumprod(model, target_opset=target)
 
@@ -432,6 +474,15 @@ def test_target_opset_drops_an_attribute_that_changes_nothing(
     rewritten = rewriter.decompose_cumprod(model, target_opset=target)
     (kept,) = [n for n in rewritten.graph.node if n.op_type in ("Cast", "AveragePool")]
     assert {a.name for a in kept.attribute} & {"saturate", "dilations"} == set()
+    if "dilations" in node:  # one dilation of 2 is a dilation: never dropped
+        dilated = onnx.parser.parse_model(
+            '<ir_version: 11, opset_import: ["" : 26]>'
+            " main (float[1, 1, 4, 4] x) => (float[1, 1, N, M] y) {"
+            f" {node.replace('[1, 1]', '[1, 2]')}"
+            " ax = Constant <value = int64 {3}> () y = CumProd (p, ax) }"
+        )
+        with pytest.raises(rewriter.OpsetError, match="AveragePool"):
+            rewriter.decompose_cumprod(dilated, target_opset=target)
     x = np.random.default_rng(10).uniform(1.0, 3.9, (1, 1, 4, 4)).astype(np.float32)
     # onnxruntime refuses the original's Cast (saturate on a non-float8 Cast): the spec's
     (want,) = ReferenceEvaluator(model).run(None, {"x": x})
@@ -733,6 +784,47 @@ def test_target_opset_drops_a_string_attribute_spelled_at_its_default(target: in
         rewriter.decompose_cumprod(
             onnx.parser.parse_model(text.replace("REDUCTION", "add")), target_opset=target
         )
+
+
+def test_target_opset_above_the_models_own_is_refused() -> None:
+    """A target above the model's own opset is no lowering (the output would import an
+    opset its nodes were not checked against)."""
+    model = cumprod_model(TensorProto.FLOAT, (2, 3), 1)
+    with pytest.raises(rewriter.OpsetError, match="between 11 and the model's own opset 26"):
+        rewriter.decompose_cumprod(model, target_opset=27)
+
+
+@pytest.mark.parametrize(
+    ("graph", "target", "message"),
+    [
+        (
+            " main (int8[4] x) => (int8[4] y, float[2, 3] c) { y = Relu (x) CUMPROD }",
+            13,
+            "Relu-13 does not allow x: tensor(int8)",
+        ),
+        (
+            " main (bfloat16[2, 4] x) => (bfloat16[2, 2] y, bfloat16[2, 2] b, float[2, 3] c) {"
+            " y, b = Split <axis = 1, num_outputs = 2> (x) CUMPROD }",
+            12,
+            "Split-11 does not allow x: tensor(bfloat16)",
+        ),
+    ],
+    ids=["Relu int8", "Split num_outputs bfloat16"],
+)
+def test_target_opset_names_a_type_the_older_op_does_not_allow(
+    graph: str, target: int, message: str
+) -> None:
+    """Each node whose type the older op does not take is named in the refusal (also on
+    the path that writes out Split-18's num_outputs), not left to the checker's message."""
+    cumprod = (
+        "k = Constant <value = float[2, 3] {1, 2, 3, 4, 5, 6}> ()"
+        " ax = Constant <value = int64 {1}> () c = CumProd (k, ax)"
+    )
+    model = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>' + graph.replace("CUMPROD", cumprod)
+    )
+    with pytest.raises(rewriter.OpsetError, match=re.escape(message)):
+        rewriter.decompose_cumprod(model, target_opset=target)
 
 
 def test_target_opset_refuses_an_unknown_type_where_the_older_op_allows_fewer() -> None:

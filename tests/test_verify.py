@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
@@ -23,6 +24,7 @@ from rewriter.decompose import DecomposeCumProdPass
 from rewriter.verify import (
     VerifyResult,
     check_sites,
+    compare,
     index_inputs,
     numpy_cumprod,
     random_inputs,
@@ -633,3 +635,14 @@ def test_verify_runs_the_rewritten_model_on_the_targets_runtime(tmp_path, monkey
     assert verify_model(source, rewritten, bound_ulps=4.0, target="spec").ok
     plain = verify_model(source, rewritten, bound_ulps=4.0, target="openvino")
     assert plain.runtime.startswith("onnxruntime")
+
+
+def test_compare_sees_the_sign_of_a_zero_and_every_bit_of_an_int64() -> None:
+    """A lowering that loses the sign of a zero, or the low bits of an int64 product (say,
+    computed through float64), must not pass --verify."""
+    zero = compare(np.array([-0.0], np.float32), np.array([0.0]), ir.DataType.FLOAT, 4.0)
+    assert not zero.ok
+    assert compare(np.array([-0.0], np.float32), np.array([-0.0]), ir.DataType.FLOAT, 4.0).ok
+    big = np.array([2**60 + 1], np.int64)
+    assert not compare(big, np.array([2**60], np.int64), ir.DataType.INT64).ok
+    assert compare(big, big.copy(), ir.DataType.INT64).ok

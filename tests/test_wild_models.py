@@ -1160,6 +1160,30 @@ def test_an_overridable_initializer_is_not_a_constant(
         np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], np.cumprod(x.reshape(s), 1))
 
 
+@pytest.mark.parametrize("target", ["onnxruntime", "tract"])
+@pytest.mark.parametrize("via", VIA)
+def test_an_overridable_axis_is_a_run_time_axis(via: str, target: str) -> None:
+    """The axis an initializer (1) that is also a graph input: a caller may feed another
+    one, so the lowering takes it at run time (found by mutation: built for the default, a
+    fed axis 0 scanned axis 1)."""
+    model = _model(
+        [helper.make_node("CumProd", ["x", "axis"], ["y"], exclusive=1)],
+        [
+            helper.make_tensor_value_info("x", TensorProto.INT32, [3, 4]),
+            helper.make_tensor_value_info("axis", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [3, 4])],
+        initializers=[helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    x = np.arange(3, 15, dtype=np.int32).reshape(3, 4)
+    for axis in (0, 1, -1, -2):
+        feeds = {"x": x, "axis": np.array(axis, np.int64)}
+        rewritten = _check_against_native(model, feeds, via, target=target)
+        ones = np.ones_like(np.take(x, [0], axis=axis))
+        shifted = np.concatenate([ones, np.delete(x, -1, axis=axis)], axis=axis)
+        np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], np.cumprod(shifted, axis))
+
+
 def test_an_overridable_input_without_a_shape_is_refused_as_the_checker_would() -> None:
     """Found by a review from outside: x declared without a shape (which the ONNX checker
     refuses) and also an initializer of 3 elements came out declared [3] (onnx_ir's C API
