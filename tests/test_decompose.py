@@ -413,7 +413,7 @@ def test_target_opset_refuses_a_value_the_older_op_does_not_mean(
     """The older schema has the same signature (or the same attributes), but not this value:
     relabelled, the node was outside the older spec (a Mod-13 that fails at run time, a
     Scatter reduction and a 1-D quantization scale opset 16 / 10 do not define)."""
-    shape_input = ", int64[1] shp" if "shp" in body else ""
+    shape_input = ", int64[K] shp" if "shp" in body else ""  # a scale of unknown rank
     model = onnx.parser.parse_model(
         '<ir_version: 11, opset_import: ["" : 28, "com.microsoft" : 1]>'
         f" main (float[2, 4] x{shape_input}) => (float[2, 4] y) {{ {body}"
