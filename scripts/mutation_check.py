@@ -122,6 +122,81 @@ MUTANTS = [
         "    for value, inferred in unconfirmed_computed_shapes(model, types):\n",
         "    for value, inferred in unconfirmed_computed_shapes(model, types)[:0]:\n",
     ),
+    # found by a mutation review of opset / opset_rules / site / verify (2026-12-02)
+    Mutant(
+        "opset: a target above the model's own opset taken",
+        "rewriter/opset.py",
+        "if not MIN_TARGET_OPSET <= target <= current:",
+        "if not MIN_TARGET_OPSET <= target:",
+    ),
+    Mutant(
+        "opset: Split-18 num_outputs path skips the type check",
+        "rewriter/opset.py",
+        "                bad = _types_not_allowed(where, then, now, types, function_inputs)\n",
+        "                bad = None\n",
+    ),
+    Mutant(
+        "opset: a type the older op does not allow not refused",
+        "rewriter/opset.py",
+        'elif name.startswith("tensor(") and name not in allowed:',
+        "elif False:",
+    ),
+    Mutant(
+        "opset: initializers left as graph inputs after onnx's converter",
+        "rewriter/opset.py",
+        "        if name not in inputs:\n            graph.inputs.remove(value)",
+        "        pass",
+    ),
+    Mutant(
+        "opset_rules: Pad wrap taken from opset 18",
+        "rewriter/opset_rules.py",
+        '("Pad", "mode"): {"wrap": 19}',
+        '("Pad", "mode"): {"wrap": 18}',
+    ),
+    Mutant(
+        "opset_rules: Mod of an unknown type taken as not float",
+        "rewriter/opset_rules.py",
+        "floating = dtype is None or dtype.is_floating_point()",
+        "floating = dtype is not None and dtype.is_floating_point()",
+    ),
+    Mutant(
+        "opset_rules: QDQ scale of unknown rank taken as 0-D",
+        "rewriter/opset_rules.py",
+        "if shape is None or shape.rank() != 0:",
+        "if shape is not None and shape.rank() != 0:",
+    ),
+    Mutant(
+        "opset_rules: dilations dropped when any (not all) is 1",
+        "rewriter/opset_rules.py",
+        "all(d == 1 for d in attr.value)",
+        "any(d == 1 for d in attr.value)",
+    ),
+    Mutant(
+        "site: an overridable initializer axis taken as a constant",
+        "rewriter/site.py",
+        "    if value.is_graph_input():\n        return None\n",
+        "",
+    ),
+    Mutant(
+        "site: a declared axis rank not checked",
+        "rewriter/site.py",
+        "if axis_shape is not None and axis_shape.rank() != 0:",
+        "if False:",
+    ),
+    Mutant(
+        "verify: the sign of a zero not compared",
+        "rewriter/verify.py",
+        "special = np.isinf(ref_t) | (ref_t == 0)",
+        "special = np.isinf(ref_t)",
+    ),
+    Mutant(
+        "verify: integers compared through float64",
+        "rewriter/verify.py",
+        "        differ = int(np.count_nonzero(actual != reference))\n",
+        "        differ = int(np.count_nonzero(\n"
+        "            actual.astype(np.float64) != reference.astype(np.float64)\n"
+        "        ))\n",
+    ),
 ]
 
 
