@@ -517,6 +517,23 @@ def test_target_opset_writes_out_split_num_outputs(target: int, width: int) -> N
         rewriter.decompose_cumprod(symbolic, target_opset=target)
 
 
+def test_target_opset_writes_out_split_num_outputs_on_the_default_axis() -> None:
+    """Split's axis defaults to 0: the sizes written out are those of the first dim."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        " main (float[7, 2] x) => (float[3, 2] a, float[3, 2] b, float[1, 2] d) {"
+        " a, b, e = Split <num_outputs = 3> (x)"
+        " ax = Constant <value = int64 {0}> () d = CumProd (e, ax) }"
+    )
+    x = np.arange(1, 15, dtype=np.float32).reshape(7, 2)
+    for target in (13, 11):
+        rewritten = rewriter.decompose_cumprod(model, target_opset=target)
+        a, b, d = run_ort(rewritten, {"x": x})
+        np.testing.assert_array_equal(a, x[:3])
+        np.testing.assert_array_equal(b, x[3:6])
+        np.testing.assert_array_equal(d, x[6:])
+
+
 def test_target_opset_split_sizes_take_a_name_no_scope_uses() -> None:
     """Found by a review from outside: the Constant written for a Split-18 in an If branch
     was named val_0 by onnx_ir, a name the main graph used (torch's dynamo exporter names

@@ -7,6 +7,7 @@ index inputs and sequence inputs.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from rewriter.verify import (
     index_inputs,
     numpy_cumprod,
     random_inputs,
+    ulp_error,
     verify_model,
 )
 from tests.helpers import cumprod_model, run_ort
@@ -646,3 +648,60 @@ def test_compare_sees_the_sign_of_a_zero_and_every_bit_of_an_int64() -> None:
     big = np.array([2**60 + 1], np.int64)
     assert not compare(big, np.array([2**60], np.int64), ir.DataType.INT64).ok
     assert compare(big, big.copy(), ir.DataType.INT64).ok
+
+    # one ulp is one ulp: a bound of half an ulp refuses it (not a unit twice as large)
+    one_up = np.array([1 + 2**-23], np.float32)
+    assert ulp_error(one_up, np.array([1.0]), ir.DataType.FLOAT).tolist() == [1.0]
+    assert not compare(one_up, np.array([1.0]), ir.DataType.FLOAT, 0.5).ok
+
+
+def test_a_failing_site_fails_the_whole_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outputs agree but a CumProd standalone does not (adversarial values the model's
+    own feeds never reach): --verify is not ok."""
+    import rewriter.verify
+
+    original, rewritten = _rewrite(_two_outputs(), tmp_path, "m")
+    assert _verify(original, rewritten, sites=True).ok
+    real = rewriter.verify.check_sites
+
+    def failing(*args: object, **kwargs: object) -> list[object]:
+        return [dataclasses.replace(c, ok=False) for c in real(*args, **kwargs)]  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rewriter.verify, "check_sites", failing)
+    result = _verify(original, rewritten, sites=True)
+    assert all(o.ok for o in result.outputs) and result.sites
+    assert not result.ok
+
+
+def test_sites_run_at_the_length_bound_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With max_length, a symbolic scan axis is also checked at the bound (the longest
+    length the rewrite takes), not only below it."""
+    import rewriter.verify
+
+    shapes: list[tuple[int, ...]] = []
+    real = rewriter.verify._site_shapes
+
+    def recorded(*args: object, **kwargs: object) -> list[tuple[int, ...]]:
+        out = real(*args, **kwargs)  # type: ignore[arg-type]
+        shapes.extend(out)
+        return out
+
+    monkeypatch.setattr(rewriter.verify, "_site_shapes", recorded)
+    plans = _plans(_symbolic_model(TensorProto.FLOAT, [2, "N"], 1))
+    (check,) = check_sites(plans, max_length=40)
+    assert check.ok, check
+    assert (2, 40) in shapes and all(s[1] <= 40 for s in shapes), shapes
+
+
+def test_an_output_of_another_element_type_is_a_mismatch() -> None:
+    """A runtime that hands back float64 for a float32 output fails the check even where
+    the values agree."""
+    from rewriter.verify import _compare_value
+
+    expected = np.array([1.0, 2.0], np.float32)
+    result, _ = _compare_value(expected.astype(np.float64), expected, 4.0, [2], None)
+    assert not result.ok
+    same, _ = _compare_value(expected.copy(), expected, 4.0, [2], None)
+    assert same.ok

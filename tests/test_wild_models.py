@@ -207,6 +207,40 @@ def test_function_called_with_different_element_types() -> None:
     assert len(rewritten.functions) == 2  # one specialization per element type
 
 
+def test_a_specialisation_does_not_replace_a_function_of_the_same_name() -> None:
+    """B called with two element types is specialised as B__0 and B__1; the model's own
+    B__0 (a Neg) must stay what its caller calls, not be overwritten."""
+    own = helper.make_function(
+        LOCAL, "B__0", ["x"], ["y"], [helper.make_node("Neg", ["x"], ["y"])], OPSET
+    )
+    model = _model(
+        [
+            helper.make_node("B", ["h"], ["p"], domain=LOCAL),
+            helper.make_node("B", ["u"], ["q"], domain=LOCAL),
+            helper.make_node("B__0", ["h"], ["n"], domain=LOCAL),
+        ],
+        [
+            helper.make_tensor_value_info("h", TensorProto.FLOAT, [3, 5]),
+            helper.make_tensor_value_info("u", TensorProto.INT32, [3, 5]),
+        ],
+        [
+            helper.make_tensor_value_info("p", TensorProto.FLOAT, [3, 5]),
+            helper.make_tensor_value_info("q", TensorProto.INT32, [3, 5]),
+            helper.make_tensor_value_info("n", TensorProto.FLOAT, [3, 5]),
+        ],
+        [_cumprod_function("B"), own],
+    )
+    rng = np.random.default_rng(4)
+    h = np.exp2(rng.integers(-1, 2, (3, 5))).astype(np.float32)
+    u = rng.integers(-3, 4, (3, 5)).astype(np.int32)
+    rewritten = _check_against_native(model, {"h": h, "u": u})
+    p, q, n = run_ort(rewritten, {"h": h, "u": u})
+    np.testing.assert_array_equal(q, np.cumprod(u, 1, dtype=np.int32))
+    np.testing.assert_array_equal(n, -h)
+    np.testing.assert_array_equal(p, np.cumprod(h, 1))
+    assert len(rewritten.functions) == 3
+
+
 def test_nested_functions_with_cumprod_in_both() -> None:
     outer_nodes = [
         helper.make_node("Constant", [], ["axis"], value_int=0),
