@@ -123,22 +123,25 @@ def test_function_attributes_by_reference() -> None:
         helper.make_node("F", ["x"], ["both"], domain=LOCAL, ex=1, rev=1),
         helper.make_node("F", ["x"], ["plain"], domain=LOCAL),
         helper.make_node("F", ["x"], ["rev"], domain=LOCAL, rev=1),
+        # the same attributes as the call above, another value: another specialisation
+        helper.make_node("F", ["x"], ["rev0"], domain=LOCAL, rev=0),
     ]
     model = _model(
         calls,
         [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
         [
             helper.make_tensor_value_info(n, TensorProto.INT64, [4])
-            for n in ("both", "plain", "rev")
+            for n in ("both", "plain", "rev", "rev0")
         ],
         [_function_by_reference()],
     )
     x = np.array([2, 3, 5, 7], dtype=np.int64)
     _check_against_native(model, {"x": x})
-    both, plain, rev = run_ort(rewriter.decompose_cumprod(model), {"x": x})  # type: ignore[arg-type]
+    both, plain, rev, rev0 = run_ort(rewriter.decompose_cumprod(model), {"x": x})  # type: ignore[arg-type]
     np.testing.assert_array_equal(both, [105, 35, 7, 1])  # the case, by hand
     np.testing.assert_array_equal(plain, [2, 6, 30, 210])
     np.testing.assert_array_equal(rev, [210, 105, 35, 7])
+    np.testing.assert_array_equal(rev0, [2, 6, 30, 210])
 
 
 def _cumprod_function(name: str, axis: int = 1) -> onnx.FunctionProto:
