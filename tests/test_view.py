@@ -57,7 +57,7 @@ def cases(draw: st.DrawFn) -> dict:
     return {
         "shape": shape,
         "axis": draw(st.integers(-rank, rank - 1)),
-        "form": draw(st.sampled_from(["static", "symbolic", "unknown rank"])),
+        "form": draw(st.sampled_from(["static", "symbolic", "mixed", "unknown rank"])),
         "runtime_axis": draw(st.booleans()),
         "exclusive": draw(st.integers(0, 1)),
         "reverse": draw(st.integers(0, 1)),
@@ -68,10 +68,16 @@ def cases(draw: st.DrawFn) -> dict:
     }
 
 
+def _dim(form: str, prefix: str, k: int, size: int) -> int | str:
+    """A declared dim: static, symbolic, or (``mixed``) symbolic at even positions only, so
+    that a view's outer or inner product has static and symbolic factors."""
+    static = form == "static" or (form == "mixed" and k % 2 == 1)
+    return size if static else f"{prefix}{k}"
+
+
 def _model(case: dict) -> onnx.ModelProto:
     shape, axis, form = case["shape"], case["axis"], case["form"]
-    rank = len(shape)
-    declared = [f"d{k}" for k in range(rank)] if form != "static" else list(shape)
+    declared = [_dim(form, "d", k, d) for k, d in enumerate(shape)]
     nodes = []
     inputs = [helper.make_tensor_value_info("x", TensorProto.INT64, declared)]
     initializers = []
@@ -89,7 +95,7 @@ def _model(case: dict) -> onnx.ModelProto:
             "CumProd", [x, "axis"], ["y"], exclusive=case["exclusive"], reverse=case["reverse"]
         )
     )
-    out = [f"o{k}" for k in range(rank)] if form != "static" else list(shape)
+    out = [_dim(form, "o", k, d) for k, d in enumerate(shape)]
     graph = helper.make_graph(
         nodes,
         "view",
@@ -148,6 +154,22 @@ def test_every_view_and_lowering_is_exact(case: dict) -> None:
     expected = _numpy(x, case["axis"], case["exclusive"], case["reverse"])
     assert y.shape == expected.shape
     np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("strategy", EXACT)
+def test_a_static_dim_beside_symbolic_ones_counts_in_the_view(strategy: str) -> None:
+    """x [B, 3, N, 4]: the view's outer product B * 3 and inner N * 4 mix static and
+    symbolic factors (found by mutation: dropping the static factor was not seen, as the
+    sweep's dims were all static or all symbolic)."""
+    for axis in (0, 1, 2, 3):
+        case = {"shape": (2, 3, 5, 4), "axis": axis, "form": "mixed", "runtime_axis": False}
+        case |= {"exclusive": 0, "reverse": 1, "opset": 26}
+        case |= {"strategy": strategy, "target": "onnxruntime"}
+        rewritten = _rewrite(case)
+        assert rewritten is not None
+        x = np.random.default_rng(axis).integers(-3, 4, case["shape"]) | 1
+        (y,) = run_ort(rewritten, {"x": x})
+        np.testing.assert_array_equal(y, _numpy(x, axis, 0, 1))
 
 
 @pytest.mark.parametrize("runtime_axis", [False, True])
