@@ -197,6 +197,55 @@ MUTANTS = [
         "            actual.astype(np.float64) != reference.astype(np.float64)\n"
         "        ))\n",
     ),
+    Mutant(
+        "opset_rules: Split's default axis taken as -1",
+        "rewriter/opset_rules.py",
+        'shape[node.attributes.get_int("axis", 0) % shape.rank()]',
+        'shape[node.attributes.get_int("axis", -1) % shape.rank()]',
+    ),
+    Mutant(
+        "specialize: a specialisation may take the name of a function of the model",
+        "rewriter/specialize.py",
+        "                    while (function.domain, name, function.overload) in model.functions:\n"
+        '                        name += "_"\n',
+        "",
+    ),
+    Mutant(
+        "specialize: an attribute's value left out of the call signature",
+        "rewriter/specialize.py",
+        '    return f"{attr.type.name}:{value!r}"',
+        '    return f"{attr.type.name}"',
+    ),
+    Mutant(
+        "verify: an ulp twice too large",
+        "rewriter/verify.py",
+        "(exponent - (bits - 1)).astype(np.int64)",
+        "(exponent - (bits - 2)).astype(np.int64)",
+    ),
+    Mutant(
+        "verify: sites not run at max_length itself",
+        "rewriter/verify.py",
+        "lengths = [k for k in lengths if k <= max_length]",
+        "lengths = [k for k in lengths if k < max_length]",
+    ),
+    Mutant(
+        "verify: the sites' verdict left out of the overall one",
+        "rewriter/verify.py",
+        "ok = all(o.ok for o in outputs) and all(s.ok for s in sites)",
+        "ok = all(o.ok for o in outputs)",
+    ),
+    Mutant(
+        "verify: an output's element type not compared",
+        "rewriter/verify.py",
+        "    if act.dtype != exp.dtype:\n        return (",
+        "    if False:\n        return (",
+    ),
+    Mutant(
+        "view: the static factor of a mixed dim product dropped",
+        "rewriter/lowerings/view.py",
+        "        result: ir.Value | None = None if known == 1 else b.const([known])",
+        "        result: ir.Value | None = None",
+    ),
 ]
 
 
