@@ -376,7 +376,6 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
-    view = helper.make_tensor("view", TensorProto.INT64, [3], [outer, n, inner])
     small = helper.make_tensor("small", TensorProto.INT64, [1], [16])
     zero = helper.make_tensor("zero", TensorProto.INT64, [1], [0])
     flat = helper.make_tensor("flat", TensorProto.INT64, [1], [-1])
@@ -405,15 +404,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             [helper.make_node("Mul", ["x", "one"], ["y"])], elem_type, shape, [one]
         ),
         "mul x*x": _graph_model([helper.make_node("Mul", ["x", "x"], ["y"])], elem_type, shape, []),
-        "transpose": _graph_model(
-            [
-                helper.make_node("Reshape", ["x", "view"], ["v"]),
-                helper.make_node("Transpose", ["v"], ["y"], perm=[1, 0, 2]),
-            ],
-            elem_type,
-            shape,
-            [view],
-        ),
+        "transpose": _swap_model(elem_type, shape, [outer, n, inner]),
         "64 launches": _graph_model(chained, elem_type, shape, [one, zero, small, flat]),
         "scan 512 steps": _graph_model(
             [
@@ -477,16 +468,21 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             elem_type, totals, [outer * (m // r2), r2, inner], r2, carries=False, exclusive=True
         )
     if outer > 1:
-        models["transpose back"] = _graph_model(
-            [
-                helper.make_node("Reshape", ["x", "front"], ["v"]),
-                helper.make_node("Transpose", ["v"], ["y"], perm=[1, 0, 2]),
-            ],
-            elem_type,
-            shape,
-            [helper.make_tensor("front", TensorProto.INT64, [3], [n, outer, inner])],
-        )
+        models["transpose back"] = _swap_model(elem_type, shape, [n, outer, inner])
     return models
+
+
+def _swap_model(elem_type: int, shape: tuple[int, ...], view: list[int]) -> onnx.ModelProto:
+    """x viewed as ``view`` (3-D) with its first two axes swapped."""
+    return _graph_model(
+        [
+            helper.make_node("Reshape", ["x", "view"], ["v"]),
+            helper.make_node("Transpose", ["v"], ["y"], perm=[1, 0, 2]),
+        ],
+        elem_type,
+        shape,
+        [helper.make_tensor("view", TensorProto.INT64, [3], view)],
+    )
 
 
 def floor_feeds(model: onnx.ModelProto, x: np.ndarray) -> dict[str, np.ndarray]:
