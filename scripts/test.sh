@@ -7,19 +7,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
+step() { echo "== $1 (at ${SECONDS}s)"; }   # the elapsed time shows where CI's time goes
+trap 'echo "== end, exit status $? (at ${SECONDS}s)"' EXIT
 pip_install() { "$1" -m pip install -q --disable-pip-version-check "${@:2}"; }
 
+step "install .venv"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip_install .venv/bin/python -e ".[test]"
 pip_install .venv/bin/python "torch==2.13.0"   # tests/test_pytorch.py (the [torch] extra)
+step "install .venv-ort120"
 [ -x .venv-ort120/bin/python ] || "$python" -m venv .venv-ort120
 pip_install .venv-ort120/bin/python "onnxruntime==1.20.1" "onnx==1.17.0" "numpy>=1.26,<3"
+step "install the runtimes"
 bash scripts/install_runtimes.sh   # .venv-openvino, -tract, -tinygrad, -iree: tests/test_runtimes*.py
 
-echo "== ruff check";          .venv/bin/ruff check .
-echo "== ruff format --check"; .venv/bin/ruff format --check .
-echo "== mypy rewriter";       .venv/bin/mypy rewriter
-echo "== pytest"
+step "ruff check";            .venv/bin/ruff check .
+step "ruff format --check";   .venv/bin/ruff format --check .
+step "mypy rewriter";         .venv/bin/mypy rewriter
+step pytest
 # One worker per core; a test file stays on one worker (its module fixtures run once): the
 # three real-runtime files, about two thirds of the time, then run side by side.
 .venv/bin/python -m pytest -q -n auto --dist loadfile "$@"
