@@ -39,6 +39,7 @@ from rewriter.opset_rules import constant_tensor, meaning_lost, no_effect, split
 from rewriter.types import (
     TypeTable,
     call_onnx_api,
+    function_scope,
     infer_types,
     overridable_shapes,
     proto_nodes,
@@ -131,12 +132,15 @@ def _types_not_allowed(
     then: onnx.defs.OpSchema,
     now: onnx.defs.OpSchema,
     types: TypeTable,
+    *,
     function_inputs: frozenset[int] = frozenset(),
+    never_called: frozenset[str] = frozenset(),
 ) -> str | None:
     """Why the node's element types do not fit ``then`` (None: they do): a type it does not
     allow, or a type not known because of where it comes from (:func:`_unknown_origin`: a
     contrib op's output, a function's input) where ``then`` allows fewer types than ``now``,
-    the node's own version (an int8 output feeding a Relu going below 14)."""
+    the node's own version (an int8 output feeding a Relu going below 14). In a function
+    nothing calls (its scope in ``never_called``) the reason says so, and how to go on."""
     bad, unknown = [], []
     node = where.node
     for is_input, values in ((True, node.inputs), (False, node.outputs)):
@@ -161,9 +165,15 @@ def _types_not_allowed(
     if bad:
         return f"{older} does not allow {', '.join(bad)}"
     if unknown:
+        unused = (
+            " (nothing calls this function: without it, e.g. after onnx_ir's "
+            "RemoveUnusedFunctionsPass, the rest can be lowered)"
+            if where.scope in never_called
+            else ""
+        )
         return (
             f"the element type of {', '.join(unknown)} is not known, and {older} allows fewer "
-            f"types than {node.op_type}-{now.since_version}"
+            f"types than {node.op_type}-{now.since_version}{unused}"
         )
     return None
 
@@ -191,6 +201,14 @@ def _unknown_origin(
             return True
         stack.extend(v for v in producer.inputs if v is not None and not types.has_type(scope, v))
     return False
+
+
+def _never_called(model: ir.Model) -> frozenset[str]:
+    """The type-table scopes of the model's functions that no node of the model calls."""
+    called = {(w.node.domain, w.node.op_type, w.node.overload) for w in walk_model(model)}
+    return frozenset(
+        function_scope(function) for key, function in model.functions.items() if key not in called
+    )
 
 
 def _overridable_inputs(node: ir.Node) -> list[str]:
@@ -330,6 +348,7 @@ def check_target_opset(
         )
     skip = set(map(id, exclude))
     function_inputs = frozenset(id(v) for f in model.functions.values() for v in f.inputs)
+    never_called = _never_called(model)
     blockers: list[Blocker] = []
     plan = OpsetPlan()
     for where in walk_model(model):
@@ -366,7 +385,14 @@ def check_target_opset(
             sizes = split_sizes(where, types)
             if sizes is not None:
                 plan.split_sizes.append((node, sizes))
-                bad = _types_not_allowed(where, then, now, types, function_inputs)
+                bad = _types_not_allowed(
+                    where,
+                    then,
+                    now,
+                    types,
+                    function_inputs=function_inputs,
+                    never_called=never_called,
+                )
                 if bad:
                     blockers.append(_blocker(where, now, bad))
                 continue
@@ -414,7 +440,9 @@ def check_target_opset(
                 ):
                     plan.constant_values.append(producer)
             continue
-        bad = _types_not_allowed(where, then, now, types, function_inputs)
+        bad = _types_not_allowed(
+            where, then, now, types, function_inputs=function_inputs, never_called=never_called
+        )
         if bad:
             blockers.append(_blocker(where, now, bad))
     if blockers:

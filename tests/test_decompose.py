@@ -901,6 +901,33 @@ def test_target_opset_follows_an_unknown_type_to_where_it_comes_from() -> None:
     r, c = run_ort(rewritten, {"x": x})
     np.testing.assert_array_equal(r, np.maximum(x, 0))
     np.testing.assert_array_equal(c, np.cumprod(x))
+    assert "nothing calls this function" not in str(_opset_refusal(into_function, 13))
+
+
+def _opset_refusal(model: onnx.ModelProto, target_opset: int) -> rewriter.OpsetError:
+    with pytest.raises(rewriter.OpsetError) as refused:
+        rewriter.decompose_cumprod(model, target_opset=target_opset)
+    return refused.value
+
+
+def test_a_function_nothing_calls_is_refused_with_how_to_go_on() -> None:
+    """A function nothing calls has inputs of no known type: a Relu in it cannot go below
+    14 (Relu-13 allows fewer types). The refusal says nothing calls it; without it (onnx_ir's
+    RemoveUnusedFunctionsPass) the model is lowered."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 26, "local" : 1]>'
+        " main (float[4] x) => (float[4] y) {"
+        " ax = Constant <value = int64 {0}> () y = CumProd (x, ax) }"
+        ' <domain: "local", opset_import: ["" : 26]> F (a) => (r) { r = Relu (a) }'
+    )
+    message = str(_opset_refusal(model, 13))
+    assert "Relu-14 in function 'local.F'" in message
+    assert "nothing calls this function" in message
+    ir_model = ir.serde.deserialize_model(model)
+    ir.passes.common.RemoveUnusedFunctionsPass()(ir_model)
+    rewritten = rewriter.decompose_cumprod(ir.serde.serialize_model(ir_model), target_opset=13)
+    x = np.array([-1.5, 2.0, -0.5, 3.0], np.float32)
+    np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], np.cumprod(x))
 
 
 @pytest.mark.parametrize(
