@@ -246,6 +246,24 @@ MUTANTS = [
         "        result: ir.Value | None = None if known == 1 else b.const([known])",
         "        result: ir.Value | None = None",
     ),
+    Mutant(
+        "loop: the guarded slab of ones not sliced off below opset 14 (an If instead)",
+        "rewriter/lowerings/loop.py",
+        "    if b.opset >= 14 or (v.static_length or 0) > 0 or guarded:\n",
+        "    if b.opset >= 14 or (v.static_length or 0) > 0:\n",
+    ),
+    Mutant(
+        "view.ones_like: the data-dependent ones as Not(Less(x, x))",
+        "rewriter/lowerings/view.py",
+        '    true = b.op("Equal", test, test)\n',
+        '    true = b.op("Not", test)\n',
+    ),
+    Mutant(
+        "dynamic: the blocked branch from n = 512, not 513",
+        "rewriter/lowerings/dynamic.py",
+        '    short = b.op("Less", length, b.const([SHORT + 1]))\n',
+        '    short = b.op("Less", length, b.const([SHORT]))\n',
+    ),
 ]
 
 

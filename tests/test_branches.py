@@ -342,6 +342,23 @@ def test_length_known_at_run_time(case: tuple) -> None:
             run({"x": x})
 
 
+def test_dynamic_is_the_sequential_scan_up_to_512() -> None:
+    """``dynamic`` runs the plain Scan up to n = 512 inclusive (its docstring: bitwise the
+    sequential kernel there), the blocked tree beyond. float32 products of factors near 1
+    round differently in a tree, so onnxruntime's native CumProd tells the branches apart
+    (found by mutation: ``Less(n, 512)`` for ``Less(n, 513)`` stayed within the bound)."""
+    model = cumprod_model(F32, (3, "N"), 1)
+    lowered, used = lower(model, "dynamic")
+    assert used == ["dynamic"]
+    run, native = session(lowered), session(model)
+    rng = _rng("dynamic threshold")
+    for n in (511, 512):
+        x = rng.uniform(0.9, 1.1, (3, n)).astype(np.float32)
+        np.testing.assert_array_equal(run({"x": x})[0], native({"x": x})[0], err_msg=f"n={n}")
+    x = rng.uniform(0.9, 1.1, (3, 513)).astype(np.float32)
+    assert not np.array_equal(run({"x": x})[0], native({"x": x})[0])  # the tree: 513 tells
+
+
 # -- the view: run-time axis, unknown rank, empty tensors ----------------------------------
 
 RUNTIME_AXIS = [

@@ -141,11 +141,24 @@ def test_openvino_refuses_an_exclusive_loop_over_a_run_time_length_below_opset_1
         {"target": "onnxruntime", "target_opset": 13},
     ):
         rewriter.decompose_cumprod(model, strategy="loop", **options)  # no refusal
-    # (symbolic dims below opset 14 need an If, which OpenVINO's output does not use)
-    inclusive = cumprod_model(TensorProto.FLOAT, (3, 7), 1, axis_form="input")
-    static = cumprod_model(TensorProto.FLOAT, (3, 7), 1, exclusive=1)
-    for ok in (inclusive, static):
-        rewriter.decompose_cumprod(ok, strategy="loop", target="openvino", target_opset=13)
+    # (symbolic dims below opset 14 need an If, which OpenVINO's output does not use); with
+    # static dims a run-time axis still gives a run-time length: the Loop then runs over a
+    # slab of ones (a zero-trip Loop's output keeps the wrong shape there), sliced off again
+    x = np.arange(1, 22, dtype=np.float32).reshape(3, 7) / 8
+    for exclusive, axis_form, axes in ((0, "input", (1, 0, -2)), (1, "initializer", (1,))):
+        model = cumprod_model(
+            TensorProto.FLOAT, (3, 7), 1, exclusive=exclusive, axis_form=axis_form
+        )
+        for opset in (11, 13):
+            lowered = rewriter.decompose_cumprod(
+                model, strategy="loop", target="openvino", target_opset=opset
+            )
+            assert "If" not in {node.op_type for node in all_nodes(lowered)}
+            for axis in axes:
+                feeds = {"x": x} | ({"axis": np.array(axis)} if axis_form == "input" else {})
+                np.testing.assert_array_equal(
+                    run_ort(lowered, feeds)[0], reference(x, axis, exclusive, 0)
+                )
 
 
 @pytest.mark.parametrize(
