@@ -264,6 +264,30 @@ MUTANTS = [
         '    short = b.op("Less", length, b.const([SHORT + 1]))\n',
         '    short = b.op("Less", length, b.const([SHORT]))\n',
     ),
+    Mutant(
+        "decompose: a CumProd under opset 25 taken",
+        "rewriter/decompose.py",
+        "        if where.opset < 26:\n",
+        "        if where.opset < 25:\n",
+    ),
+    Mutant(
+        "decompose: an overridable axis initializer dropped once nothing reads it",
+        "rewriter/decompose.py",
+        "    if axis.uses() or axis.is_graph_input() or axis.is_graph_output():\n",
+        "    if axis.uses() or axis.is_graph_output():\n",
+    ),
+    Mutant(
+        "types: stale declared dims of body inputs kept around an inner If",
+        "rewriter/types.py",
+        "            graph = parent.get(id(graph))\n",
+        "            graph = None\n",
+    ),
+    Mutant(
+        "inline: an unnamed call output named like an unread graph input",
+        "rewriter/inline.py",
+        "        taken |= {v.name for v in model.graph.inputs if v.name}\n",
+        "        pass\n",
+    ),
 ]
 
 

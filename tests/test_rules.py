@@ -517,3 +517,14 @@ def test_a_constant_axis_by_reference_in_a_function(form: str) -> None:
     assert "CumProd" not in op_types(rewritten)
     a = np.array([[1, 2, 3], [-4, 5, 0.5]], dtype=np.float32)
     np.testing.assert_array_equal(run_ort(rewritten, {"a": a})[0], np.cumprod(a, axis=1))
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=list(REFUSED))
+def test_the_pass_refuses_each_node_the_rule_leaves(case: str) -> None:
+    """The pass refuses what the rule leaves in place, for the same reason (a CumProd in a
+    model importing opset 25, where it does not exist, was lowered once the pass's own
+    opset check was loosened: found by mutation)."""
+    model, strategy, problem = REFUSED[case]
+    with pytest.raises(rewriter.CumProdError) as refused:
+        rewriter.decompose_cumprod(model, strategy=strategy)
+    assert problem in str(refused.value), str(refused.value)

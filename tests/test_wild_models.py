@@ -11,6 +11,7 @@ import onnxruntime as ort
 import onnxscript.rewriter
 import pytest
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 import rewriter
 from rewriter.decompose import plan_cumprods
@@ -847,6 +848,63 @@ def test_a_loop_body_input_declared_with_stale_dims(declared: list[int | str], v
 
 
 @pytest.mark.parametrize("via", VIA)
+def test_a_stale_loop_body_input_read_inside_an_if_of_the_body(via: str) -> None:
+    """The body's carried v is declared [2, 3] but doubles along axis 0 every iteration, and
+    the CumProd reading it sits in an If inside the body: the declaration of the body input
+    around the If is dropped too (found by mutation: with only the If's own inputs checked,
+    onnxruntime folded Shape(v) from [2, 3] and failed in the lowering's Reshape). The
+    reference is onnx.reference: onnxruntime's own CumProd fails on the original."""
+    f32 = TensorProto.FLOAT
+    then = helper.make_graph(
+        [helper.make_node("CumProd", ["v", "ax"], ["c"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("c", f32, [None, 3])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["v"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", f32, [None, 3])],
+    )
+    body = helper.make_graph(
+        [
+            helper.make_node("If", ["cin"], ["w"], then_branch=then, else_branch=other),
+            helper.make_node("Concat", ["w", "w"], ["vn"], axis=0),
+            helper.make_node("Identity", ["cin"], ["cout"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cin", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", f32, [2, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("cout", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("vn", f32, [None, 3]),
+        ],
+    )
+    model = _model(
+        [helper.make_node("Loop", ["n", "cond", "x"], ["y"], body=body)],
+        [
+            helper.make_tensor_value_info("x", f32, [2, 3]),
+            helper.make_tensor_value_info("n", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", f32, [None, 3])],
+        initializers=[helper.make_tensor("ax", TensorProto.INT64, [], [0])],
+    )
+    x = np.array([[1, -2, 0.5], [2, 0.25, -1]], np.float32)  # exact products in any order
+    rewritten = _rewrite(model, via)
+    onnx.checker.check_model(rewritten, full_check=True)
+    for trips in (1, 3):
+        feeds = {"x": x, "n": np.array(trips, np.int64), "cond": np.array(True)}
+        # onnxruntime's own CumProd fails on the original (its output meets the stale shape)
+        expected = ReferenceEvaluator(model).run(None, feeds)[0]
+        np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], expected)
+
+
+@pytest.mark.parametrize("via", VIA)
 def test_a_loop_body_value_that_changes_shape_between_iterations(via: str) -> None:
     """The body transposes its carried value, declared [2, 3] (right for the first iteration
     only): the rule path once baked the declaration in (wrong values from the second)."""
@@ -992,6 +1050,16 @@ def test_a_call_leaving_an_output_unnamed(target: str, outputs: list[str]) -> No
     call = helper.make_node("F", ["a"], outputs, domain=LOCAL)
     model = _call_model(_three_outputs(), call, [n for n in outputs if n])
     _check_against_native(model, A34, target=target)
+
+
+def test_an_unnamed_call_output_takes_no_name_of_an_unread_graph_input() -> None:
+    """A graph input no node reads named as the pass would name an unnamed call output
+    (``F_unused_1``): the new name must differ (found by mutation: the clash made the
+    rewrite fail the checker, reported as the input model's fault)."""
+    call = helper.make_node("F", ["a"], ["y1", "", "w1"], domain=LOCAL)
+    model = _call_model(_three_outputs(), call, ["y1", "w1"])
+    model.graph.input.append(helper.make_tensor_value_info("F_unused_1", TensorProto.FLOAT, [1]))
+    _check_against_native(model, A34 | {"F_unused_1": np.ones(1, np.float32)})
 
 
 def test_inlined_names_kept_apart_from_names_in_subgraphs() -> None:
@@ -1219,6 +1287,25 @@ def test_an_overridable_axis_is_a_run_time_axis(via: str, target: str) -> None:
         ones = np.ones_like(np.take(x, [0], axis=axis))
         shifted = np.concatenate([ones, np.delete(x, -1, axis=axis)], axis=axis)
         np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], np.cumprod(shifted, axis))
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_an_overridable_axis_of_an_empty_x_stays_optional(via: str) -> None:
+    """An empty x needs no scan, so the rewrite no longer reads the axis; its initializer is
+    still the default of a graph input and must stay (found by mutation: dropped, the
+    rewritten model required a feed of ``axis``)."""
+    model = _model(
+        [helper.make_node("CumProd", ["x", "axis"], ["y"])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 3]),
+            helper.make_tensor_value_info("axis", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 3])],
+        initializers=[helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    x = np.zeros((0, 3), np.float32)
+    for feeds in ({"x": x}, {"x": x, "axis": np.array(0, np.int64)}):
+        _check_against_native(model, feeds, via)
 
 
 def test_an_overridable_input_without_a_shape_is_refused_as_the_checker_would() -> None:
