@@ -43,6 +43,7 @@ from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
 from rewriter.types import (
     TypeTable,
+    deserialize_model,
     drop_unconfirmed_shapes,
     infer_types,
     overridable_shapes,
@@ -515,7 +516,7 @@ def decompose_cumprod(
             f"{type(model).__name__} (load a file with onnx.load or onnx_ir.load)"
         )
     _refuse_read_sparse_initializers(model)
-    ir_model = ir.serde.deserialize_model(model)
+    ir_model = deserialize_model(model)
     if not rewrite(ir_model).modified:
         copy = onnx.ModelProto()
         copy.CopyFrom(model)

@@ -39,6 +39,8 @@ import google.protobuf.message
 import onnx
 import onnx_ir as ir
 
+from rewriter.types import deserialize_model
+
 __all__ = [
     "STAGING_PREFIX",
     "ModelFileError",
@@ -287,7 +289,7 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
     _structure_problems(proto, path)
     _check_external_data(proto, entries, path)
     try:
-        model = ir.serde.deserialize_model(proto)
+        model = deserialize_model(proto)
     except Exception as exc:
         try:
             onnx.checker.check_model(proto)

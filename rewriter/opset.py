@@ -39,6 +39,7 @@ from rewriter.opset_rules import constant_tensor, meaning_lost, no_effect, split
 from rewriter.types import (
     TypeTable,
     call_onnx_api,
+    deserialize_model,
     function_scope,
     infer_types,
     overridable_shapes,
@@ -506,7 +507,7 @@ def _run_converter(model: ir.Model, target: int, convert: set[int]) -> ir.Model:
     kept = [o for o in converted.opset_import if o.domain != _HIDDEN]
     del converted.opset_import[:]
     converted.opset_import.extend(kept)
-    result = ir.serde.deserialize_model(converted)
+    result = deserialize_model(converted)
     # Initializers went in as graph inputs (the large ones without data): put them back,
     # those the graph also takes as inputs too (onnx_ir lifted the large ones out).
     graph = result.graph

@@ -37,6 +37,7 @@ __all__ = [
     "FunctionKey",
     "TypeTable",
     "call_sites",
+    "deserialize_model",
     "drop_unconfirmed_shapes",
     "function_key",
     "function_scope",
@@ -260,6 +261,28 @@ def _propagate_nodes(
         known.update(outputs)
         for name, type_proto in outputs.items():
             found.add(name, type_proto)
+
+
+def deserialize_model(proto: onnx.ModelProto) -> ir.Model:
+    """``onnx_ir.serde.deserialize_model``, plus the element types that model-local
+    functions declare for their inputs in ``FunctionProto.value_info`` (IR >= 10), which
+    onnx_ir 1.1 does not read: without them a function that no call site types is lowered
+    type-generically. Not the declared shapes: a function may be called with other shapes,
+    and onnxruntime would fold a lowering's ``Shape`` of the input from them."""
+    model = ir.serde.deserialize_model(proto)
+    for function_proto in proto.functions:
+        declared = {vi.name: vi for vi in function_proto.value_info if vi.HasField("type")}
+        key = (function_proto.domain, function_proto.name, function_proto.overload)
+        function = model.functions.get(key)
+        if function is None or not declared:
+            continue
+        for value in function.inputs:
+            info = declared.get(value.name or "")
+            if info is None or value.type is not None or not info.type.HasField("tensor_type"):
+                continue
+            if info.type.tensor_type.elem_type:
+                value.type = ir.TensorType(ir.DataType(info.type.tensor_type.elem_type))
+    return model
 
 
 def _propagate_function(

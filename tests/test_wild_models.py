@@ -4,6 +4,8 @@ running the original model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -14,6 +16,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import rewriter
+import rewriter.io
 from rewriter.decompose import plan_cumprods
 from rewriter.rules import cumprod_rules
 from rewriter.specialize import SpecializeFunctionsPass
@@ -293,6 +296,88 @@ def test_unused_function_with_cumprod_is_lowered_type_generically() -> None:
         expected = _native(with_call(model), {"x": data})
         actual = run_ort(with_call(rewritten), {"x": data})
         np.testing.assert_array_equal(actual[0], expected[0])
+
+
+def test_a_function_input_declared_in_its_value_info_keeps_its_type(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """Found by a mutation review: no call site gives F's input a type, but F declares it
+    float16 (IR >= 10 functions may). That type must choose the lowering: float16 multiplied
+    in float32 and rounded once, as the native kernel does, not the type-generic lowering
+    (float16 products rounded at every step, and a warning). The CumProd reads a Neg of the
+    input, so the declared type must also flow through the body."""
+    nodes = [
+        helper.make_node("Constant", [], ["axis"], value_int=0),
+        helper.make_node("Neg", ["x"], ["t"]),
+        helper.make_node("CumProd", ["t", "axis"], ["y"]),
+    ]
+    f = helper.make_function(LOCAL, "Typed", ["x"], ["y"], nodes, OPSET)
+    f.value_info.extend([helper.make_tensor_value_info("x", TensorProto.FLOAT16, [64])])
+    model = _model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [f],
+    )
+    path = tmp_path / "typed.onnx"
+    onnx.save(model, path)
+    loaded = rewriter.io.load_model(path)  # the command line's way in
+    assert loaded.functions[(LOCAL, "Typed", "")].inputs[0].dtype == ir.DataType.FLOAT16
+    with caplog.at_level("WARNING", logger="rewriter"):
+        rewritten = rewriter.decompose_cumprod(model)
+    assert isinstance(rewritten, onnx.ModelProto)
+    assert "element type is not known" not in caplog.text
+
+    def with_call(m: onnx.ModelProto) -> onnx.ModelProto:
+        c = onnx.ModelProto()
+        c.CopyFrom(m)
+        del c.graph.node[:]
+        c.graph.node.append(helper.make_node("Typed", ["x"], ["y"], domain=LOCAL))
+        c.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT16, [64]))
+        c.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT16, [64]))
+        return c
+
+    data = np.random.default_rng(13).uniform(0.9, 1.1, 64).astype(np.float16)
+    expected = _native(with_call(model), {"x": data})
+    actual = run_ort(with_call(rewritten), {"x": data})
+    np.testing.assert_array_equal(actual[0], expected[0])  # rounded once, like the kernel
+
+
+def test_a_function_input_shape_declared_in_the_ir_is_not_built_on() -> None:
+    """An ``ir.Model`` whose function input carries a type and a shape ([4]) that no call
+    site confirms: the element type is taken, the shape is not (a function may be called
+    with other shapes), so the lowered function is right when called with [6]."""
+    nodes = [
+        helper.make_node("Constant", [], ["axis"], value_int=0),
+        helper.make_node("Neg", ["x"], ["t"]),
+        helper.make_node("CumProd", ["t", "axis"], ["y"]),
+    ]
+    model = _model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [helper.make_function(LOCAL, "Shaped", ["x"], ["y"], nodes, OPSET)],
+    )
+    ir_model = ir.serde.deserialize_model(model)
+    x = ir_model.functions[(LOCAL, "Shaped", "")].inputs[0]
+    x.type, x.shape = ir.TensorType(ir.DataType.FLOAT), ir.Shape([4])
+    rewriter.decompose_cumprod(ir_model)
+    rewritten = ir.serde.serialize_model(ir_model)
+    assert "CumProd" not in op_types(rewritten)
+
+    def with_call(m: onnx.ModelProto) -> onnx.ModelProto:
+        c = onnx.ModelProto()
+        c.CopyFrom(m)
+        del c.functions[0].value_info[:]  # the call below is [6]
+        del c.graph.node[:]
+        c.graph.node.append(helper.make_node("Shaped", ["x"], ["y"], domain=LOCAL))
+        c.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]))
+        c.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [6]))
+        return c
+
+    data = np.array([2, -3, 0.5, 4, -1, 3], np.float32)
+    expected = _native(with_call(model), {"x": data})
+    np.testing.assert_array_equal(run_ort(with_call(rewritten), {"x": data})[0], expected[0])
 
 
 @pytest.mark.parametrize("via", VIA)
