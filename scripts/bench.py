@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.compose
 import onnx.numpy_helper
 import onnx_ir as ir
 import onnxruntime as ort
@@ -372,7 +373,11 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
       blocked route needs after its first level, at least: the (o, m, i) totals cut into
       min(m, r) slices, each but the first and the last multiplied by itself (the scan
       is exclusive), put back (:func:`_level_model` without the carries; its input has
-      1/r of x's elements: :func:`floor_feeds`).
+      1/r of x's elements: :func:`floor_feeds`);
+    - ``blocked levels 3+`` (m > r): the same for every further level the totals' scan
+      recurses into (:func:`upper_level_lengths`: ceil(m / r), then ceil of that / r, ...,
+      down to r or fewer), all in one graph (:func:`_levels_model`), each level's input
+      its own.
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
@@ -467,6 +472,9 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         models["blocked level 2"] = _level_model(
             elem_type, totals, [outer * (m // r2), r2, inner], r2, carries=False, exclusive=True
         )
+        upper = upper_level_lengths(m, r)
+        if upper:
+            models["blocked levels 3+"] = _levels_model(elem_type, outer, upper, inner, r)
     if outer > 1:
         models["transpose back"] = _swap_model(elem_type, shape, [n, outer, inner])
     return models
@@ -485,14 +493,58 @@ def _swap_model(elem_type: int, shape: tuple[int, ...], view: list[int]) -> onnx
     )
 
 
+def upper_level_lengths(m: int, r: int) -> list[int]:
+    """The lengths scanned after the second level when the m block totals are themselves
+    scanned in blocks of r (the second level has m > r): ceil(m / r), ceil of that / r, ...,
+    the last one r or fewer (and more than 1: a single total's exclusive scan is a one)."""
+    lengths: list[int] = []
+    while m > r:
+        m = -(-m // r)
+        if m > 1:
+            lengths.append(m)
+    return lengths
+
+
+def _levels_model(
+    elem_type: int, outer: int, lengths: list[int], inner: int, r: int
+) -> onnx.ModelProto:
+    """The levels of ``lengths`` as one graph: per level an input (o, L, i) (cut to a multiple
+    of min(L, r)), the :func:`_level_model` without carries of its exclusive scan, and an
+    output; the levels do not depend on each other (so at least as cheap as the route's)."""
+    inputs, outputs, nodes, initializers = [], [], [], []
+    for level, length in enumerate(lengths, start=3):
+        parts = min(length, r)
+        cut = length // parts * parts
+        model = _level_model(
+            elem_type,
+            (outer, cut, inner),
+            [outer * (cut // parts), parts, inner],
+            parts,
+            carries=False,
+            exclusive=True,
+        )
+        graph = onnx.compose.add_prefix_graph(model.graph, f"l{level}_")
+        inputs += graph.input
+        outputs += graph.output
+        nodes += graph.node
+        initializers += graph.initializer
+    graph = helper.make_graph(nodes, "floor", inputs, outputs, initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
 def floor_feeds(model: onnx.ModelProto, x: np.ndarray) -> dict[str, np.ndarray]:
-    """The feed of a floor model: x, or (a model whose input is smaller, ``blocked level
-    2``) x's first elements in the input's shape, a contiguous array of its own."""
-    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    if list(x.shape) == dims:
-        return {"x": x}
-    size = int(np.prod(dims, dtype=np.int64))
-    return {"x": np.ascontiguousarray(x.reshape(-1)[:size].reshape(dims))}
+    """The feeds of a floor model: x, or for each input smaller than x (``blocked level
+    2``, ``blocked levels 3+``) x's first elements in the input's shape, a contiguous array
+    of its own."""
+    feeds = {}
+    for value in model.graph.input:
+        dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        if list(x.shape) == dims:
+            feeds[value.name] = x
+            continue
+        size = int(np.prod(dims, dtype=np.int64))
+        feeds[value.name] = np.ascontiguousarray(x.reshape(-1)[:size].reshape(dims))
+    return feeds
 
 
 def _level_model(
@@ -559,7 +611,8 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
 
     ``chain`` and ``blocked`` take the larger of that sum and the route's level timed as one
     graph (``chain whole``, ``blocked whole``), when the cell has it; ``blocked`` then adds
-    the scan of its block totals (``blocked level 2``), when the cell has it.
+    the scan of its block totals (``blocked level 2`` and ``blocked levels 3+``), when the
+    cell has them.
     """
     us: dict[str, float] = row["us"]  # type: ignore[assignment]
     n = int(row["n"])  # type: ignore[call-overload]
@@ -570,7 +623,8 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
         "blocked": max(
             us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"], us.get("blocked whole", 0.0)
         )
-        + us.get("blocked level 2", 0.0),
+        + us.get("blocked level 2", 0.0)
+        + us.get("blocked levels 3+", 0.0),
         "scan": us["scan n steps"]
         + (
             us["transpose"] + us.get("transpose back", us["transpose"])

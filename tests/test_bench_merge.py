@@ -107,13 +107,15 @@ def test_the_whole_level_models_run_and_keep_the_shape(bench) -> None:  # type: 
 
 
 def test_the_blocked_route_adds_its_totals_scan_and_scan_its_way_back(bench) -> None:  # type: ignore[no-untyped-def]
-    """``blocked level 2`` (the block totals' scan) is added to the blocked route's level, and
-    the scan route pays ``transpose back`` for its second Transpose (twice ``transpose`` in
-    runs without it)."""
+    """``blocked level 2`` and ``blocked levels 3+`` (the block totals' scan) are added to
+    the blocked route's level, and the scan route pays ``transpose back`` for its second
+    Transpose (twice ``transpose`` in runs without it)."""
     row = _row(100.0, 500.0, 900.0, "last")
     row["us"] |= {"blocked whole": 5000.0, "blocked level 2": 700.0, "transpose back": 60.0}
     routes = bench.route_floors(row, "last")
     assert routes["blocked"] == pytest.approx(5000.0 + 700.0)
+    row["us"]["blocked levels 3+"] = 300.0
+    assert bench.route_floors(row, "last")["blocked"] == pytest.approx(5000.0 + 700.0 + 300.0)
     assert routes["scan"] == pytest.approx(900.0 + 10.0 + 60.0)
     assert bench.route_floors(row, "first")["scan"] == pytest.approx(900.0)
 
@@ -145,3 +147,28 @@ def test_the_totals_and_way_back_models_time_what_they_stand_for(bench) -> None:
     assert [n.op_type for n in short.graph.node].count("Mul") == 0
     assert run(short, np.ones((5, 8), np.int64)).shape == (5, 2, 1)
     assert "transpose back" not in bench.floor_models(onnx.TensorProto.INT64, (8, 5), 0)
+
+
+def test_the_levels_after_the_second_are_each_scanned_once(bench) -> None:  # type: ignore[no-untyped-def]
+    """``blocked levels 3+``: the totals of the totals, level after level, down to r or fewer
+    (none when the second level's m is r or fewer); each level its own input, cut into
+    min(L, r) slices, all but the first and the last multiplied."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    assert bench.upper_level_lengths(16384, 4) == [4096, 1024, 256, 64, 16, 4]
+    assert bench.upper_level_lengths(128, 4) == [32, 8, 2]
+    assert bench.upper_level_lengths(17, 16) == [2]
+    assert bench.upper_level_lengths(4, 4) == []
+    assert bench.upper_level_lengths(256, 16) == [16]
+    x = np.arange(6 * 1024, dtype=np.int32).reshape(6, 1024)  # last axis: r = 4, m = 256
+    models = bench.floor_models(onnx.TensorProto.INT32, x.shape, 1)
+    upper = models["blocked levels 3+"]
+    dims = [[d.dim_value for d in v.type.tensor_type.shape.dim] for v in upper.graph.input]
+    assert dims == [[6, 64, 1], [6, 16, 1], [6, 4, 1]]
+    assert [n.op_type for n in upper.graph.node].count("Mul") == 3 * 2
+    session = ort.InferenceSession(upper.SerializeToString(), providers=["CPUExecutionProvider"])
+    outputs = session.run(None, bench.floor_feeds(upper, x))
+    assert [y.size for y in outputs] == [6 * 64, 6 * 16, 6 * 4]
+    assert "blocked levels 3+" not in bench.floor_models(onnx.TensorProto.INT32, (6, 16), 1)
