@@ -37,8 +37,10 @@ from rewriter.graphs import ONNX_DOMAINS, Located, ai_onnx_opset, walk_model
 from rewriter.lowerings.builder import NameSource
 from rewriter.opset_rules import constant_tensor, meaning_lost, no_effect, split_sizes
 from rewriter.types import (
+    FunctionKey,
     TypeTable,
     call_onnx_api,
+    call_sites,
     deserialize_model,
     function_scope,
     infer_types,
@@ -141,7 +143,8 @@ def _types_not_allowed(
     allow, or a type not known because of where it comes from (:func:`_unknown_origin`: a
     contrib op's output, a function's input) where ``then`` allows fewer types than ``now``,
     the node's own version (an int8 output feeding a Relu going below 14). In a function
-    nothing calls (its scope in ``never_called``) the reason says so, and how to go on."""
+    the main graph never calls (its scope in ``never_called``) the reason says so, and how
+    to go on."""
     bad, unknown = [], []
     node = where.node
     for is_input, values in ((True, node.inputs), (False, node.outputs)):
@@ -167,7 +170,7 @@ def _types_not_allowed(
         return f"{older} does not allow {', '.join(bad)}"
     if unknown:
         unused = (
-            " (nothing calls this function: without it, e.g. after onnx_ir's "
+            " (the main graph never calls this function: without it, e.g. after onnx_ir's "
             "RemoveUnusedFunctionsPass, the rest can be lowered)"
             if where.scope in never_called
             else ""
@@ -205,10 +208,18 @@ def _unknown_origin(
 
 
 def _never_called(model: ir.Model) -> frozenset[str]:
-    """The type-table scopes of the model's functions that no node of the model calls."""
-    called = {(w.node.domain, w.node.op_type, w.node.overload) for w in walk_model(model)}
+    """The type-table scopes of the model's functions that running the main graph never
+    calls, directly or through other functions (those onnx_ir's RemoveUnusedFunctionsPass
+    removes)."""
+    reached: set[FunctionKey] = set()
+    pending: list[ir.Graph | ir.Function] = [model.graph]
+    while pending:
+        for _, key in call_sites(model, pending.pop()):
+            if key not in reached:
+                reached.add(key)
+                pending.append(model.functions[key])
     return frozenset(
-        function_scope(function) for key, function in model.functions.items() if key not in called
+        function_scope(function) for key, function in model.functions.items() if key not in reached
     )
 
 

@@ -901,7 +901,16 @@ def test_target_opset_follows_an_unknown_type_to_where_it_comes_from() -> None:
     r, c = run_ort(rewritten, {"x": x})
     np.testing.assert_array_equal(r, np.maximum(x, 0))
     np.testing.assert_array_equal(c, np.cumprod(x))
-    assert "nothing calls this function" not in str(_opset_refusal(into_function, 13))
+    assert "never calls this function" not in str(_opset_refusal(into_function, 13))
+    through_another = onnx.parser.parse_model(
+        f"{header} main (float[4] x) => (int8[4] r, float[4] c) {{{quantized}"
+        f" r, c = local.H (q, x) }}{function}"
+        ' <domain: "local", opset_import: ["" : 26, "local" : 1]> H (a, b) => (r, c)'
+        " { r, c = local.F (a, b) }"
+    )
+    message = str(_opset_refusal(through_another, 13))
+    assert "Relu-14 in function 'local.F'" in message
+    assert "never calls this function" not in message  # called, through H
 
 
 def _opset_refusal(model: onnx.ModelProto, target_opset: int) -> rewriter.OpsetError:
@@ -912,8 +921,9 @@ def _opset_refusal(model: onnx.ModelProto, target_opset: int) -> rewriter.OpsetE
 
 def test_a_function_nothing_calls_is_refused_with_how_to_go_on() -> None:
     """A function nothing calls has inputs of no known type: a Relu in it cannot go below
-    14 (Relu-13 allows fewer types). The refusal says nothing calls it; without it (onnx_ir's
-    RemoveUnusedFunctionsPass) the model is lowered."""
+    14 (Relu-13 allows fewer types). The refusal says the main graph never calls it (nor
+    one called only from such a function); without it (onnx_ir's RemoveUnusedFunctionsPass)
+    the model is lowered."""
     model = onnx.parser.parse_model(
         '<ir_version: 10, opset_import: ["" : 26, "local" : 1]>'
         " main (float[4] x) => (float[4] y) {"
@@ -922,7 +932,16 @@ def test_a_function_nothing_calls_is_refused_with_how_to_go_on() -> None:
     )
     message = str(_opset_refusal(model, 13))
     assert "Relu-14 in function 'local.F'" in message
-    assert "nothing calls this function" in message
+    assert "the main graph never calls this function" in message
+    # Called only from a function the main graph never calls: the same.
+    through = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 26, "local" : 1]>'
+        " main (float[4] x) => (float[4] y) {"
+        " ax = Constant <value = int64 {0}> () y = CumProd (x, ax) }"
+        ' <domain: "local", opset_import: ["" : 26]> F (a) => (r) { r = Relu (a) }'
+        ' <domain: "local", opset_import: ["" : 26, "local" : 1]> G (a) => (r) { r = local.F (a) }'
+    )
+    assert "the main graph never calls this function" in str(_opset_refusal(through, 13))
     ir_model = ir.serde.deserialize_model(model)
     ir.passes.common.RemoveUnusedFunctionsPass()(ir_model)
     rewritten = rewriter.decompose_cumprod(ir.serde.serialize_model(ir_model), target_opset=13)
