@@ -288,6 +288,24 @@ MUTANTS = [
         "        taken |= {v.name for v in model.graph.inputs if v.name}\n",
         "        pass\n",
     ),
+    Mutant(
+        "types: the element types a function declares for its inputs not read",
+        "rewriter/types.py",
+        "value.type = ir.TensorType(ir.DataType(info.type.tensor_type.elem_type))",
+        "pass",
+    ),
+    Mutant(
+        "types: a function input's declared type not propagated through the body",
+        "rewriter/types.py",
+        "            known[vi.name] = vi.type\n",
+        "            pass\n",
+    ),
+    Mutant(
+        "opset: functions called through a reached function taken as never called",
+        "rewriter/opset.py",
+        "                pending.append(model.functions[key])\n",
+        "                pass\n",
+    ),
 ]
 
 
