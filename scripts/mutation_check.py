@@ -301,6 +301,13 @@ MUTANTS = [
         "            pass\n",
     ),
     Mutant(
+        "types: stale declared dims of a Loop body input inside a function kept",
+        "rewriter/types.py",
+        "    scopes += [(function_scope(f), f.graph) for f in model.functions.values()]\n"
+        "    found: list[ir.Value] = []\n",
+        "    found: list[ir.Value] = []\n",
+    ),
+    Mutant(
         "opset: functions called through a reached function taken as never called",
         "rewriter/opset.py",
         "                pending.append(model.functions[key])\n",

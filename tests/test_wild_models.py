@@ -932,6 +932,31 @@ def test_a_loop_body_input_declared_with_stale_dims(declared: list[int | str], v
     _check_against_native(model, {"x": _odd((4, 3), 4), "n": np.array(2, np.int64)}, via)
 
 
+def test_a_loop_body_input_declared_with_stale_dims_inside_a_function() -> None:
+    """The same Loop inside a model-local function: the body input's stale declaration is
+    dropped there too (found by mutation: kept, onnxruntime still gave the right values, but
+    the lowering's Shape of that input sits next to a declaration that contradicts it)."""
+    nodes = [
+        helper.make_node("Constant", [], ["ax"], value_int=1),
+        helper.make_node("CumProd", ["acc", "ax"], ["out"]),
+    ]
+    loop = _loop_model(nodes, TensorProto.INT64, [3, 4], [4, 3], [4, 3]).graph.node[0]
+    f = helper.make_function(LOCAL, "F", ["n", "x"], ["y"], [loop], OPSET)
+    model = _model(
+        [helper.make_node("F", ["n", "x"], ["y"], domain=LOCAL)],
+        [
+            helper.make_tensor_value_info("n", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", TensorProto.INT64, [4, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [4, 3])],
+        [f],
+    )
+    rewritten = _check_against_native(model, {"x": _odd((4, 3), 4), "n": np.array(2, np.int64)})
+    (body,) = [a.g for n in rewritten.functions[0].node for a in n.attribute if a.name == "body"]
+    acc = next(v for v in body.input if v.name == "acc")
+    assert not any(d.HasField("dim_value") for d in acc.type.tensor_type.shape.dim)
+
+
 @pytest.mark.parametrize("via", VIA)
 def test_a_stale_loop_body_input_read_inside_an_if_of_the_body(via: str) -> None:
     """The body's carried v is declared [2, 3] but doubles along axis 0 every iteration, and
