@@ -1,0 +1,218 @@
+"""File-safety promises checked in process, in the fast tier: the library's ``convert_file``
+and ``rewriter.io`` (which the command line runs under its own checks), and the command
+line's usage errors and report, without a subprocess. Found by a mutation review of cli.py,
+convert.py and io.py: each test fails with one deliberate bug there (listed in
+``scripts/mutation_check.py``) that the fast tier, and for most the whole suite, missed."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rewriter import io
+from rewriter.cli import main
+from rewriter.convert import convert_file, find_model_files
+from tests.test_file_safety import run, snapshot, weighted
+
+
+def two_data_files(folder: Path, name: str) -> Path:
+    """y = CumProd(x * w1 * w2, 1); w1 and w2 in data files of their own ("w1", "w2")."""
+    rng = np.random.default_rng(3)
+    w1, w2 = (rng.uniform(0.9, 1.1, (2, 1024)).astype(np.float32) for _ in range(2))
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x", "w1"], ["a"]),
+            helper.make_node("Mul", ["a", "w2"], ["b"]),
+            helper.make_node("CumProd", ["b", "axis"], ["y"], name="scan"),
+        ],
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1024])],
+        [
+            numpy_helper.from_array(w1, "w1"),
+            numpy_helper.from_array(w2, "w2"),
+            helper.make_tensor("axis", TensorProto.INT64, [], [1]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    onnx.save(
+        model, path, save_as_external_data=True, all_tensors_to_one_file=False, size_threshold=0
+    )
+    return path
+
+
+# The command line's usage errors and report
+
+
+def test_in_place_and_o_together_is_a_usage_error(tmp_path: Path) -> None:
+    source = weighted(tmp_path, "m.onnx", "m.bin")
+    before = snapshot(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main([str(source), "--in-place", "-o", str(tmp_path / "out.onnx")])
+    assert exc.value.code == 2
+    assert snapshot(tmp_path) == before
+
+
+def test_verify_zero_is_a_usage_error(tmp_path: Path) -> None:
+    source = weighted(tmp_path, "m.onnx", "m.bin")
+    before = snapshot(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main([str(source), "--verify=0"])
+    assert exc.value.code == 2
+    assert snapshot(tmp_path) == before
+
+
+def test_a_report_over_the_input_is_refused_before_any_work(tmp_path: Path) -> None:
+    source = weighted(tmp_path, "m.onnx", "m.bin")
+    before = snapshot(tmp_path)
+    assert main([str(source), "-o", str(tmp_path / "o.onnx"), "--report", str(source)]) == 2
+    assert snapshot(tmp_path) == before
+
+
+def test_a_report_that_is_a_symlink_is_replaced_not_written_through(tmp_path: Path) -> None:
+    """An output that is a symbolic link is replaced by the file (as sed -i does); the file
+    it pointed to is untouched (the report is staged and renamed, like a model)."""
+    source = weighted(tmp_path / "in", "m.onnx", "m.bin")
+    other = tmp_path / "notes.txt"
+    other.write_text("someone else's file\n")
+    link = tmp_path / "report.json"
+    link.symlink_to(other)
+    assert main([str(source), "-o", str(tmp_path / "o.onnx"), "--report", str(link), "-q"]) == 0
+    assert other.read_text() == "someone else's file\n"
+    assert not link.is_symlink()
+    assert json.loads(link.read_text())["files"][0]["status"] == "rewritten"
+
+
+# The library: convert_file and rewriter.io
+
+
+def test_convert_file_never_writes_over_the_inputs_data_file(tmp_path: Path) -> None:
+    """An output that is the input's own external data file is refused by the library too
+    (without the command line's check of the whole plan)."""
+    source = weighted(tmp_path, "m.onnx", "m.bin")
+    before = snapshot(tmp_path)
+    report = convert_file(source, tmp_path / "m.bin")
+    assert report.status == "failed", report
+    assert "the external data of the input" in (report.error or "")
+    assert snapshot(tmp_path) == before
+
+
+def test_in_place_on_a_model_without_cumprod_writes_nothing(tmp_path: Path) -> None:
+    """No CumProd and output == input: 'unchanged', nothing written (no copy over itself,
+    no fresh data file; the input's inode and bytes untouched)."""
+    source = weighted(tmp_path, "m.onnx", "m.bin", cumprod=False)
+    before, inode = snapshot(tmp_path), source.stat().st_ino
+    report = convert_file(source, source)
+    assert (report.status, report.output) == ("unchanged", None), report
+    assert snapshot(tmp_path) == before
+    assert source.stat().st_ino == inode
+
+
+def test_a_folder_scan_skips_our_own_outputs(tmp_path: Path) -> None:
+    weighted(tmp_path / "models", "a.onnx", "a.bin")
+    weighted(tmp_path / "models", "a.nocumprod.onnx", "b.bin", cumprod=False)
+    found = find_model_files([tmp_path / "models"])
+    assert [rel.name for _, rel in found] == ["a.onnx"]
+
+
+def test_a_new_output_takes_the_inputs_mode(tmp_path: Path) -> None:
+    source = weighted(tmp_path / "in", "m.onnx", "m.bin")
+    source.chmod(0o600)
+    out = tmp_path / "out" / "m.onnx"
+    assert convert_file(source, out).status == "rewritten"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+def test_a_new_data_file_takes_the_strictest_input_data_mode(tmp_path: Path) -> None:
+    source = two_data_files(tmp_path / "in", "m.onnx")
+    (tmp_path / "in" / "w1").chmod(0o644)
+    (tmp_path / "in" / "w2").chmod(0o600)
+    source.chmod(0o644)
+    out = tmp_path / "out" / "m.onnx"
+    assert convert_file(source, out).status == "rewritten"
+    (data,) = out.parent.glob("m.onnx.*.data")
+    assert stat.S_IMODE(data.stat().st_mode) == 0o600
+
+
+def test_a_hard_link_of_the_input_is_refused_as_output(tmp_path: Path) -> None:
+    source = weighted(tmp_path, "m.onnx", "m.bin")
+    os.link(source, tmp_path / "hard.onnx")
+    with pytest.raises(io.ModelFileError, match="refusing to write over the input"):
+        io.check_write_plan([(source, tmp_path / "hard.onnx")], in_place=False)
+
+
+def test_external_data_one_byte_short_is_refused(tmp_path: Path) -> None:
+    source = weighted(tmp_path, "m.onnx", "m.bin")
+    data = tmp_path / "m.bin"
+    data.write_bytes(data.read_bytes()[:-1])
+    with pytest.raises(io.ModelFileError, match="is too short for tensor 'w'"):
+        io.load_model(source)
+
+
+def test_the_data_file_goes_in_before_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's rename is the commit point: when the data file's rename into the output
+    folder fails, the old output (model and data) is untouched and still runs."""
+    source = weighted(tmp_path / "in", "m.onnx", "m.bin")
+    out = tmp_path / "out" / "m.onnx"
+    assert convert_file(source, out).status == "rewritten"
+    before, values = snapshot(out.parent), run(out)
+    real = os.replace
+
+    def replace(src: object, dst: object, *args: object, **kwargs: object) -> None:
+        # only the commit's rename of the data file into the output folder fails (onnx_ir's
+        # own renames inside the staging folder go through)
+        if Path(str(dst)).parent == out.parent and str(dst).endswith(".data"):
+            raise PermissionError(13, "Permission denied (simulated)")
+        real(src, dst, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", replace)
+    report = convert_file(source, out, strategy="loop")
+    monkeypatch.undo()
+    assert report.status == "failed" and "cannot write" in (report.error or "")
+    assert snapshot(out.parent) == before
+    np.testing.assert_array_equal(run(out), values)
+
+
+def test_a_small_external_tensor_is_read_from_the_models_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the same review: a valid model whose external tensor is small (512 bytes,
+    saved with size_threshold=0) was refused as failing the ONNX checker when the command ran
+    from another folder (onnx_ir's checker call keeps tensors of 1000 bytes or fewer, as
+    references onnx's checker resolves from the working directory)."""
+    w = (np.arange(64, dtype=np.int64).reshape(2, 32) % 5) * 2 - 3  # odd: -3 .. 5
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"], name="scan"),
+        ],
+        "small",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 32])],
+        [numpy_helper.from_array(w, "w"), helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "m.onnx"
+    onnx.save(model, source, save_as_external_data=True, location="m.bin", size_threshold=0)
+    assert (tmp_path / "in" / "m.bin").stat().st_size == w.nbytes == 512
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    out = tmp_path / "out" / "m.onnx"
+    report = convert_file(source, out)
+    assert report.status == "rewritten", report.error
+    x = np.random.default_rng(5).integers(-7, 8, (2, 32)) | 1
+    expected = ort.InferenceSession(str(source)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(ort.InferenceSession(str(out)).run(None, {"x": x})[0], expected)
