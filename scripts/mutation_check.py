@@ -132,8 +132,12 @@ MUTANTS = [
     Mutant(
         "opset: Split-18 num_outputs path skips the type check",
         "rewriter/opset.py",
-        "                bad = _types_not_allowed(where, then, now, types, function_inputs)\n",
-        "                bad = None\n",
+        "                bad = _types_not_allowed(\n"
+        "                    where,\n"
+        "                    then,\n",
+        "                bad = None and _types_not_allowed(\n"
+        "                    where,\n"
+        "                    then,\n",
     ),
     Mutant(
         "opset: a type the older op does not allow not refused",
@@ -312,6 +316,107 @@ MUTANTS = [
         "rewriter/opset.py",
         "                pending.append(model.functions[key])\n",
         "                pass\n",
+    ),
+    # a mutation review of cli / convert / io (2026-12-02): the survivors, now tested
+    Mutant(
+        "cli: --verify 0 accepted (_positive off by one)",
+        "rewriter/cli.py",
+        "    if value < 1:\n",
+        "    if value < 0:\n",
+    ),
+    Mutant(
+        "cli: --in-place with -o accepted (-o ignored, the input rewritten)",
+        "rewriter/cli.py",
+        '        if args.output:\n            parser.error("--in-place',
+        '        if False:\n            parser.error("--in-place',
+    ),
+    Mutant(
+        "cli: the --report path not checked before the run",
+        "rewriter/cli.py",
+        ", report=report_path)",
+        ", report=None)",
+    ),
+    Mutant(
+        "convert: convert_file does not check its own write plan (library)",
+        "rewriter/convert.py",
+        "        io.check_write_plan([(source, destination)], in_place=True)\n",
+        "",
+    ),
+    Mutant(
+        "convert: a new output does not take the input's mode",
+        "rewriter/convert.py",
+        "mode_from=source, training_info=kept",
+        "mode_from=None, training_info=kept",
+    ),
+    Mutant(
+        "convert: a file without CumProd copied over itself (in place)",
+        "rewriter/convert.py",
+        "            if output is not None and not io.same_file(output, source):\n",
+        "            if output is not None:\n",
+    ),
+    Mutant(
+        "convert: our own .nocumprod.onnx outputs taken by a folder scan",
+        "rewriter/convert.py",
+        "if io.is_staging(rel) or path.name.endswith(OUTPUT_SUFFIX):",
+        "if io.is_staging(rel):",
+    ),
+    Mutant(
+        "io: hard links not recognised (no inode key)",
+        "rewriter/io.py",
+        '        keys.add(("inode", st.st_dev, st.st_ino))\n',
+        "        pass\n",
+    ),
+    Mutant(
+        "io: an input's external data accepted as output when in_place",
+        "rewriter/io.py",
+        "            if key in data:\n",
+        "            if key in data and not in_place:\n",
+    ),
+    Mutant(
+        "io: external data one byte too short accepted",
+        "rewriter/io.py",
+        "        if size < end:\n",
+        "        if size < end - 1:\n",
+    ),
+    Mutant(
+        "io: the model committed before its data files",
+        "rewriter/io.py",
+        "        for staged, name, _ in staged_data:\n"
+        "            os.replace(staged, folder / name)\n"
+        "            moved.append(folder / name)\n"
+        "        os.replace(staged_model, target)\n",
+        "        os.replace(staged_model, target)\n"
+        "        for staged, name, _ in staged_data:\n"
+        "            os.replace(staged, folder / name)\n"
+        "            moved.append(folder / name)\n",
+    ),
+    Mutant(
+        "io: the report written directly, not staged",
+        "rewriter/io.py",
+        "    with _staging(target) as stage:\n"
+        "        staged = stage / target.name\n"
+        "        try:\n"
+        "            staged.write_text(text)\n"
+        "        except OSError as exc:\n"
+        '            raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}")'
+        " from exc\n"
+        "        _commit(target, staged, [], None, is_model=False)\n",
+        "    try:\n"
+        "        target.write_text(text)\n"
+        "    except OSError as exc:\n"
+        '        raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc\n',
+    ),
+    Mutant(
+        "io: a new data file takes the loosest input data file's mode",
+        "rewriter/io.py",
+        "return min(files, key=",
+        "return max(files, key=",
+    ),
+    Mutant(
+        "decompose: small external initializers left for onnx's checker to find",
+        "rewriter/decompose.py",
+        "value.const_value = ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=tensor.name)",
+        "pass",
     ),
 ]
 
