@@ -25,9 +25,9 @@ import logging
 
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import CheckerPass, _c_api_utils
 
 from rewriter import lowerings
+from rewriter.checker import InMemoryCheckerPass
 from rewriter.errors import (
     CumProdError,
     InputModelError,
@@ -403,7 +403,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
             passes.append(
                 TargetOpsetPass(self.target_opset, exclude=lower.built, known=lower.types)
             )
-        passes.append(FullCheckerPass())
+        passes.append(InMemoryCheckerPass(full_check=True))
         declared = overridable_shapes(model)
         shapeless = sorted(name for name, shape in declared.items() if shape is None)
         if shapeless:  # onnx_ir's checker pass gives it the tensor's shape: it would pass
@@ -447,38 +447,10 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class FullCheckerPass(CheckerPass):
-    """onnx_ir's ``CheckerPass(full_check=True)``, with the small external initializers read
-    into memory for the check. Its call into onnx's C API lifts the large initializers out
-    but keeps those of ``_c_api_utils._BIG_TENSOR_SIZE_LIMIT`` bytes or fewer, serialized as
-    references to their data files, which onnx's checker then looks for relative to the
-    working directory: a valid model with a small external tensor was refused when run from
-    another folder. The model is left as it was."""
-
-    def __init__(self) -> None:
-        super().__init__(full_check=True)
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        swapped = []
-        for value in model.graph.initializers.values():
-            tensor = value.const_value
-            if (
-                isinstance(tensor, ir.ExternalTensor)
-                and tensor.nbytes <= _c_api_utils._BIG_TENSOR_SIZE_LIMIT
-            ):
-                swapped.append((value, tensor))
-                value.const_value = ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=tensor.name)
-        try:
-            return super().call(model)
-        finally:
-            for value, tensor in swapped:
-                value.const_value = tensor
-
-
 def _checker_problem(model: ir.Model) -> str | None:
     """The ONNX checker's (full check) first complaint about ``model``, None if it passes."""
     try:
-        FullCheckerPass()(model)
+        InMemoryCheckerPass(full_check=True)(model)
     except Exception as exc:  # noqa: BLE001 - a PassError around the checker's error
         return _first_line(pass_error_cause(exc))
     return None

@@ -7,6 +7,9 @@ for the command line and the library alike:
 - clear one-line errors naming the file (and tensor or node) for files that are not models,
   models onnx_ir cannot load, and external data that is missing, too short or points outside
   the model's folder (locations are validated before the file system is touched);
+- external data reached through links read where onnxruntime 1.25+ reads it (the Hugging
+  Face cache's ``snapshots/<rev>/`` symbolic links into ``blobs/``, files with hard links),
+  which onnx's checker and onnx_ir's loader refuse; a symbolic link elsewhere refused;
 - :func:`check_write_plan`: refuse any output that is an input, an input's external data
   file, or another output (by resolved path and by inode, so aliases and hard links count);
 - writes that readers see whole or not at all: files are staged in a folder
@@ -39,7 +42,8 @@ import google.protobuf.message
 import onnx
 import onnx_ir as ir
 
-from rewriter.types import deserialize_model
+from rewriter.checker import graphs_of, tensors_in_memory
+from rewriter.types import call_onnx_api, deserialize_model
 
 __all__ = [
     "STAGING_PREFIX",
@@ -246,9 +250,11 @@ def external_files(model: ir.Model) -> set[Path]:
 
 def _check_external_data(
     proto: onnx.ModelProto, entries: list[tuple[onnx.TensorProto, str, int, int | None]], path: Path
-) -> None:
+) -> set[str]:
     """Each external tensor's file exists and holds its bytes (size from the shape when the
-    entry gives no length)."""
+    entry gives no length), and one reached through a symbolic link ends next to the model
+    (:func:`_through_link`). Returns the locations reached through a symbolic or hard link."""
+    linked: set[str] = set()
     for tensor, location, offset, given in entries:
         data = path.parent / location
         if not data.is_file():
@@ -256,6 +262,8 @@ def _check_external_data(
                 f"{path}: external data file '{location}' is missing "
                 f"(needed by tensor '{tensor.name}')"
             )
+        if _through_link(path, location, tensor.name):
+            linked.add(location)
         length = given
         if length is None:
             count = 1
@@ -273,6 +281,35 @@ def _check_external_data(
                 f"{path}: external data file '{location}' is too short for "
                 f"tensor '{tensor.name}' (needs {end} bytes, has {size})"
             )
+    return linked
+
+
+def _through_link(path: Path, location: str, tensor: str) -> bool:
+    """Whether the data file ``location`` of the model ``path`` is reached through a link:
+    a symbolic one (the file, or a folder of ``location``), or the file has other hard
+    links. onnx's checker and onnx_ir's loader refuse both; onnxruntime (1.25 and later)
+    reads both, and so does this tool: a symbolic link whose real path is inside the
+    model's folder, or inside the folder of the model file's own real path (the Hugging
+    Face cache: ``snapshots/<rev>/`` holds links to ``blobs/<hash>``, the model's and its
+    data's alike); a file with hard links (uv's package installs, DVC's and ``cp -al``'s
+    copies). A symbolic link elsewhere (to any file of the machine, as an archive can carry)
+    is refused, naming the tensor: its bytes would be copied into the output's weights."""
+    step = path.parent
+    linked = False
+    for part in Path(location).parts:
+        step = step / part
+        linked = linked or step.is_symlink()
+    if not linked:
+        return (path.parent / location).stat().st_nlink > 1
+    real = Path(os.path.realpath(path.parent / location))
+    roots = {Path(os.path.realpath(path.parent)), Path(os.path.realpath(path)).parent}
+    if not any(real.is_relative_to(root) for root in roots):
+        raise ModelFileError(
+            f"{path}: external data file '{location}' (tensor '{tensor}') is a symbolic link "
+            f"to '{real}', outside the model's folder and the folder the model file itself "
+            "links to"
+        )
+    return True
 
 
 def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
@@ -287,7 +324,7 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
     proto = _read_proto(path)
     entries = _external_entries(proto, path)
     _structure_problems(proto, path)
-    _check_external_data(proto, entries, path)
+    linked = _check_external_data(proto, entries, path)
     try:
         model = deserialize_model(proto)
     except Exception as exc:
@@ -299,20 +336,82 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
             f"{path}: onnx_ir cannot load it: {_one_line(_root_cause(exc))}"
         ) from exc
     del proto
-    ir.external_data.set_base_dir(model.graph, str(path.parent))
+    for graph in (model.graph, *(f.graph for f in model.functions.values())):  # type: ignore[attr-defined]
+        ir.external_data.set_base_dir(graph, str(path.parent))
+    if linked:
+        _follow_links(model, path, linked)
     if check:
-        check_model_file(path)
+        if linked:
+            _check_in_memory(model, path)
+        else:
+            check_model_file(path)
     return model
 
 
+def _follow_links(model: ir.Model, path: Path, linked: set[str]) -> None:
+    """Point the external tensors whose data file is reached through a link (accepted by
+    :func:`_through_link`) at the file's real, absolute path, with no base folder: onnx_ir
+    refuses to read a symbolic link that leaves the model's folder (the Hugging Face
+    cache's do) and a file with hard links, and checks nothing when there is no base
+    folder; :func:`_external_entries` and :func:`_through_link` checked these."""
+
+    def real(tensor: ir.TensorProtocol) -> ir.TensorProtocol:
+        if not isinstance(tensor, ir.ExternalTensor) or tensor.location not in linked:
+            return tensor
+        return ir.ExternalTensor(
+            os.path.realpath(path.parent / tensor.location),
+            tensor.offset,
+            tensor.length,
+            tensor.dtype,
+            shape=tensor.shape,
+            name=tensor.name,
+            doc_string=tensor.doc_string,
+            metadata_props=dict(tensor.metadata_props),
+        )
+
+    for graph in graphs_of(model):
+        for value in graph.initializers.values():
+            if value.const_value is not None:
+                value.const_value = real(value.const_value)
+        for node in graph:
+            for name, attr in list(node.attributes.items()):
+                if attr.is_ref():
+                    continue
+                if attr.type == ir.AttributeType.TENSOR:
+                    node.attributes[name] = ir.Attr(name, attr.type, real(attr.value))
+                elif attr.type == ir.AttributeType.TENSORS:
+                    node.attributes[name] = ir.Attr(name, attr.type, [real(t) for t in attr.value])
+
+
 def check_model_file(path: str | os.PathLike[str]) -> None:
-    """Run the ONNX checker on a model file (external data is not read).
+    """Run the ONNX checker on a model file (external data is not read, except small,
+    subgraph and attribute tensors of a model whose data is reached through a symbolic or
+    hard link: onnx's checker refuses those, so such a model is checked in memory).
 
     Raises:
         ModelFileError: naming the file and the checker's complaint, on one line.
     """
+    path = Path(path)
+    entries = []
+    with contextlib.suppress(ModelFileError):  # onnx's checker names what is wrong then
+        entries = _external_entries(_read_proto(path), path)
+    if any(
+        _through_link(path, location, tensor.name)
+        for tensor, location, _, _ in entries
+        if (path.parent / location).is_file()
+    ):
+        _check_in_memory(load_model(path, check=False), path)
+        return
     try:
         onnx.checker.check_model(str(path))
+    except onnx.checker.ValidationError as exc:
+        raise ModelFileError(f"{path}: fails the ONNX checker: {_one_line(exc)}") from exc
+
+
+def _check_in_memory(model: ir.Model, path: Path) -> None:
+    try:
+        with tensors_in_memory(model):
+            call_onnx_api(onnx.checker.check_model, model)
     except onnx.checker.ValidationError as exc:
         raise ModelFileError(f"{path}: fails the ONNX checker: {_one_line(exc)}") from exc
 
@@ -645,7 +744,8 @@ def save_model(
         )
         staged = stage / target.name
         try:
-            ir.save(model, staged, external_data=data_name)
+            with tensors_in_memory(model, initializers=False):  # ir.save moves initializers only
+                ir.save(model, staged, external_data=data_name)
             if training_info:
                 proto = onnx.load(str(staged), load_external_data=False)
                 proto.training_info.extend(training_info)

@@ -1,0 +1,262 @@
+"""External data where valid models keep it and this tool refused it: in a subgraph's
+initializer, in a ``Constant``'s value (main graph and function), run from another folder;
+and behind the symbolic links of the Hugging Face cache (``snapshots/<rev>/model.onnx`` ->
+``blobs/<hash>``). Each result is checked bitwise against onnxruntime's native CumProd on
+the original file (int64)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import convert_model_to_external_data
+
+from rewriter import io
+from rewriter.cli import main
+from rewriter.convert import convert_file
+from tests.test_file_safety import snapshot
+
+SHAPE = [4, 64]  # 2 KiB of int64: over onnx_ir's 1000-byte lifting limit
+
+
+def _weight(name: str) -> onnx.TensorProto:
+    w = (np.arange(256, dtype=np.int64).reshape(SHAPE) % 7) * 2 - 5  # odd: -5 .. 7
+    return numpy_helper.from_array(w, name)
+
+
+def _io(
+    graph_name: str, nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto]
+) -> onnx.GraphProto:
+    return helper.make_graph(
+        nodes,
+        graph_name,
+        [helper.make_tensor_value_info("x", TensorProto.INT64, SHAPE)],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, SHAPE)],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1]), *inits],
+    )
+
+
+def _model(graph: onnx.GraphProto, **kwargs: object) -> onnx.ModelProto:
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10, **kwargs
+    )
+
+
+def _native_and_rewritten_agree(source: Path, out: Path) -> None:
+    x = np.random.default_rng(7).integers(-9, 10, SHAPE) | 1
+    expected = ort.InferenceSession(str(source)).run(None, {"x": x})[0]
+    got = ort.InferenceSession(str(out)).run(None, {"x": x})[0]
+    assert "CumProd" not in {n.op_type for n in onnx.load(str(out)).graph.node}
+    np.testing.assert_array_equal(got, expected)
+
+
+def _convert_from_elsewhere(tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    out = tmp_path / "out" / "m.onnx"
+    report = convert_file(source, out)
+    assert report.status == "rewritten", report.error
+    return out
+
+
+def test_an_external_subgraph_initializer_is_checked_from_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """onnx's default external-data save moves subgraph initializers out too; the in-memory
+    checker left them as references onnx's checker looked for in the working folder."""
+    then = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["t"], name="scan"),
+        ],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.INT64, SHAPE)],
+        [_weight("w")],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.INT64, SHAPE)],
+    )
+    graph = _io(
+        "sub",
+        [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+        [helper.make_tensor("c", TensorProto.BOOL, [], [True])],
+    )
+    model = _model(graph)
+    convert_model_to_external_data(model, location="m.bin", size_threshold=1024)
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "m.onnx"
+    onnx.save(model, source)
+    stored = onnx.load(str(source), load_external_data=False)
+    branch = next(a.g for a in stored.graph.node[0].attribute if a.name == "then_branch")
+    assert branch.initializer[0].data_location == TensorProto.EXTERNAL
+    _native_and_rewritten_agree(source, _convert_from_elsewhere(tmp_path, source, monkeypatch))
+
+
+def test_an_external_constant_value_is_checked_and_written_with_the_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Constant's value saved as external data (``convert_attribute=True``): the checker
+    looked for it in the working folder, and onnx_ir's save, which moves initializers only,
+    left the output pointing at a data file its folder does not have."""
+    graph = _io(
+        "const",
+        [
+            helper.make_node("Constant", [], ["w"], value=_weight("wc")),
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"], name="scan"),
+        ],
+        [],
+    )
+    model = _model(graph)
+    convert_model_to_external_data(
+        model, location="m.bin", size_threshold=1024, convert_attribute=True
+    )
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "m.onnx"
+    onnx.save(model, source)
+    stored = onnx.load(str(source), load_external_data=False)
+    assert stored.graph.node[0].attribute[0].t.data_location == TensorProto.EXTERNAL
+    _native_and_rewritten_agree(source, _convert_from_elsewhere(tmp_path, source, monkeypatch))
+
+
+def test_an_external_constant_in_a_function_is_read_from_the_models_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function body's Constant with external data: the loader set the data folder on the
+    main graph's tensors only, so the function's was read relative to the working folder."""
+    (tmp_path / "in").mkdir()
+    w = numpy_helper.to_array(_weight("wf"))
+    (tmp_path / "in" / "f.bin").write_bytes(w.tobytes())
+    value = TensorProto(name="wf", data_type=TensorProto.INT64, dims=SHAPE)
+    value.data_location = TensorProto.EXTERNAL
+    for key, text in (("location", "f.bin"), ("offset", "0"), ("length", str(w.nbytes))):
+        value.external_data.add(key=key, value=text)
+    function = helper.make_function(
+        "local",
+        "Scale",
+        ["a"],
+        ["b"],
+        [
+            helper.make_node("Constant", [], ["k"], value=value),
+            helper.make_node("Mul", ["a", "k"], ["ak"]),
+            helper.make_node("Constant", [], ["ax"], value_int=1),
+            helper.make_node("CumProd", ["ak", "ax"], ["b"], name="scan"),
+        ],
+        [helper.make_opsetid("", 26)],
+    )
+    graph = _io("fn", [helper.make_node("Scale", ["x"], ["y"], domain="local")], [])
+    model = _model(
+        graph,
+        functions=[function],
+    )
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    source = tmp_path / "in" / "m.onnx"
+    onnx.save(model, source)
+    _native_and_rewritten_agree(source, _convert_from_elsewhere(tmp_path, source, monkeypatch))
+
+
+def _hugging_face_cache(root: Path) -> tuple[Path, Path]:
+    """``root/blobs/<hash>`` files and ``root/snapshots/rev/`` links to them, as
+    ``huggingface_hub.snapshot_download`` leaves a model with external data."""
+    graph = _io(
+        "hf",
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"], name="scan"),
+        ],
+        [_weight("w")],
+    )
+    staging = root / "download"
+    staging.mkdir(parents=True)
+    onnx.save(
+        _model(graph),
+        staging / "model.onnx",
+        save_as_external_data=True,
+        location="model.onnx_data",
+        size_threshold=1024,
+    )
+    blobs, snapshot_dir = root / "blobs", root / "snapshots" / "rev"
+    blobs.mkdir()
+    snapshot_dir.mkdir(parents=True)
+    for name, blob in (("model.onnx", "1a2b"), ("model.onnx_data", "3c4d")):
+        (staging / name).rename(blobs / blob)
+        os.symlink(Path("..", "..", "blobs", blob), snapshot_dir / name)
+    staging.rmdir()
+    return snapshot_dir / "model.onnx", blobs
+
+
+def test_the_hugging_face_cache_layout_is_read_through_its_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """onnx's checker refuses every linked data file and onnx_ir every link leaving the
+    model's folder: a model downloaded by huggingface_hub was refused. Now accepted as
+    onnxruntime 1.25+ accepts it (the data's real path beside the model file's real path);
+    the blobs are never written."""
+    source, blobs = _hugging_face_cache(tmp_path / "cache")
+    before = {p.name: p.read_bytes() for p in blobs.iterdir()}
+    assert io.load_model(source).graph.initializers["w"].const_value is not None
+    out = _convert_from_elsewhere(tmp_path, source, monkeypatch)
+    _native_and_rewritten_agree(source, out)
+    assert not any(p.is_symlink() for p in out.parent.iterdir())
+    assert main([str(source), "--in-place", "-q"]) == 0  # the link replaced, not its blob
+    assert not source.is_symlink()
+    assert {p.name: p.read_bytes() for p in blobs.iterdir()} == before
+    assert "CumProd" not in {n.op_type for n in onnx.load(str(source)).graph.node}
+
+
+def test_a_data_link_to_another_folder_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A data file that links out of the model's folder (as an archive can carry, to any
+    file of the machine) is refused on one line naming the file and the tensor, nothing
+    written: its bytes would otherwise be copied into the output's weights."""
+    source, blobs = _hugging_face_cache(tmp_path / "cache")
+    elsewhere = tmp_path / "private"
+    elsewhere.mkdir()
+    (blobs / "3c4d").rename(elsewhere / "key")
+    data = source.parent / "model.onnx_data"
+    data.unlink()
+    os.symlink(elsewhere / "key", data)
+    before = snapshot(tmp_path)
+    assert main([str(source), "-o", str(tmp_path / "out.onnx")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert f"{source}: external data file 'model.onnx_data' (tensor 'w')" in err[0]
+    assert "outside the model's folder" in err[0]
+    assert snapshot(tmp_path) == before
+
+
+def test_a_data_file_with_hard_links_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """onnx's checker and onnx_ir refuse a data file with more than one hard link (as uv's
+    package installs, DVC's cache and ``cp -al`` leave them); onnxruntime reads it, and so
+    does this tool now."""
+    graph = _io(
+        "hard",
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"], name="scan"),
+        ],
+        [_weight("w")],
+    )
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "m.onnx"
+    onnx.save(
+        _model(graph), source, save_as_external_data=True, location="m.bin", size_threshold=1024
+    )
+    (tmp_path / "cache").mkdir()
+    os.link(tmp_path / "in" / "m.bin", tmp_path / "cache" / "m.bin")
+    before = (tmp_path / "in" / "m.bin").read_bytes()
+    _native_and_rewritten_agree(source, _convert_from_elsewhere(tmp_path, source, monkeypatch))
+    assert (tmp_path / "in" / "m.bin").read_bytes() == before
+    assert (tmp_path / "in" / "m.bin").stat().st_nlink == 2
