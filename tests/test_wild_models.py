@@ -1523,3 +1523,53 @@ def test_a_type_generic_lowering_is_warned(caplog: pytest.LogCaptureFixture) -> 
     with caplog.at_level("WARNING", logger="rewriter.decompose"):
         rewriter.decompose_cumprod(typed)
     assert "element type is not known" not in caplog.text
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_function_overloads_stay_apart(via: str) -> None:
+    """Two overloads of one function (IR 10: same domain and name, ``overload`` "inc" and
+    "exc": inclusive and exclusive CumProd), one called on float16, the other on int64:
+    each call must reach its own overload, typed by its own call. float16 tells a call
+    typed from its caller (multiplied in float32, rounded once, as the native kernel) from
+    a type-generic lowering (float16 products), which a function taken for uncalled, or
+    called with two types, gets."""
+    overloads = []
+    for overload, exclusive in (("inc", 0), ("exc", 1)):
+        function = helper.make_function(
+            LOCAL,
+            "B",
+            ["x"],
+            ["y"],
+            [
+                helper.make_node("Constant", [], ["axis"], value_int=1),
+                helper.make_node("CumProd", ["x", "axis"], ["y"], exclusive=exclusive),
+            ],
+            OPSET,
+        )
+        function.overload = overload
+        overloads.append(function)
+    calls = []
+    for overload, name, out in (("inc", "f", "p"), ("exc", "i", "q")):
+        call = helper.make_node("B", [name], [out], domain=LOCAL)
+        call.overload = overload
+        calls.append(call)
+    model = _model(
+        calls,
+        [
+            helper.make_tensor_value_info("f", TensorProto.FLOAT16, [3, 5]),
+            helper.make_tensor_value_info("i", TensorProto.INT64, [3, 5]),
+        ],
+        [
+            helper.make_tensor_value_info("p", TensorProto.FLOAT16, [3, 5]),
+            helper.make_tensor_value_info("q", TensorProto.INT64, [3, 5]),
+        ],
+        overloads,
+    )
+    rng = np.random.default_rng(6)
+    f = rng.uniform(0.5, 2.0, (3, 5)).astype(np.float16)
+    i = rng.integers(-9, 10, (3, 5)) | 1
+    rewritten = _check_against_native(model, {"f": f, "i": i}, via)
+    p, q = run_ort(rewritten, {"f": f, "i": i})
+    np.testing.assert_array_equal(p, np.cumprod(f.astype(np.float32), 1).astype(np.float16))
+    np.testing.assert_array_equal(q[:, 0], 1)
+    np.testing.assert_array_equal(q[:, 1:], np.cumprod(i, 1)[:, :-1])
