@@ -413,10 +413,64 @@ MUTANTS = [
         "return max(files, key=",
     ),
     Mutant(
-        "decompose: small external initializers left for onnx's checker to find",
-        "rewriter/decompose.py",
-        "value.const_value = ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=tensor.name)",
+        "checker: small external initializers left for onnx's checker to find",
+        "rewriter/checker.py",
+        "lifted = tensor.nbytes > _c_api_utils._BIG_TENSOR_SIZE_LIMIT",
+        "lifted = True",
+    ),
+    Mutant(
+        "checker: subgraph initializers taken as lifted by onnx_ir",
+        "rewriter/checker.py",
+        "if graph is model.graph and lifted:",
+        "if lifted:",
+    ),
+    Mutant(
+        "checker: external tensor attributes left as file references",
+        "rewriter/checker.py",
+        "node.attributes[name] = new",
         "pass",
+    ),
+    Mutant(
+        "io: save leaves external tensor attributes pointing at the input's data",
+        "rewriter/io.py",
+        "with tensors_in_memory(model, initializers=False):",
+        "with contextlib.nullcontext():",
+    ),
+    Mutant(
+        "io: function bodies' external tensors get no data folder",
+        "rewriter/io.py",
+        "for graph in (model.graph, *(f.graph for f in model.functions.values())):",
+        "for graph in (model.graph,):",
+    ),
+    Mutant(
+        "io: linked data not pointed at its real path",
+        "rewriter/io.py",
+        "        _follow_links(model, path, linked)\n",
+        "        pass\n",
+    ),
+    Mutant(
+        "io: a data file with hard links left to onnx_ir, which refuses it",
+        "rewriter/io.py",
+        "return (path.parent / location).stat().st_nlink > 1",
+        "return False",
+    ),
+    Mutant(
+        "types: a call's function key ignores its overload",
+        "rewriter/types.py",
+        "return (node_or_function.domain, node_or_function.op_type, node_or_function.overload)",
+        'return (node_or_function.domain, node_or_function.op_type, "")',
+    ),
+    Mutant(
+        "io: a data link to any folder accepted",
+        "rewriter/io.py",
+        "if not any(real.is_relative_to(root) for root in roots):",
+        "if False:",
+    ),
+    Mutant(
+        "io: a model file with linked data checked by onnx's checker on the file",
+        "rewriter/io.py",
+        "    if any(\n        _through_link(",
+        "    if False and any(\n        _through_link(",
     ),
 ]
 
