@@ -38,27 +38,31 @@ def _in_memory(tensor: ir.TensorProtocol) -> ir.TensorProtocol:
 
 
 @contextlib.contextmanager
-def tensors_in_memory(model: ir.Model, *, initializers: bool = True) -> Iterator[None]:
+def tensors_in_memory(model: ir.Model, *, for_save: bool = False) -> Iterator[None]:
     """Within the block, every external tensor attribute (any node of any graph or
-    function) and, with ``initializers``, every external initializer except the main
-    graph's over ``_c_api_utils._BIG_TENSOR_SIZE_LIMIT`` bytes (which onnx_ir's C-API call
-    lifts out itself) is an in-memory copy of its data; the model is restored afterwards.
-    The copies cost their size in memory: subgraph initializers and tensor attributes are
-    rarely large."""
+    function) is an in-memory copy of its data, and so are external initializers: for
+    onnx's checker (default) every one but the main graph's over
+    ``_c_api_utils._BIG_TENSOR_SIZE_LIMIT`` bytes (which onnx_ir's C-API call lifts out
+    itself); ``for_save``, those of function bodies and their subgraphs (``ir.save`` moves
+    the initializers of the main graph and its subgraphs into the new data file, no
+    others). The model is restored afterwards. The copies cost their size in memory:
+    subgraph initializers and tensor attributes are rarely large."""
+    saved = {id(graph) for graph in model.graphs()} if for_save else set()
     values: list[tuple[ir.Value, ir.TensorProtocol]] = []
     attributes: list[tuple[ir.Node, ir.Attr]] = []
     try:
         for graph in graphs_of(model):
-            if initializers:
-                for value in graph.initializers.values():
-                    tensor = value.const_value
-                    if not isinstance(tensor, ir.ExternalTensor):
+            for value in graph.initializers.values():
+                tensor = value.const_value
+                if not isinstance(tensor, ir.ExternalTensor):
+                    continue
+                if for_save:
+                    if id(graph) in saved:
                         continue
-                    lifted = tensor.nbytes > _c_api_utils._BIG_TENSOR_SIZE_LIMIT
-                    if graph is model.graph and lifted:
-                        continue
-                    values.append((value, tensor))
-                    value.const_value = _in_memory(tensor)
+                elif graph is model.graph and tensor.nbytes > _c_api_utils._BIG_TENSOR_SIZE_LIMIT:
+                    continue
+                values.append((value, tensor))
+                value.const_value = _in_memory(tensor)
             for node in graph:
                 for name, attr in list(node.attributes.items()):
                     if attr.is_ref():

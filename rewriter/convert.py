@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 from rewriter import io
 from rewriter.decompose import DecomposeCumProdPass, Planned, plan_cumprods
@@ -258,7 +257,7 @@ def convert_file(
             )
             return report.verify.ok
 
-        kept = onnx.load(str(source), load_external_data=False).training_info
+        kept = io.training_info(source)
         if io.save_model(model, destination, accept=check, mode_from=source, training_info=kept):
             report.output, report.status = str(destination), "rewritten"
         else:

@@ -59,6 +59,7 @@ __all__ = [
     "load_model",
     "same_file",
     "save_model",
+    "training_info",
     "write_text",
 ]
 
@@ -100,7 +101,11 @@ def is_staging(path: Path) -> bool:
 
 def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     yield graph
-    for node in graph.node:
+    yield from _subgraphs(graph.node)
+
+
+def _subgraphs(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.GraphProto]:
+    for node in nodes:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
                 yield from _graphs(attr.g)
@@ -109,16 +114,31 @@ def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                     yield from _graphs(sub)
 
 
-def _node_lists(proto: onnx.ModelProto) -> Iterator[tuple[str, Iterable[onnx.NodeProto]]]:
-    for graph in _graphs(proto.graph):
+def _all_graphs(proto: onnx.ModelProto, training: bool = True) -> Iterator[onnx.GraphProto]:
+    """The main graph, the subgraphs of function bodies and (with ``training``) the
+    training_info graphs, each with its subgraphs at any depth."""
+    yield from _graphs(proto.graph)
+    for function in proto.functions:
+        yield from _subgraphs(function.node)
+    for info in proto.training_info if training else ():
+        for part in ("initialization", "algorithm"):
+            if info.HasField(part):
+                yield from _graphs(getattr(info, part))
+
+
+def _node_lists(
+    proto: onnx.ModelProto, training: bool = True
+) -> Iterator[tuple[str, Iterable[onnx.NodeProto]]]:
+    for graph in _all_graphs(proto, training):
         yield f"graph '{graph.name}'", graph.node
     for function in proto.functions:
         yield f"function '{function.domain}.{function.name}'", function.node
 
 
 def _tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every TensorProto of the model that can hold external data."""
-    for graph in _graphs(proto.graph):
+    """Every TensorProto of the model that can hold external data: initializers and tensor
+    attributes of every graph (main, training_info, function bodies, their subgraphs)."""
+    for graph in _all_graphs(proto):
         yield from graph.initializer
         for sparse in graph.sparse_initializer:
             yield sparse.values
@@ -195,8 +215,9 @@ def _read_proto(path: Path) -> onnx.ModelProto:
 
 
 def _structure_problems(proto: onnx.ModelProto, path: Path) -> None:
-    """What onnx_ir cannot load, and the onnx checker does not say, named precisely."""
-    for graph in _graphs(proto.graph):
+    """What onnx_ir cannot load, and the onnx checker does not say, named precisely (not in
+    training_info, which onnx_ir does not load: it is carried as it is)."""
+    for graph in _all_graphs(proto, training=False):
         for kind, values in (("input", graph.input), ("output", graph.output)):
             seen: set[str] = set()
             for value in values:
@@ -210,7 +231,7 @@ def _structure_problems(proto: onnx.ModelProto, path: Path) -> None:
                 f"{path}: graph '{graph.name}' has a sparse initializer "
                 f"'{sparse.values.name}', which this tool cannot load"
             )
-    for where, nodes in _node_lists(proto):
+    for where, nodes in _node_lists(proto, training=False):
         for node in nodes:
             for attr in node.attribute:
                 if attr.type in (
@@ -233,7 +254,7 @@ def data_files(path: str | os.PathLike[str]) -> set[Path]:
 
 
 def _initializer_tensors(model: ir.Model) -> Iterator[ir.TensorProtocol]:
-    for graph in (model.graph, *model.graph.subgraphs()):
+    for graph in graphs_of(model):
         for value in graph.initializers.values():
             if value.const_value is not None:
                 yield value.const_value
@@ -264,16 +285,7 @@ def _check_external_data(
             )
         if _through_link(path, location, tensor.name):
             linked.add(location)
-        length = given
-        if length is None:
-            count = 1
-            for d in tensor.dims:
-                count *= d
-            try:
-                bits = ir.DataType(tensor.data_type).bitwidth
-            except (ValueError, TypeError, AttributeError):
-                bits = 0
-            length = (count * bits + 7) // 8
+        length = given if given is not None else _stored_length(tensor)
         end = offset + length
         size = data.stat().st_size
         if size < end:
@@ -282,6 +294,36 @@ def _check_external_data(
                 f"tensor '{tensor.name}' (needs {end} bytes, has {size})"
             )
     return linked
+
+
+def _stored_length(tensor: onnx.TensorProto) -> int:
+    """The bytes an external tensor with no ``length`` entry takes, from its shape."""
+    count = 1
+    for d in tensor.dims:
+        count *= d
+    try:
+        bits = ir.DataType(tensor.data_type).bitwidth
+    except (ValueError, TypeError, AttributeError):
+        bits = 0
+    return (count * bits + 7) // 8
+
+
+def training_info(path: str | os.PathLike[str]) -> list[onnx.TrainingInfoProto]:
+    """The model's training_info (onnx_ir does not carry it; the output gets it as it is),
+    with its external tensors read into the protos: the output is written under other data
+    file names, often in another folder. Call after :func:`load_model` has checked the
+    data files."""
+    path = Path(path)
+    only = onnx.ModelProto()
+    only.training_info.extend(_read_proto(path).training_info)
+    for tensor, location, offset, given in _external_entries(only, path):
+        length = given if given is not None else _stored_length(tensor)
+        with open(os.path.realpath(path.parent / location), "rb") as data:
+            data.seek(offset)
+            tensor.raw_data = data.read(length)
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+    return list(only.training_info)
 
 
 def _through_link(path: Path, location: str, tensor: str) -> bool:
@@ -744,7 +786,7 @@ def save_model(
         )
         staged = stage / target.name
         try:
-            with tensors_in_memory(model, initializers=False):  # ir.save moves initializers only
+            with tensors_in_memory(model, for_save=True):  # what ir.save does not move
                 ir.save(model, staged, external_data=data_name)
             if training_info:
                 proto = onnx.load(str(staged), load_external_data=False)
@@ -762,7 +804,7 @@ def save_model(
         if accept is not None and not accept(staged):
             return []
         data = []
-        if data_name is not None:
+        if data_name is not None and (stage / data_name).exists():
             data = [(stage / data_name, data_name, _strictest_data_file(source))]
         return _commit(target, staged, data, source)
 

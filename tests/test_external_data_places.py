@@ -260,3 +260,140 @@ def test_a_data_file_with_hard_links_is_read(
     _native_and_rewritten_agree(source, _convert_from_elsewhere(tmp_path, source, monkeypatch))
     assert (tmp_path / "in" / "m.bin").read_bytes() == before
     assert (tmp_path / "in" / "m.bin").stat().st_nlink == 2
+
+
+def _externalize(tensor: onnx.TensorProto, folder: Path, name: str) -> None:
+    """Move ``tensor``'s data into the file ``name`` of ``folder`` (appended)."""
+    data = folder / name
+    offset = data.stat().st_size if data.exists() else 0
+    with open(data, "ab") as out:
+        out.write(tensor.raw_data)
+    length = len(tensor.raw_data)
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    for key, text in (("location", name), ("offset", str(offset)), ("length", str(length))):
+        tensor.external_data.add(key=key, value=text)
+
+
+def _function_branch_weight(folder: Path, cumprod: bool) -> Path:
+    """y = F(x), F's body an If whose then-branch multiplies by an initializer w kept in
+    ``w.bin`` (and, with ``cumprod``, runs a CumProd): a tensor in a subgraph of a function
+    body, which neither the main graph's walk nor ``ir.save`` reaches."""
+    then_nodes = [helper.make_node("Mul", ["a", "w"], ["aw" if cumprod else "t"])]
+    if cumprod:
+        then_nodes += [
+            helper.make_node("Constant", [], ["ax"], value_int=1),
+            helper.make_node("CumProd", ["aw", "ax"], ["t"], name="scan"),
+        ]
+    then = helper.make_graph(
+        then_nodes,
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.INT64, SHAPE)],
+        [_weight("w")],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["a"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.INT64, SHAPE)],
+    )
+    function = helper.make_function(
+        "local",
+        "F",
+        ["a"],
+        ["b"],
+        [
+            helper.make_node(
+                "Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [True])
+            ),
+            helper.make_node("If", ["c"], ["b"], then_branch=then, else_branch=other),
+        ],
+        [helper.make_opsetid("", 26)],
+    )
+    graph = _io("fnif", [helper.make_node("F", ["x"], ["y"], domain="local")], [])
+    model = _model(graph, functions=[function])
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    folder.mkdir(parents=True)
+    _externalize(model.functions[0].node[1].attribute[1].g.initializer[0], folder, "w.bin")
+    source = folder / "m.onnx"
+    onnx.save(model, source)
+    return source
+
+
+@pytest.mark.parametrize("cumprod", [True, False], ids=["rewritten", "copied"])
+def test_an_external_tensor_in_a_function_subgraph_is_carried(
+    tmp_path: Path, cumprod: bool
+) -> None:
+    """Rewritten: the save left the tensor pointing at ``w.bin``, which the output's folder
+    does not have (refused by the output's check); copied (no CumProd): the copy pointed at
+    it too, and ran nowhere."""
+    source = _function_branch_weight(tmp_path / "in", cumprod)
+    out = tmp_path / "out" / "m.onnx"
+    report = convert_file(source, out)
+    assert report.status == ("rewritten" if cumprod else "copied"), report.error
+    assert not (tmp_path / "out" / "w.bin").exists()
+    x = np.random.default_rng(8).integers(-9, 10, SHAPE) | 1
+    expected = ort.InferenceSession(str(source)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(ort.InferenceSession(str(out)).run(None, {"x": x})[0], expected)
+
+
+@pytest.mark.parametrize("cumprod", [True, False], ids=["rewritten", "copied"])
+def test_the_data_file_of_a_function_subgraph_is_never_an_output(
+    tmp_path: Path, cumprod: bool
+) -> None:
+    """``-o`` naming the data file of a tensor in a function's subgraph replaced the
+    input's weights with the output model, and the input then computed garbage."""
+    source = _function_branch_weight(tmp_path / "in", cumprod)
+    data = tmp_path / "in" / "w.bin"
+    before = snapshot(tmp_path)
+    report = convert_file(source, data)
+    assert report.status == "failed"
+    assert "refusing to write over" in (report.error or "")
+    assert snapshot(tmp_path) == before
+
+
+def _training_info_weight(folder: Path) -> Path:
+    """The _io model with a training_info whose initialization graph has an initializer
+    kept in ``train.bin``."""
+    graph = _io(
+        "train",
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"], name="scan"),
+        ],
+        [_weight("w")],
+    )
+    model = _model(graph)
+    init = helper.make_graph(
+        [helper.make_node("Identity", ["w0"], ["w1"])],
+        "init",
+        [],
+        [helper.make_tensor_value_info("w1", TensorProto.INT64, SHAPE)],
+        [_weight("w0")],
+    )
+    info = model.training_info.add()
+    info.initialization.CopyFrom(init)
+    info.initialization_binding.add(key="w", value="w1")
+    folder.mkdir(parents=True)
+    _externalize(model.training_info[0].initialization.initializer[0], folder, "train.bin")
+    source = folder / "m.onnx"
+    onnx.save(model, source)
+    return source
+
+
+def test_training_info_external_data_is_carried_and_never_an_output(tmp_path: Path) -> None:
+    """training_info is carried as it is (onnx_ir does not load it): its external tensor kept
+    pointing at ``train.bin``, absent from the output's folder, and ``-o train.bin`` was
+    taken, replacing the input's training weights with the output model."""
+    source = _training_info_weight(tmp_path / "in")
+    before = snapshot(tmp_path)
+    report = convert_file(source, tmp_path / "in" / "train.bin")
+    assert report.status == "failed" and "refusing to write over" in (report.error or "")
+    assert snapshot(tmp_path) == before
+    out = tmp_path / "out" / "m.onnx"
+    assert convert_file(source, out).status == "rewritten"
+    written = onnx.load(str(out))  # external data loaded from the output's folder
+    (kept,) = written.training_info[0].initialization.initializer
+    np.testing.assert_array_equal(numpy_helper.to_array(kept), numpy_helper.to_array(_weight("w0")))
+    _native_and_rewritten_agree(source, out)
