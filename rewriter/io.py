@@ -758,6 +758,20 @@ def _needs_external(model: ir.Model) -> bool:
     return total > _INLINE_LIMIT
 
 
+def _inline_threshold(model: ir.Model) -> int:
+    """The size in bytes up to which ``ir.save`` keeps an initializer in the model: its
+    default, 256, or the largest string initializer's size, which onnx_ir 1.1 would try to
+    move out (external data cannot hold strings: it raised "StringTensor does not support
+    tobytes", and a model with a string initializer over 256 bytes and external weights
+    was refused)."""
+    sizes = [
+        tensor.nbytes
+        for tensor in _initializer_tensors(model)
+        if tensor.dtype == ir.DataType.STRING
+    ]
+    return max([256, *sizes])
+
+
 def save_model(
     model: ir.Model,
     target: str | os.PathLike[str],
@@ -787,7 +801,12 @@ def save_model(
         staged = stage / target.name
         try:
             with tensors_in_memory(model, for_save=True):  # what ir.save does not move
-                ir.save(model, staged, external_data=data_name)
+                ir.save(
+                    model,
+                    staged,
+                    external_data=data_name,
+                    size_threshold_bytes=_inline_threshold(model),
+                )
             if training_info:
                 proto = onnx.load(str(staged), load_external_data=False)
                 proto.training_info.extend(training_info)

@@ -397,3 +397,33 @@ def test_training_info_external_data_is_carried_and_never_an_output(tmp_path: Pa
     (kept,) = written.training_info[0].initialization.initializer
     np.testing.assert_array_equal(numpy_helper.to_array(kept), numpy_helper.to_array(_weight("w0")))
     _native_and_rewritten_agree(source, out)
+
+
+def test_a_string_initializer_beside_external_weights(tmp_path: Path) -> None:
+    """With external weights the output's initializers over 256 bytes go to a data file;
+    onnx_ir 1.1 tried to move a string initializer there too and raised ("StringTensor does
+    not support tobytes"): the model was refused."""
+    words = np.array([f"word {k} é" for k in range(200)], dtype=object)
+    graph = _io(
+        "strings",
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"], name="scan"),
+            helper.make_node("Identity", ["words"], ["said"]),
+        ],
+        [_weight("w"), numpy_helper.from_array(words, "words")],
+    )
+    graph.output.append(helper.make_tensor_value_info("said", TensorProto.STRING, [200]))
+    source = tmp_path / "in" / "m.onnx"
+    source.parent.mkdir()
+    onnx.save(
+        _model(graph), source, save_as_external_data=True, location="m.bin", size_threshold=1024
+    )
+    out = tmp_path / "out" / "m.onnx"
+    report = convert_file(source, out)
+    assert report.status == "rewritten", report.error
+    x = np.random.default_rng(9).integers(-9, 10, SHAPE) | 1
+    expected = ort.InferenceSession(str(source)).run(None, {"x": x})
+    got = ort.InferenceSession(str(out)).run(None, {"x": x})
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert list(got[1]) == list(expected[1]) == list(words)
