@@ -9,6 +9,7 @@ for a bad file: the :class:`FileReport` says what happened.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import logging
 import os
@@ -98,27 +99,35 @@ def _describe(plans: Iterable[Planned]) -> list[NodeReport]:
 
 def find_model_files(inputs: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, Path]]:
     """(file, path relative to the input it was found under) for each input: a file as
-    given, a folder searched recursively for ``*.onnx`` (our own ``*.nocumprod.onnx`` outputs
-    and anything inside a staging folder ``.cumprod-staging-*`` left out; see
-    :func:`rewriter.io.find_staging_leftovers`). A path that does not exist is kept, so that
-    it is reported as failed."""
+    given, a folder searched recursively for ``*.onnx`` in any case (our own
+    ``*.nocumprod.onnx`` outputs, anything inside a staging folder ``.cumprod-staging-*``
+    (see :func:`rewriter.io.find_staging_leftovers`) and the external data files of the
+    models found, whatever their name, left out). A path that does not exist is kept, so
+    that it is reported as failed."""
     found: list[tuple[Path, Path]] = []
     for item in map(Path, inputs):
         if item.is_dir():
-            for path in sorted(item.rglob("*.onnx")):
+            scanned = []
+            for path in sorted(item.rglob("*")):
                 rel = path.relative_to(item)
-                if io.is_staging(rel) or path.name.endswith(OUTPUT_SUFFIX):
+                if path.suffix.lower() != ".onnx" or io.is_staging(rel):
                     continue
-                if path.is_file():
-                    found.append((path, rel))
+                if path.name.lower().endswith(OUTPUT_SUFFIX) or not path.is_file():
+                    continue
+                scanned.append((path, rel))
+            data: set[Path] = set()
+            for path, _ in scanned:
+                with contextlib.suppress(io.ModelFileError):  # reported when converted
+                    data |= io.data_files(path)
+            found.extend((path, rel) for path, rel in scanned if path.resolve() not in data)
         else:
             found.append((item, Path(item.name)))
     return found
 
 
 def default_output(path: Path) -> Path:
-    """``model.onnx`` -> ``model.nocumprod.onnx`` beside it."""
-    stem = path.name[: -len(".onnx")] if path.name.endswith(".onnx") else path.name
+    """``model.onnx`` -> ``model.nocumprod.onnx`` beside it (any case of ``.onnx``)."""
+    stem = path.name[: -len(".onnx")] if path.name.lower().endswith(".onnx") else path.name
     return path.with_name(stem + OUTPUT_SUFFIX)
 
 

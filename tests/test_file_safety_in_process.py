@@ -125,6 +125,21 @@ def test_a_folder_scan_skips_our_own_outputs(tmp_path: Path) -> None:
     assert [rel.name for _, rel in found] == ["a.onnx"]
 
 
+def test_a_folder_scan_takes_any_case_and_skips_data_named_onnx(tmp_path: Path) -> None:
+    """Found by a red-team review: a data file named ``*.onnx`` was taken for a model (the
+    run then failed on it), and ``B.ONNX`` was silently left out."""
+    weighted(tmp_path / "models", "a.onnx", "weights.onnx")
+    weighted(tmp_path / "models", "B.ONNX", "b.bin")
+    found = find_model_files([tmp_path / "models"])
+    assert sorted(rel.name for _, rel in found) == ["B.ONNX", "a.onnx"]
+    assert main([str(tmp_path / "models"), "-o", str(tmp_path / "out"), "-q"]) == 0
+    for name in ("a.onnx", "B.ONNX"):
+        onnx.checker.check_model(str(tmp_path / "out" / name), full_check=True)
+        assert "CumProd" not in {n.op_type for n in onnx.load(tmp_path / "out" / name).graph.node}
+    written = sorted(p.name for p in (tmp_path / "out").iterdir() if p.suffix.lower() == ".onnx")
+    assert written == ["B.ONNX", "a.onnx"]
+
+
 def test_a_new_output_takes_the_inputs_mode(tmp_path: Path) -> None:
     source = weighted(tmp_path / "in", "m.onnx", "m.bin")
     source.chmod(0o600)
