@@ -503,7 +503,7 @@ def check_write_plan(
         for file in files:
             for key in _identities(file):
                 data[key] = (file, source)
-    outputs: dict[tuple[object, ...], Path] = {}
+    outputs: dict[tuple[object, ...], tuple[Path, Path]] = {}
     for source, target in jobs:
         if _special_file(target):
             raise ModelFileError(
@@ -524,13 +524,13 @@ def check_write_plan(
                     f"{target}: refusing to write over {file}, the external data of the input "
                     f"{owner}; nothing written"
                 )
-            if key in outputs and outputs[key] is not target:
+            if key in outputs and outputs[key][1] is not target:
                 raise ModelFileError(
-                    f"{target}: several inputs would be written there ({outputs[key]} and "
-                    f"{target}); nothing written"
+                    f"{target}: several inputs would be written there ({outputs[key][0]} and "
+                    f"{source}); nothing written"
                 )
         for key in keys:
-            outputs[key] = target
+            outputs[key] = (source, target)
     if report is not None:
         _check_report(report, inputs, data, outputs)
 
@@ -559,7 +559,7 @@ def _check_report(
     report: Path,
     inputs: dict[tuple[object, ...], Path],
     data: dict[tuple[object, ...], tuple[Path, Path]],
-    outputs: dict[tuple[object, ...], Path],
+    outputs: dict[tuple[object, ...], tuple[Path, Path]],
 ) -> None:
     where = f"--report {report}"
     if report.is_dir():

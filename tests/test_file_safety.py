@@ -222,7 +222,10 @@ REFUSALS = {
         ["m.onnx", "-o", "o.onnx", "--report", "nowhere/r.json"],
         "does not exist",
     ),
-    "two inputs, one output": (["models/a.onnx", "sub/a.onnx", "-o", "out/"], "several inputs"),
+    "two inputs, one output": (
+        ["models/a.onnx", "sub/a.onnx", "-o", "out/"],
+        "several inputs would be written there (models/a.onnx and sub/a.onnx)",
+    ),
     "empty INPUT": (["", "--in-place"], "INPUT is an empty string"),
 }
 
