@@ -171,7 +171,7 @@ def _external_entries(
                 f"{path}: {name}: external data location '{location}' is an absolute path "
                 "(it must be relative to the model's folder)"
             )
-        if os.path.normpath(location).split(os.sep)[0] == ".." or ".." in Path(location).parts:
+        if os.path.normpath(location).split(os.sep)[0] == "..":  # "a/../w.bin" stays inside
             raise ModelFileError(
                 f"{path}: {name}: external data location '{location}' leaves the model's "
                 "folder ('..')"

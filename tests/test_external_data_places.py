@@ -427,3 +427,54 @@ def test_a_string_initializer_beside_external_weights(tmp_path: Path) -> None:
     got = ort.InferenceSession(str(out)).run(None, {"x": x})
     np.testing.assert_array_equal(got[0], expected[0])
     assert list(got[1]) == list(expected[1]) == list(words)
+
+
+def _weighted_at(folder: Path, location: str, data_at: Path) -> Path:
+    """The Mul + CumProd model with w stored at ``location`` (written to ``data_at``)."""
+    graph = _io(
+        "dots",
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"], name="scan"),
+        ],
+        [_weight("w")],
+    )
+    model = _model(graph)
+    data_at.parent.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    _externalize(model.graph.initializer[1], data_at.parent, data_at.name)
+    entry = next(e for e in model.graph.initializer[1].external_data if e.key == "location")
+    entry.value = location
+    source = folder / "m.onnx"
+    onnx.save(model, source)
+    return source
+
+
+def test_a_location_with_dots_that_stays_inside_is_read(tmp_path: Path) -> None:
+    """``sub/../w.bin`` names a file of the model's folder (onnx's checker and onnxruntime
+    read it); it was refused as leaving the folder."""
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    source = _weighted_at(tmp_path / "in", "sub/../w.bin", tmp_path / "in" / "w.bin")
+    out = tmp_path / "out" / "m.onnx"
+    assert convert_file(source, out).status == "rewritten"
+    _native_and_rewritten_agree(source, out)
+
+
+@pytest.mark.parametrize("how", ["dots", "link"])
+def test_a_location_that_leaves_the_folder_is_refused(tmp_path: Path, how: str) -> None:
+    """``sub/../../w.bin`` leaves the folder by its letters; ``lnk/../w.bin`` looks inside
+    but ``lnk`` is a link to another folder, whose parent holds the file read."""
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    (tmp_path / "far" / "deep").mkdir(parents=True)
+    os.symlink(tmp_path / "far" / "deep", tmp_path / "in" / "lnk")
+    location, data = {
+        "dots": ("sub/../../w.bin", tmp_path / "w.bin"),
+        "link": ("lnk/../w.bin", tmp_path / "far" / "w.bin"),
+    }[how]
+    source = _weighted_at(tmp_path / "in", location, data)
+    before = snapshot(tmp_path)
+    report = convert_file(source, tmp_path / "out" / "m.onnx")
+    assert report.status == "failed"
+    expected = "leaves the model's folder" if how == "dots" else "is a symbolic link to"
+    assert expected in (report.error or ""), report.error
+    assert snapshot(tmp_path) == before
