@@ -20,8 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from rewriter import io
-from rewriter.decompose import DecomposeCumProdPass, Planned, plan_cumprods
+from rewriter.decompose import (
+    DecomposeCumProdPass,
+    Planned,
+    check_training_info,
+    plan_cumprods,
+)
 from rewriter.errors import CumProdError, InputModelError, TargetError
+from rewriter.graphs import ai_onnx_opset
 from rewriter.inline import function_passes
 from rewriter.opset import OpsetError
 from rewriter.targets import DEFAULT_TARGET, target_named
@@ -234,6 +240,8 @@ def convert_file(
         # never over an input's external data (an output equal to the input is in place)
         io.check_write_plan([(source, destination)], in_place=True)
         model = io.load_model(source, check=False)
+        kept = io.training_info(source)  # onnx_ir does not carry it
+        check_training_info(kept, ai_onnx_opset(model.opset_imports), target_opset)
         sizes = symbolic_sizes(model, dims)  # what --verify feeds (before the pass's rewrite)
         rewrite = DecomposeCumProdPass(
             strategy, target_opset=target_opset, target=target, max_length=max_length
@@ -266,7 +274,6 @@ def convert_file(
             )
             return report.verify.ok
 
-        kept = io.training_info(source)
         if io.save_model(model, destination, accept=check, mode_from=source, training_info=kept):
             report.output, report.status = str(destination), "rewritten"
         else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+from collections.abc import Sequence
 
 import onnx
 import onnx_ir as ir
@@ -456,6 +457,39 @@ def _checker_problem(model: ir.Model) -> str | None:
     return None
 
 
+def check_training_info(
+    infos: Sequence[onnx.TrainingInfoProto], opset: int, target_opset: int | None
+) -> None:
+    """training_info is carried as it is (onnx_ir does not load it): its graphs keep their
+    nodes, CumProd included, at the model's opset ``opset``. With a ``target_opset`` other
+    than ``opset`` a model whose training_info has nodes is refused (they would stand under
+    an opset they were not written for, which onnx's checker does not look at); a CumProd
+    there is warned about.
+
+    Raises:
+        OpsetError: with ``target_opset``, naming how many nodes training_info holds.
+    """
+    nodes = [
+        node
+        for info in infos
+        for graph in (info.initialization, info.algorithm)
+        for node in proto_nodes(graph.node)
+    ]
+    if nodes and target_opset is not None and target_opset != opset:
+        raise OpsetError(
+            target_opset,
+            f"the model's training_info holds {len(nodes)} node(s) written for opset {opset}, "
+            "which this tool carries as they are (drop training_info, or keep the opset)",
+        )
+    cumprods = sum(node.op_type == "CumProd" and node.domain in ONNX_DOMAINS for node in nodes)
+    if cumprods:
+        logger.warning(
+            "the model's training_info keeps its %d CumProd node(s): training_info is "
+            "carried as it is, not rewritten",
+            cumprods,
+        )
+
+
 def _keep_untouched(original: onnx.ModelProto, rewritten: onnx.ModelProto) -> None:
     """Parts onnx_ir does not carry: training_info and sparse initializers."""
     if original.training_info and not rewritten.training_info:
@@ -516,6 +550,8 @@ def decompose_cumprod(
             f"{type(model).__name__} (load a file with onnx.load or onnx_ir.load)"
         )
     _refuse_read_sparse_initializers(model)
+    opset = ai_onnx_opset({o.domain: o.version for o in model.opset_import})
+    check_training_info(model.training_info, opset, target_opset)
     ir_model = deserialize_model(model)
     if not rewrite(ir_model).modified:
         copy = onnx.ModelProto()

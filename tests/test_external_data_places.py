@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import convert_model_to_external_data
 
+import rewriter
 from rewriter import io
 from rewriter.cli import main
 from rewriter.convert import convert_file
@@ -478,3 +479,41 @@ def test_a_location_that_leaves_the_folder_is_refused(tmp_path: Path, how: str) 
     expected = "leaves the model's folder" if how == "dots" else "is a symbolic link to"
     assert expected in (report.error or ""), report.error
     assert snapshot(tmp_path) == before
+
+
+def _training_algorithm_with_cumprod(folder: Path) -> Path:
+    """``_training_info_weight``'s model whose training algorithm runs a CumProd."""
+    source = _training_info_weight(folder)
+    model = onnx.load(str(source), load_external_data=False)
+    model.training_info[0].algorithm.CopyFrom(
+        helper.make_graph(
+            [helper.make_node("CumProd", ["w", "axis"], ["w_next"], name="train_scan")],
+            "algorithm",
+            [],
+            [helper.make_tensor_value_info("w_next", TensorProto.INT64, SHAPE)],
+        )
+    )
+    model.training_info[0].update_binding.add(key="w", value="w_next")
+    onnx.save(model, source)
+    return source
+
+
+def test_training_info_is_refused_under_a_lower_opset_and_its_cumprod_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """training_info is carried as it is: its CumProd stays (warned), and under
+    ``--target-opset`` its nodes would have stood under an opset they were not written for
+    (the output declared opset 18 with a CumProd in its training algorithm)."""
+    source = _training_algorithm_with_cumprod(tmp_path / "in")
+    before = snapshot(tmp_path)
+    report = convert_file(source, tmp_path / "out" / "low.onnx", target_opset=18)
+    assert report.status == "failed"
+    assert "cannot lower to ai.onnx opset 18: the model's training_info holds 2 node(s)" in (
+        report.error or ""
+    ), report.error
+    assert snapshot(tmp_path) == before
+    with pytest.raises(ValueError, match="training_info holds 2 node"):
+        rewriter.decompose_cumprod(onnx.load(str(source)), target_opset=18)
+    with caplog.at_level("WARNING"):
+        assert convert_file(source, tmp_path / "out" / "m.onnx").status == "rewritten"
+    assert "training_info keeps its 1 CumProd" in caplog.text
