@@ -503,8 +503,8 @@ def check_write_plan(
         for file in files:
             for key in _identities(file):
                 data[key] = (file, source)
-    outputs: dict[tuple[object, ...], tuple[Path, Path]] = {}
-    for source, target in jobs:
+    outputs: dict[tuple[object, ...], tuple[int, Path]] = {}
+    for job, (source, target) in enumerate(jobs):
         if _special_file(target):
             raise ModelFileError(
                 f"{target}: is not a regular file (a device, FIFO or socket); nothing written"
@@ -524,13 +524,13 @@ def check_write_plan(
                     f"{target}: refusing to write over {file}, the external data of the input "
                     f"{owner}; nothing written"
                 )
-            if key in outputs and outputs[key][1] is not target:
+            if key in outputs and outputs[key][0] != job:
                 raise ModelFileError(
-                    f"{target}: several inputs would be written there ({outputs[key][0]} and "
+                    f"{target}: several inputs would be written there ({outputs[key][1]} and "
                     f"{source}); nothing written"
                 )
         for key in keys:
-            outputs[key] = (source, target)
+            outputs[key] = (job, source)
     if report is not None:
         _check_report(report, inputs, data, outputs)
 
@@ -559,7 +559,7 @@ def _check_report(
     report: Path,
     inputs: dict[tuple[object, ...], Path],
     data: dict[tuple[object, ...], tuple[Path, Path]],
-    outputs: dict[tuple[object, ...], tuple[Path, Path]],
+    outputs: dict[tuple[object, ...], tuple[int, Path]],
 ) -> None:
     where = f"--report {report}"
     if report.is_dir():

@@ -140,6 +140,16 @@ def test_a_folder_scan_takes_any_case_and_skips_data_named_onnx(tmp_path: Path) 
     assert written == ["B.ONNX", "a.onnx"]
 
 
+def test_two_inputs_to_one_output_name_both_inputs(tmp_path: Path) -> None:
+    """Found by a red-team review: the refusal named the output twice, not the inputs."""
+    first = weighted(tmp_path / "a", "m.onnx", "m.bin")
+    second = weighted(tmp_path / "b", "m.onnx", "m.bin")
+    out = tmp_path / "out" / "m.onnx"
+    with pytest.raises(io.ModelFileError) as exc:
+        io.check_write_plan([(first, out), (second, out)], in_place=False)
+    assert f"several inputs would be written there ({first} and {second})" in str(exc.value)
+
+
 def test_a_new_output_takes_the_inputs_mode(tmp_path: Path) -> None:
     source = weighted(tmp_path / "in", "m.onnx", "m.bin")
     source.chmod(0o600)
