@@ -5,10 +5,11 @@ initializers over ``_c_api_utils._BIG_TENSOR_SIZE_LIMIT`` bytes lifted out, and 
 external tensor kept as a reference to its data file. onnx's checker then looks for those
 files relative to the working directory (a proto carries no folder), so a valid model whose
 small initializers, subgraph initializers or ``Constant`` values are external was refused
-whenever the command ran from another folder. onnx_ir's ``save`` writes only initializers
-to the new data file, so an external tensor attribute kept pointing at a file the output's
-folder does not have. :func:`tensors_in_memory` reads those tensors into memory for the
-duration of such a step; :class:`InMemoryCheckerPass` is the checker pass that uses it.
+whenever the command ran from another folder. onnx_ir's ``save`` moves only the
+initializers of the main graph and its subgraphs to the new data file, so an external tensor
+attribute, or an initializer in a function body's subgraph, kept pointing at a file the
+output's folder does not have. :func:`tensors_in_memory` reads those tensors into memory for
+the duration of such a step; :class:`InMemoryCheckerPass` is the checker pass that uses it.
 """
 
 from __future__ import annotations
