@@ -755,3 +755,52 @@ def test_bfloat16_inputs_and_outputs_are_verified(tmp_path: Path) -> None:
     assert any(c.name == "y" and "ulp" in c.detail for c in broken.mismatches()), [
         f"{c.name}: {c.detail}" for c in broken.mismatches()
     ]
+
+
+def _bfloat16_then(nodes: list[onnx.NodeProto], out: str, elem: int) -> onnx.ModelProto:
+    return _opset26(
+        helper.make_graph(
+            [helper.make_node("CumProd", ["x", "axis"], ["y"]), *nodes],
+            "bf16_then",
+            [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, ["b", "n"])],
+            [helper.make_tensor_value_info(out, elem, ["b", "n"])],
+            [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+        )
+    )
+
+
+def test_a_bfloat16_original_is_run_as_onnxruntime_multiplies(tmp_path: Path) -> None:
+    """Found by a red-team review: onnxruntime has no bfloat16 CumProd, so the original runs
+    in onnx.reference, whose CumProd rounds to bfloat16 at every step; the rewrite (like
+    onnxruntime's float16 kernel) multiplies in float32 and rounds once. A Cast to int32
+    after it kept a 1-ulp difference, and --verify refused a correct rewrite."""
+    model = _bfloat16_then(
+        [
+            helper.make_node("Cast", ["y"], ["f"], to=TensorProto.FLOAT),
+            helper.make_node("Cast", ["f"], ["q"], to=TensorProto.INT32),
+        ],
+        "q",
+        TensorProto.INT32,
+    )
+    original, rewritten = _rewrite(model, tmp_path, "cast")
+    result = verify_model(original, rewritten, bound_ulps=BOUND, runs=3)
+    assert result.reference == "onnx.reference"
+    assert result.ok, [f"{c.name}: {c.detail}" for c in result.mismatches()]
+
+
+def test_a_rewrite_onnxruntime_cannot_load_either_runs_in_the_reference(tmp_path: Path) -> None:
+    """A bfloat16 Mul after the CumProd: onnxruntime loads neither model, and --verify
+    stopped on its error (exit 2) where the rewrite alone was written. Both now run in
+    onnx.reference; a wrong rewrite is still caught there."""
+    model = _bfloat16_then([helper.make_node("Mul", ["y", "x"], ["z"])], "z", TensorProto.BFLOAT16)
+    original, rewritten = _rewrite(model, tmp_path, "mul")
+    result = verify_model(original, rewritten, bound_ulps=BOUND, runs=2)
+    assert result.ok, [f"{c.name}: {c.detail}" for c in result.mismatches()]
+    assert result.runtime.startswith("onnx.reference (onnxruntime cannot load it either")
+
+    def squared(model: onnx.ModelProto) -> None:
+        _reroute(model, "z", [helper.make_node("Mul", ["z_inner", "z_inner"], ["z"])])
+
+    assert not verify_model(
+        original, _edit(rewritten, tmp_path, squared), bound_ulps=BOUND, runs=2
+    ).ok
