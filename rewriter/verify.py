@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,8 @@ def compare(
 
     For integers ``reference`` must be in ``dtype`` and equality is exact. For floats,
     ``reference`` may be wider (float64 / longdouble); it is rounded to ``dtype`` to decide
-    where results are infinite or zero, and ``max_ulps`` (scalar or per element) bounds the
+    where results are infinite or zero (a zero met by a nonzero of the same sign counts in
+    ulps of the subnormal spacing), and ``max_ulps`` (scalar or per element) bounds the
     error elsewhere.
     """
     if actual.shape != reference.shape:
@@ -109,7 +110,11 @@ def compare(
     with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the rounding
         ref_t = reference.astype(np.float64).astype(dtype.numpy()).astype(act.dtype)
     bad_nan = np.isnan(ref_wide) != np.isnan(act)
-    special = np.isinf(ref_t) | (ref_t == 0)
+    # a zero the reference rounds to, met by a subnormal of the same sign: an error in
+    # ulps like any other (a product at the bottom of the range, rounded the other way)
+    near_zero = (ref_t == 0) & np.isfinite(act) & (act != 0)
+    near_zero &= np.signbit(act) == np.signbit(ref_t)
+    special = np.isinf(ref_t) | ((ref_t == 0) & ~near_zero)
     bad_special = (
         special & ~np.isnan(act) & ((act != ref_t) | (np.signbit(act) != np.signbit(ref_t)))
     )
@@ -336,6 +341,26 @@ def _nested(node: onnx.NodeProto) -> list[onnx.NodeProto]:
     return nodes
 
 
+def cumprod_axis_inputs(model: onnx.ModelProto) -> set[str]:
+    """Graph inputs used (directly or through other ops) as a CumProd's axis and at no other
+    index, axis, count, shape or divisor position: -1 is as safe for them as 0 (any rank),
+    and feeding it too runs another axis, and a negative one, through the whole model."""
+    functions = {(f.domain, f.name): f for f in model.functions}
+    nodes = _all_nodes(model.graph)
+    initializers = {t.name for t in model.graph.initializer}
+    others = {op: table for op, table in INDEX_POSITIONS.items() if op != "CumProd"}
+    found = set()
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        start = {value.name}
+        if _index_use(nodes, start, functions, {"CumProd": {1: 0}}) is None:
+            continue
+        if _index_use(nodes, start, functions, {**others, **RICHER_POSITIONS}) is None:
+            found.add(value.name)
+    return found
+
+
 def index_inputs(model: onnx.ModelProto, richer: bool = False) -> dict[str, int]:
     """Graph inputs used (directly or through other ops, in subgraphs and functions too) as an
     index, axis, count, shape or divisor, each with a value safe for any shape
@@ -419,12 +444,24 @@ def symbolic_sizes(
 
 
 def _concrete(
-    shape: tuple[int | str | None, ...] | None, dims: Mapping[str, int]
+    shape: tuple[int | str | None, ...] | None,
+    dims: Mapping[str, int],
+    unnamed: Iterator[int] | None = None,
 ) -> tuple[int, ...]:
+    """The sizes fed for ``shape``: a named dim ``dims[name]`` (else :data:`DEFAULT_DIM`),
+    an unnamed one the next of ``unnamed`` (a size of its own, so that ``[?, ?]`` is not
+    square), else :data:`DEFAULT_DIM`."""
     if shape is None:
         return (DEFAULT_DIM,)
     return tuple(
-        d if isinstance(d, int) else dims.get(d, DEFAULT_DIM) if d else DEFAULT_DIM for d in shape
+        d
+        if isinstance(d, int)
+        else dims.get(d, DEFAULT_DIM)
+        if d
+        else next(unnamed)
+        if unnamed is not None
+        else DEFAULT_DIM
+        for d in shape
     )
 
 
@@ -466,11 +503,41 @@ def _subnormal(dtype: ir.DataType) -> float:
 def _special_floats(
     dtype: ir.DataType, rng: np.random.Generator, shape: tuple[int, ...]
 ) -> np.ndarray:
-    """±1 with each special value (0, -0.0, ±inf, NaN, ±2, 0.5) at least once, one
+    """±1 with each special value (0, -0.0, ±inf, NaN, ±2, 0.5) at least once where there
+    is room (NaN first, the others in a random order: a small input gets NaN and a few
+    others; ``finite special`` and ``overflow`` bring the zeros and infinities), one
     subnormal, and about a third of the places special."""
     sub = _subnormal(dtype)
-    once = np.array([*_SPECIALS, rng.choice([-sub, sub])])
+    others = [v for v in _SPECIALS if not np.isnan(v)]
+    once = np.array([np.nan, *rng.permutation([*others, rng.choice([-sub, sub])])])
     return _sprinkle(rng.choice([-1.0, 1.0], shape), once, _SPECIALS, rng, 0.3)
+
+
+def _finite_special_floats(
+    dtype: ir.DataType, rng: np.random.Generator, shape: tuple[int, ...]
+) -> np.ndarray:
+    """±1 with 0, -0.0, ±2 and subnormals and no inf or NaN (which, in the ``special``
+    feed, turn most results NaN and hide a lost sign of zero or a flushed subnormal).
+    Magnitudes never fall after a subnormal, so every product is exact in any order."""
+    sub = _subnormal(dtype)
+    once = rng.permutation(np.array([0.0, -0.0, sub, -sub, -2.0]))
+    pool = np.array([0.0, -0.0, 2.0, -2.0])
+    return _sprinkle(rng.choice([-1.0, 1.0], shape), once, pool, rng, 0.25)
+
+
+def _range_floats(
+    dtype: ir.DataType, rng: np.random.Generator, shape: tuple[int, ...], kind: str
+) -> np.ndarray:
+    """Powers of two of either sign whose products leave the type's range within three
+    factors: ``overflow`` magnitudes 2^(emax/3 + 1) .. 2^(emax/2 + 2), ``underflow`` their
+    inverses (signed zeros). All on one side of 1, so the running product only grows (or
+    shrinks) and every order of multiplication gives the same exact product, or inf, or
+    zero."""
+    _, emin = PRECISION[dtype]
+    emax = 1 - emin  # for these types
+    exponents = rng.integers(emax // 3 + 1, emax // 2 + 2, shape, endpoint=True)
+    sign = rng.choice([-1.0, 1.0], shape)
+    return np.asarray(sign * np.exp2(exponents if kind == "overflow" else -exponents))
 
 
 def _extreme_floats(
@@ -487,7 +554,7 @@ def _ints(
     info = np.iinfo(np_type)
     if kind == "extreme":  # the whole range: products wrap around
         return np.asarray(rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True))
-    if kind == "special":
+    if kind in ("special", "finite special"):
         values = [np.array([0, 1, 2], np_type), np.array([info.max, info.min], np_type)]
         if info.min < 0:
             values.append(np.array([-1], np_type))
@@ -511,8 +578,12 @@ def _tensor(
     if dtype in PRECISION:
         if kind == "special":
             data = _special_floats(dtype, rng, shape)
+        elif kind == "finite special":
+            data = _finite_special_floats(dtype, rng, shape)
         elif kind == "extreme":
             data = _extreme_floats(dtype, rng, shape)
+        elif kind in ("overflow", "underflow"):
+            data = _range_floats(dtype, rng, shape, kind)
         else:
             data = np.exp2(rng.uniform(-1, 1, shape)) * rng.choice([-1.0, 1.0], shape)
         with np.errstate(over="ignore"):
@@ -528,22 +599,33 @@ def random_inputs(
     dims: Mapping[str, int] | None = None,
     kind: str = "random",
     richer: bool = False,
+    *,
+    last_axis: bool = False,
 ) -> dict[str, Any]:
     """Feeds for every graph input that is not an initializer.
 
     ``kind``: ``random`` (floats sign * 2^U(-1, 1), integers 0..3), ``special`` (floats
     ±1 mixed with 0, -0.0, ±inf, NaN, subnormals, ±2, 0.5; integers 0, ±1, 2, the type's
-    extremes) or ``extreme`` (floats of magnitude 2^4..2^12, integers over the whole
-    range). An input used as an index, axis, count, shape or divisor (see
-    :func:`index_inputs`) always gets its safe value (``richer``: a Loop trip count 3).
-    Booleans: random. A sequence input gets two tensors. Symbolic dims take ``dims[name]``,
-    else :data:`DEFAULT_DIM`.
+    extremes), ``finite special`` (the same floats without inf and NaN), ``extreme``
+    (floats of magnitude 2^4..2^12, integers over the whole range), ``overflow`` /
+    ``underflow`` (floats: powers of two whose products leave the range within a few
+    factors; integers as ``random``). An input used as an index, axis, count, shape or
+    divisor (see :func:`index_inputs`) always gets its safe value (``richer``: a Loop trip
+    count 3); one used only as a CumProd's axis gets -1 with ``last_axis``
+    (:func:`cumprod_axis_inputs`). Booleans: random. A sequence input gets two tensors.
+    Symbolic dims take ``dims[name]``, else :data:`DEFAULT_DIM`; with ``richer``, each
+    unnamed dim a size of its own after those of ``dims``.
     """
     dims = dims or {}
     safe = index_inputs(model, richer)
+    if last_axis:
+        safe.update(dict.fromkeys(cumprod_axis_inputs(model), -1))
+    unnamed = None
+    if richer:
+        unnamed = iter(range(max([DEFAULT_DIM, *dims.values()]) + 1, 1 << 62))
     feeds: dict[str, Any] = {}
     for spec in _input_specs(model):
-        shape = _concrete(spec.shape, dims)
+        shape = _concrete(spec.shape, dims, unnamed)
         size = int(np.prod(shape, dtype=object))
         if size > FEED_LIMIT:
             raise ValueError(
@@ -868,18 +950,20 @@ def verify_model(
     site_bits = [PRECISION[p.site.dtype][0] for p in plans if p.site.dtype in PRECISION]
     narrowest = min(site_bits) if site_bits else None
     worst: dict[str, OutputCheck] = {}
-    kinds = ["random"] * runs + ["special", "extreme"]
+    kinds = ["random"] * runs + ["special", "finite special", "extreme", "overflow", "underflow"]
     # First the richer feeds (each symbolic dim its own size, Loop trip counts 3); if the
-    # original fails on them, the plain ones (every other dim 3, safe counts).
+    # original fails on them, the plain ones (every other dim 3, safe counts). A run-time
+    # CumProd axis is fed 0 and -1 by turns.
     sizes, richer = symbolic_sizes(original_proto, dims), True
-    for kind in kinds:
-        feeds = random_inputs(original_proto, rng, sizes, kind, richer)
+    for index, kind in enumerate(kinds):
+        last = index % 2 == 1
+        feeds = random_inputs(original_proto, rng, sizes, kind, richer, last_axis=last)
         try:
             expected = _run_original(reference_session, original, feeds)
         except Exception as exc:
             if kind == "random" and richer:
                 sizes, richer = dict(dims or {}), False
-                feeds = random_inputs(original_proto, rng, sizes, kind, richer)
+                feeds = random_inputs(original_proto, rng, sizes, kind, richer, last_axis=last)
                 try:
                     expected = _run_original(reference_session, original, feeds)
                 except Exception as plain_exc:

@@ -21,6 +21,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
+from rewriter.convert import convert_file
 from rewriter.decompose import DecomposeCumProdPass
 from rewriter.verify import (
     VerifyResult,
@@ -804,3 +805,197 @@ def test_a_rewrite_onnxruntime_cannot_load_either_runs_in_the_reference(tmp_path
     assert not verify_model(
         original, _edit(rewritten, tmp_path, squared), bound_ulps=BOUND, runs=2
     ).ok
+
+
+# -- wrong rewrites the whole-model runs used to miss (found by a red-team review) ------------
+
+
+def _float_model(shape: list[int | str | None], axis: int | None = 1) -> onnx.ModelProto:
+    """y = CumProd(x, axis) on float32; ``axis`` None: a graph input."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)]
+    initializers = []
+    if axis is None:
+        inputs.append(helper.make_tensor_value_info("axis", TensorProto.INT64, []))
+    else:
+        initializers.append(helper.make_tensor("axis", TensorProto.INT64, [], [axis]))
+    graph = helper.make_graph(
+        [helper.make_node("CumProd", ["x", "axis"], ["y"])],
+        "f32",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        initializers,
+    )
+    if shape == [None, None]:  # dims with no name
+        for dim in graph.input[0].type.tensor_type.shape.dim:
+            dim.ClearField("dim_param")
+        for dim in graph.output[0].type.tensor_type.shape.dim:
+            dim.ClearField("dim_param")
+    return _opset26(graph)
+
+
+def _const(name: str, value: float, elem: int = TensorProto.FLOAT) -> onnx.TensorProto:
+    return helper.make_tensor(name, elem, [], [value])
+
+
+def _read_instead(model: onnx.ModelProto, name: str, new: str, nodes: list[onnx.NodeProto]) -> None:
+    """Every node that reads ``name`` reads ``new`` instead, which ``nodes`` (put first)
+    compute."""
+    for node in _all_nodes(model.graph):
+        for i, read in enumerate(node.input):
+            if read == name:
+                node.input[i] = new
+    for i, new_node in enumerate(nodes):
+        model.graph.node.insert(i, new_node)
+
+
+def _axis_ignored(model: onnx.ModelProto) -> None:  # scans axis 0 whatever is fed
+    _read_instead(
+        model,
+        "axis",
+        "axis0",
+        [helper.make_node("Constant", [], ["axis0"], value=_const("a", 0, TensorProto.INT64))],
+    )
+
+
+def _overflow_saturates(model: onnx.ModelProto) -> None:
+    """A product that overflows gives ±FLT_MAX (an inf input still gives inf)."""
+    model.graph.initializer.extend(
+        [
+            _const("fmax", float(np.finfo(np.float32).max)),
+            _const("zero", 0.0),
+            _const("ax1", 1, TensorProto.INT64),
+        ]
+    )
+    _reroute(
+        model,
+        "y",
+        [
+            helper.make_node("IsInf", ["x"], ["x_inf"]),
+            helper.make_node("Cast", ["x_inf"], ["x_inf_f"], to=TensorProto.FLOAT),
+            helper.make_node("CumSum", ["x_inf_f", "ax1"], ["n_inf"]),
+            helper.make_node("Greater", ["n_inf", "zero"], ["inf_before"]),
+            helper.make_node("Not", ["inf_before"], ["no_inf_before"]),
+            helper.make_node("IsInf", ["y_inner"], ["y_inf"]),
+            helper.make_node("And", ["y_inf", "no_inf_before"], ["overflowed"]),
+            helper.make_node("Sign", ["y_inner"], ["s"]),
+            helper.make_node("Mul", ["s", "fmax"], ["saturated"]),
+            helper.make_node("Where", ["overflowed", "saturated", "y_inner"], ["y"]),
+        ],
+    )
+
+
+def _underflow_unsigned(model: onnx.ModelProto) -> None:
+    """A product that underflows to zero comes out +0 (zeros from zero inputs keep their
+    sign)."""
+    model.graph.initializer.extend([_const("zero", 0.0), _const("ax1", 1, TensorProto.INT64)])
+    _reroute(
+        model,
+        "y",
+        [
+            helper.make_node("Equal", ["x", "zero"], ["x0"]),
+            helper.make_node("Cast", ["x0"], ["x0f"], to=TensorProto.FLOAT),
+            helper.make_node("CumSum", ["x0f", "ax1"], ["zeros"]),
+            helper.make_node("Greater", ["zeros", "zero"], ["zero_before"]),
+            helper.make_node("Not", ["zero_before"], ["no_zero_before"]),
+            helper.make_node("Equal", ["y_inner", "zero"], ["y0"]),
+            helper.make_node("And", ["y0", "no_zero_before"], ["underflowed"]),
+            helper.make_node("Abs", ["y_inner"], ["y_abs"]),
+            helper.make_node("Where", ["underflowed", "y_abs", "y_inner"], ["y"]),
+        ],
+    )
+
+
+def _zero_sign_dropped(model: onnx.ModelProto) -> None:  # y + 0: -0.0 becomes +0.0
+    model.graph.initializer.append(_const("zero", 0.0))
+    _reroute(model, "y", [helper.make_node("Add", ["y_inner", "zero"], ["y"])])
+
+
+def _subnormals_flushed(model: onnx.ModelProto) -> None:  # denormals-are-zero on the input
+    model.graph.initializer.extend(
+        [_const("tiny", float(np.finfo(np.float32).tiny)), _const("zero", 0.0)]
+    )
+    _read_instead(
+        model,
+        "x",
+        "x_daz",
+        [
+            helper.make_node("Abs", ["x"], ["x_abs"]),
+            helper.make_node("Less", ["x_abs", "tiny"], ["subnormal"]),
+            helper.make_node("Mul", ["x", "zero"], ["x_zero"]),
+            helper.make_node("Where", ["subnormal", "x_zero", "x"], ["x_daz"]),
+        ],
+    )
+
+
+def _nan_as_one(model: onnx.ModelProto) -> None:  # a NaN input multiplies as 1
+    model.graph.initializer.append(_const("one", 1.0))
+    _read_instead(
+        model,
+        "x",
+        "x_no_nan",
+        [
+            helper.make_node("IsNaN", ["x"], ["x_nan"]),
+            helper.make_node("Where", ["x_nan", "one", "x"], ["x_no_nan"]),
+        ],
+    )
+
+
+def _dims_swapped(model: onnx.ModelProto) -> None:
+    """x reshaped to its two dims swapped, scanned, reshaped back: right when square."""
+    model.graph.initializer.extend(
+        [helper.make_tensor(f"k{i}", TensorProto.INT64, [1], [i]) for i in range(3)]
+    )
+    _read_instead(
+        model,
+        "x",
+        "x_swapped",
+        [
+            helper.make_node("Shape", ["x"], ["sx"]),
+            helper.make_node("Slice", ["sx", "k0", "k1"], ["d0"]),
+            helper.make_node("Slice", ["sx", "k1", "k2"], ["d1"]),
+            helper.make_node("Concat", ["d1", "d0"], ["swapped"], axis=0),
+            helper.make_node("Reshape", ["x", "swapped"], ["x_swapped"]),
+        ],
+    )
+    _reroute(model, "y", [helper.make_node("Reshape", ["y_inner", "sx"], ["y"])])
+
+
+WHOLE_MODEL_MISSES = {
+    "run-time axis ignored": (lambda: _float_model(["b", "n"], axis=None), _axis_ignored),
+    "overflow saturates": (lambda: _float_model(["b", "n"]), _overflow_saturates),
+    "underflowed zero loses its sign": (lambda: _float_model(["b", "n"]), _underflow_unsigned),
+    "-0.0 results made +0.0": (lambda: _float_model(["b", "n"]), _zero_sign_dropped),
+    "subnormal inputs flushed": (lambda: _float_model(["b", "n"]), _subnormals_flushed),
+    "NaN multiplied as 1, static [4]": (lambda: _float_model([4], axis=0), _nan_as_one),
+    "unnamed dims swapped": (lambda: _float_model([None, None]), _dims_swapped),
+}
+
+
+@pytest.mark.parametrize("case", list(WHOLE_MODEL_MISSES))
+def test_whole_model_runs_catch(tmp_path: Path, case: str) -> None:
+    """Each wrong rewrite passed --verify: the run-time axis was always fed 0, no feed
+    overflowed or underflowed, the special feed's NaNs hid the sign of zero and subnormals
+    (and a 4-element input never got a NaN), unnamed dims were all fed 3. Now the axis is
+    fed 0 and -1 by turns, ``finite special`` / ``overflow`` / ``underflow`` feeds run,
+    NaN comes first in the special feed, and each unnamed dim gets a size of its own."""
+    build, corrupt = WHOLE_MODEL_MISSES[case]
+    original, rewritten = _rewrite(build(), tmp_path, "m")
+    assert _verify(original, rewritten).ok  # the tool's own rewrite passes
+    assert not _verify(original, _edit(rewritten, tmp_path, corrupt)).ok
+
+
+def test_logsum_at_the_bottom_of_the_range_passes(tmp_path: Path) -> None:
+    """``underflow`` feeds products of exactly half the smallest subnormal, which IEEE
+    rounds to zero and ``logsum``'s Exp rounds up to the smallest subnormal: one ulp of the
+    subnormal spacing, counted as such (a zero met by a subnormal of the same sign)."""
+    source = tmp_path / "m.onnx"
+    onnx.save(_float_model([4, 5, 6]), source)
+    for strategy in ("logsum", "logsum32"):
+        report = convert_file(
+            source, tmp_path / f"{strategy}.onnx", strategy=strategy, verify_runs=3
+        )
+        assert report.status == "rewritten", report.error
+    assert compare(
+        np.array([1.4e-45, -1.4e-45], np.float32), np.array([0.0, -0.0]), ir.DataType.FLOAT, 1.0
+    ).ok
+    assert not compare(np.array([-1.4e-45], np.float32), np.array([0.0]), ir.DataType.FLOAT, 1.0).ok
