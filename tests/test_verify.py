@@ -910,6 +910,11 @@ def _zero_sign_dropped(model: onnx.ModelProto) -> None:  # y + 0: -0.0 becomes +
     _reroute(model, "y", [helper.make_node("Add", ["y_inner", "zero"], ["y"])])
 
 
+def _negative_zero_inputs_positive(model: onnx.ModelProto) -> None:  # x + 0: -0.0 in is +0.0
+    model.graph.initializer.append(_const("zero", 0.0))
+    _read_instead(model, "x", "x_plus", [helper.make_node("Add", ["x", "zero"], ["x_plus"])])
+
+
 def _subnormals_flushed(model: onnx.ModelProto) -> None:  # denormals-are-zero on the input
     model.graph.initializer.extend(
         [_const("tiny", float(np.finfo(np.float32).tiny)), _const("zero", 0.0)]
@@ -966,6 +971,7 @@ WHOLE_MODEL_MISSES = {
     "underflowed zero loses its sign": (lambda: _float_model(["b", "n"]), _underflow_unsigned),
     "-0.0 results made +0.0": (lambda: _float_model(["b", "n"]), _zero_sign_dropped),
     "subnormal inputs flushed": (lambda: _float_model(["b", "n"]), _subnormals_flushed),
+    "-0.0 inputs taken as +0.0": (lambda: _float_model(["b", "n"]), _negative_zero_inputs_positive),
     "NaN multiplied as 1, static [4]": (lambda: _float_model([4], axis=0), _nan_as_one),
     "unnamed dims swapped": (lambda: _float_model([None, None]), _dims_swapped),
 }
@@ -999,3 +1005,24 @@ def test_logsum_at_the_bottom_of_the_range_passes(tmp_path: Path) -> None:
         np.array([1.4e-45, -1.4e-45], np.float32), np.array([0.0, -0.0]), ir.DataType.FLOAT, 1.0
     ).ok
     assert not compare(np.array([-1.4e-45], np.float32), np.array([0.0]), ir.DataType.FLOAT, 1.0).ok
+
+
+def test_the_reference_multiplies_bfloat16_as_onnxruntime_does(tmp_path: Path) -> None:
+    """The reference verify runs a bfloat16 original in: float32 products rounded once to
+    bfloat16 (onnxruntime's kernel, and every lowering here), not onnx.reference's own
+    CumProd, which rounds at every step; the input is one where the two differ."""
+    import ml_dtypes
+    from onnx.reference import ReferenceEvaluator
+
+    from rewriter.verify import _run_reference
+
+    path = tmp_path / "bf16.onnx"
+    onnx.save(_bfloat16_model(), path)
+    rng = np.random.default_rng(11)
+    x = rng.uniform(0.5, 2.0, (3, 8)).astype(ml_dtypes.bfloat16)
+    once = np.cumprod(x.astype(np.float32), axis=1).astype(ml_dtypes.bfloat16)
+    every_step = ReferenceEvaluator(str(path)).run(None, {"x": x})[0]
+    assert not np.array_equal(every_step.astype(np.float32), once.astype(np.float32))
+    (got,) = _run_reference(str(path), {"x": x})
+    assert got.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(got.astype(np.float32), once.astype(np.float32))
