@@ -143,12 +143,19 @@ def _proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 def _forget_declared(proto: onnx.ModelProto) -> None:
     """Remove what may be stale: intermediate value_info, graph output shapes and the shapes
     of subgraph inputs (inference gives them from the node: a Scan body's the slices', a
-    Loop body's carried values none, since they may change shape between iterations)."""
+    Loop body's carried values none, since they may change shape between iterations). An
+    output that is also the main graph's input or an initializer keeps its shape: onnx's
+    inference takes the output's declaration for such a name, and a cleared one left every
+    value computed from it of unknown rank (a static model was refused for targets that
+    need a known rank)."""
     for graph in _proto_graphs(proto.graph):
         del graph.value_info[:]
+        given = {t.name for t in graph.initializer}
+        if graph is proto.graph:
+            given |= {value.name for value in graph.input}
         stale = [*graph.output] if graph is proto.graph else [*graph.input, *graph.output]
         for value in stale:
-            if value.type.HasField("tensor_type"):
+            if value.type.HasField("tensor_type") and value.name not in given:
                 value.type.tensor_type.ClearField("shape")
 
 
