@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import os
 from collections.abc import Sequence
 
 import onnx
@@ -500,6 +501,32 @@ def _keep_untouched(original: onnx.ModelProto, rewritten: onnx.ModelProto) -> No
     )
 
 
+def _refuse_unreachable_external_data(model: onnx.ModelProto) -> None:
+    """A ModelProto loaded without its external data (``load_external_data=False``) carries
+    no folder: onnx_ir reads each tensor's file from the working directory. One not found
+    there failed later with a bare FileNotFoundError naming the file only."""
+    nodes = list(proto_nodes(model.graph.node))
+    for function in model.functions:
+        nodes.extend(proto_nodes(function.node))
+    tensors = [t for node in nodes for a in node.attribute for t in (a.t, *a.tensors)]
+    graphs = [model.graph]
+    for node in nodes:
+        for attr in node.attribute:
+            graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    tensors.extend(t for graph in graphs for t in graph.initializer)
+    for tensor in tensors:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = {e.key: e.value for e in tensor.external_data}.get("location", "")
+        if not os.path.isfile(location):
+            raise InputModelError(
+                f"tensor '{tensor.name}' keeps its data in '{location}', which is not found "
+                f"from the working directory ({os.getcwd()}): pass the model with its data "
+                "(onnx.load(path)), or an onnx_ir.Model from onnx_ir.load(path), which knows "
+                "its folder"
+            )
+
+
 def _refuse_read_sparse_initializers(model: onnx.ModelProto) -> None:
     """onnx_ir does not load sparse initializers: one that a node reads (in any graph) would
     be a value with no definition (onnx_ir's cloner then fails). Unread ones in the main
@@ -550,6 +577,7 @@ def decompose_cumprod(
             f"{type(model).__name__} (load a file with onnx.load or onnx_ir.load)"
         )
     _refuse_read_sparse_initializers(model)
+    _refuse_unreachable_external_data(model)
     opset = ai_onnx_opset({o.domain: o.version for o in model.opset_import})
     check_training_info(model.training_info, opset, target_opset)
     ir_model = deserialize_model(model)

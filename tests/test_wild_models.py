@@ -20,6 +20,7 @@ import rewriter.io
 from rewriter.decompose import plan_cumprods
 from rewriter.rules import cumprod_rules
 from rewriter.specialize import SpecializeFunctionsPass
+from rewriter.targets import target_named
 from tests.helpers import all_nodes, functions_model, op_types, run_ort
 
 OPSET = [helper.make_opsetid("", 26)]
@@ -1573,3 +1574,74 @@ def test_function_overloads_stay_apart(via: str) -> None:
     np.testing.assert_array_equal(p, np.cumprod(f.astype(np.float32), 1).astype(np.float16))
     np.testing.assert_array_equal(q[:, 0], 1)
     np.testing.assert_array_equal(q[:, 1:], np.cumprod(i, 1)[:, :-1])
+
+
+@pytest.mark.parametrize("also_output", ["input", "initializer"])
+def test_a_graph_output_that_is_also_an_input_keeps_downstream_shapes(also_output: str) -> None:
+    """Found by a red-team review of the library: x (or a weight) listed as a graph output
+    too lost its declared shape before shape inference, so everything computed from it had
+    unknown rank: a static CumProd was lowered for a run-time rank (onnxruntime) or refused
+    ("the rank of x is not known", tract, TFLite, IREE). Its shape is kept now."""
+    w = (np.arange(21, dtype=np.int64).reshape(3, 7) % 5) - 2
+    model = _model(
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [3, 7])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.INT64, [3, 7]),
+            helper.make_tensor_value_info(
+                "x" if also_output == "input" else "w", TensorProto.INT64, [3, 7]
+            ),
+        ],
+        initializers=[
+            onnx.numpy_helper.from_array(w, "w"),
+            helper.make_tensor("axis", TensorProto.INT64, [], [1]),
+        ],
+    )
+    for target in ("onnxruntime", "tract"):
+        (plan,) = plan_cumprods(ir.serde.deserialize_model(model), target=target_named(target))
+        assert plan.site.spec.describe() == "int64 [3, 7] axis 1", plan.site.spec.describe()
+    x = np.random.default_rng(3).integers(-5, 6, (3, 7))
+    _check_against_native(model, {"x": x}, target="tract")
+
+
+def test_a_proto_without_its_external_data_from_another_folder_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a red-team review of the library: a ModelProto loaded with
+    ``load_external_data=False`` carries no folder; from another working directory the
+    rewrite failed with a bare FileNotFoundError naming only the file. Now one
+    InputModelError naming the tensor and what to pass instead; from the model's folder it
+    still works (bitwise against native)."""
+    w = (np.arange(64, dtype=np.int64).reshape(2, 32) % 5) - 2
+    model = _model(
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("Constant", [], ["axis"], value_int=1),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 32])],
+        initializers=[onnx.numpy_helper.from_array(w, "w")],
+    )
+    (tmp_path / "in").mkdir()
+    onnx.save(
+        model,
+        tmp_path / "in" / "m.onnx",
+        save_as_external_data=True,
+        location="m.data",
+        size_threshold=0,
+    )
+    lazy = onnx.load(str(tmp_path / "in" / "m.onnx"), load_external_data=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        rewriter.InputModelError, match=r"tensor 'w' keeps its data in 'm.data', which is not found"
+    ):
+        rewriter.decompose_cumprod(lazy)
+    monkeypatch.chdir(tmp_path / "in")
+    rewritten = rewriter.decompose_cumprod(lazy)
+    assert isinstance(rewritten, onnx.ModelProto)
+    x = np.random.default_rng(4).integers(-5, 6, (2, 32))
+    np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], np.cumprod(x * w, axis=1))
