@@ -587,6 +587,18 @@ MUTANTS = [
         "special = np.isinf(ref_t) | (ref_t == 0)",
     ),
     Mutant(
+        "types: an output that is also a graph input loses its shape before inference",
+        "rewriter/types.py",
+        'if value.type.HasField("tensor_type") and value.name not in given:',
+        'if value.type.HasField("tensor_type"):',
+    ),
+    Mutant(
+        "decompose: a ModelProto's unreachable external data left to a FileNotFoundError",
+        "rewriter/decompose.py",
+        "    _refuse_unreachable_external_data(model)\n    opset",
+        "    opset",
+    ),
+    Mutant(
         "io: a data link to any folder accepted",
         "rewriter/io.py",
         "if not any(real.is_relative_to(root) for root in roots):",
