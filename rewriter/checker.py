@@ -15,12 +15,12 @@ the duration of such a step; :class:`InMemoryCheckerPass` is the checker pass th
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass, _c_api_utils
 
-__all__ = ["InMemoryCheckerPass", "graphs_of", "tensors_in_memory"]
+__all__ = ["InMemoryCheckerPass", "graphs_of", "replace_tensors", "tensors_in_memory"]
 
 
 def graphs_of(model: ir.Model) -> Iterator[ir.Graph]:
@@ -32,10 +32,45 @@ def graphs_of(model: ir.Model) -> Iterator[ir.Graph]:
         yield from root.subgraphs()
 
 
-def _in_memory(tensor: ir.TensorProtocol) -> ir.TensorProtocol:
-    if isinstance(tensor, ir.ExternalTensor):
-        return ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=tensor.name)
-    return tensor
+def replace_tensors(
+    model: ir.Model,
+    new: Callable[[ir.Graph, ir.TensorProtocol, bool], ir.TensorProtocol],
+) -> Callable[[], None]:
+    """Give every tensor of ``model`` (the initializers and tensor attributes of every graph
+    and function, at any depth) the one ``new(graph, tensor, is_initializer)`` returns for
+    it (the same object: left as it is); return a function that puts the old ones back."""
+    values: list[tuple[ir.Value, ir.TensorProtocol]] = []
+    attributes: list[tuple[ir.Node, ir.Attr]] = []
+    for graph in graphs_of(model):
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if tensor is not None and (replaced := new(graph, tensor, True)) is not tensor:
+                values.append((value, tensor))
+                value.const_value = replaced
+        for node in graph:
+            for name, attr in list(node.attributes.items()):
+                if attr.is_ref() or attr.value is None:
+                    continue
+                if attr.type == ir.AttributeType.TENSOR:
+                    old = [attr.value]
+                elif attr.type == ir.AttributeType.TENSORS:
+                    old = list(attr.value)
+                else:
+                    continue
+                tensors = [new(graph, tensor, False) for tensor in old]
+                if all(t is o for t, o in zip(tensors, old)):
+                    continue
+                given = tensors[0] if attr.type == ir.AttributeType.TENSOR else tensors
+                attributes.append((node, attr))
+                node.attributes[name] = ir.Attr(name, attr.type, given)
+
+    def restore() -> None:
+        for value, tensor in values:
+            value.const_value = tensor
+        for node, attr in attributes:
+            node.attributes[attr.name] = attr
+
+    return restore
 
 
 @contextlib.contextmanager
@@ -49,43 +84,22 @@ def tensors_in_memory(model: ir.Model, *, for_save: bool = False) -> Iterator[No
     others). The model is restored afterwards. The copies cost their size in memory:
     subgraph initializers and tensor attributes are rarely large."""
     saved = {id(graph) for graph in model.graphs()} if for_save else set()
-    values: list[tuple[ir.Value, ir.TensorProtocol]] = []
-    attributes: list[tuple[ir.Node, ir.Attr]] = []
+
+    def copy(graph: ir.Graph, tensor: ir.TensorProtocol, initializer: bool) -> ir.TensorProtocol:
+        if not isinstance(tensor, ir.ExternalTensor):
+            return tensor
+        if initializer and for_save and id(graph) in saved:
+            return tensor
+        lifted = tensor.nbytes > _c_api_utils._BIG_TENSOR_SIZE_LIMIT
+        if initializer and not for_save and graph is model.graph and lifted:
+            return tensor
+        return ir.Tensor(tensor.numpy(), dtype=tensor.dtype, name=tensor.name)
+
+    restore = replace_tensors(model, copy)
     try:
-        for graph in graphs_of(model):
-            for value in graph.initializers.values():
-                tensor = value.const_value
-                if not isinstance(tensor, ir.ExternalTensor):
-                    continue
-                if for_save:
-                    if id(graph) in saved:
-                        continue
-                elif graph is model.graph and tensor.nbytes > _c_api_utils._BIG_TENSOR_SIZE_LIMIT:
-                    continue
-                values.append((value, tensor))
-                value.const_value = _in_memory(tensor)
-            for node in graph:
-                for name, attr in list(node.attributes.items()):
-                    if attr.is_ref():
-                        continue
-                    if attr.type == ir.AttributeType.TENSOR:
-                        if not isinstance(attr.value, ir.ExternalTensor):
-                            continue
-                        new = ir.Attr(name, attr.type, _in_memory(attr.value))
-                    elif attr.type == ir.AttributeType.TENSORS:
-                        if not any(isinstance(t, ir.ExternalTensor) for t in attr.value):
-                            continue
-                        new = ir.Attr(name, attr.type, [_in_memory(t) for t in attr.value])
-                    else:
-                        continue
-                    attributes.append((node, attr))
-                    node.attributes[name] = new
         yield
     finally:
-        for value, tensor in values:
-            value.const_value = tensor
-        for node, attr in attributes:
-            node.attributes[attr.name] = attr
+        restore()
 
 
 class InMemoryCheckerPass(CheckerPass):

@@ -41,6 +41,7 @@ from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.inline import function_passes
 from rewriter.lowerings.view import takes_flat_view
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
+from rewriter.protos import model_tensors
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
 from rewriter.types import (
@@ -505,16 +506,7 @@ def _refuse_unreachable_external_data(model: onnx.ModelProto) -> None:
     """A ModelProto loaded without its external data (``load_external_data=False``) carries
     no folder: onnx_ir reads each tensor's file from the working directory. One not found
     there failed later with a bare FileNotFoundError naming the file only."""
-    nodes = list(proto_nodes(model.graph.node))
-    for function in model.functions:
-        nodes.extend(proto_nodes(function.node))
-    tensors = [t for node in nodes for a in node.attribute for t in (a.t, *a.tensors)]
-    graphs = [model.graph]
-    for node in nodes:
-        for attr in node.attribute:
-            graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
-    tensors.extend(t for graph in graphs for t in graph.initializer)
-    for tensor in tensors:
+    for tensor in model_tensors(model, training=False):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         location = {e.key: e.value for e in tensor.external_data}.get("location", "")

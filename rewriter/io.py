@@ -42,7 +42,8 @@ import google.protobuf.message
 import onnx
 import onnx_ir as ir
 
-from rewriter.checker import graphs_of, tensors_in_memory
+from rewriter.checker import graphs_of, replace_tensors, tensors_in_memory
+from rewriter.protos import model_graphs, model_node_lists, model_tensors
 from rewriter.types import call_onnx_api, deserialize_model
 
 __all__ = [
@@ -99,66 +100,13 @@ def is_staging(path: Path) -> bool:
 # -- the model proto: tensors, external data entries ----------------------------------------
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    yield from _subgraphs(graph.node)
-
-
-def _subgraphs(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.GraphProto]:
-    for node in nodes:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _graphs(sub)
-
-
-def _all_graphs(proto: onnx.ModelProto, training: bool = True) -> Iterator[onnx.GraphProto]:
-    """The main graph, the subgraphs of function bodies and (with ``training``) the
-    training_info graphs, each with its subgraphs at any depth."""
-    yield from _graphs(proto.graph)
-    for function in proto.functions:
-        yield from _subgraphs(function.node)
-    for info in proto.training_info if training else ():
-        for part in ("initialization", "algorithm"):
-            if info.HasField(part):
-                yield from _graphs(getattr(info, part))
-
-
-def _node_lists(
-    proto: onnx.ModelProto, training: bool = True
-) -> Iterator[tuple[str, Iterable[onnx.NodeProto]]]:
-    for graph in _all_graphs(proto, training):
-        yield f"graph '{graph.name}'", graph.node
-    for function in proto.functions:
-        yield f"function '{function.domain}.{function.name}'", function.node
-
-
-def _tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every TensorProto of the model that can hold external data: initializers and tensor
-    attributes of every graph (main, training_info, function bodies, their subgraphs)."""
-    for graph in _all_graphs(proto):
-        yield from graph.initializer
-        for sparse in graph.sparse_initializer:
-            yield sparse.values
-            yield sparse.indices
-    for _, nodes in _node_lists(proto):
-        for node in nodes:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.TENSOR:
-                    yield attr.t
-                elif attr.type == onnx.AttributeProto.TENSORS:
-                    yield from attr.tensors
-
-
 def _external_entries(
     proto: onnx.ModelProto, path: Path
 ) -> list[tuple[onnx.TensorProto, str, int, int | None]]:
     """(tensor, location, offset, length) of each external tensor, locations checked: relative,
     inside the model's folder, offset and length whole numbers >= 0. Touches no file."""
     entries: list[tuple[onnx.TensorProto, str, int, int | None]] = []
-    for tensor in _tensors(proto):
+    for tensor in model_tensors(proto):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in tensor.external_data}
@@ -217,7 +165,7 @@ def _read_proto(path: Path) -> onnx.ModelProto:
 def _structure_problems(proto: onnx.ModelProto, path: Path) -> None:
     """What onnx_ir cannot load, and the onnx checker does not say, named precisely (not in
     training_info, which onnx_ir does not load: it is carried as it is)."""
-    for graph in _all_graphs(proto, training=False):
+    for graph in model_graphs(proto, training=False):
         for kind, values in (("input", graph.input), ("output", graph.output)):
             seen: set[str] = set()
             for value in values:
@@ -231,7 +179,7 @@ def _structure_problems(proto: onnx.ModelProto, path: Path) -> None:
                 f"{path}: graph '{graph.name}' has a sparse initializer "
                 f"'{sparse.values.name}', which this tool cannot load"
             )
-    for where, nodes in _node_lists(proto, training=False):
+    for where, nodes in model_node_lists(proto, training=False):
         for node in nodes:
             for attr in node.attribute:
                 if attr.type in (
@@ -397,7 +345,7 @@ def _follow_links(model: ir.Model, path: Path, linked: set[str]) -> None:
     cache's do) and a file with hard links, and checks nothing when there is no base
     folder; :func:`_external_entries` and :func:`_through_link` checked these."""
 
-    def real(tensor: ir.TensorProtocol) -> ir.TensorProtocol:
+    def real(_: ir.Graph, tensor: ir.TensorProtocol, __: bool) -> ir.TensorProtocol:
         if not isinstance(tensor, ir.ExternalTensor) or tensor.location not in linked:
             return tensor
         return ir.ExternalTensor(
@@ -411,18 +359,7 @@ def _follow_links(model: ir.Model, path: Path, linked: set[str]) -> None:
             metadata_props=dict(tensor.metadata_props),
         )
 
-    for graph in graphs_of(model):
-        for value in graph.initializers.values():
-            if value.const_value is not None:
-                value.const_value = real(value.const_value)
-        for node in graph:
-            for name, attr in list(node.attributes.items()):
-                if attr.is_ref():
-                    continue
-                if attr.type == ir.AttributeType.TENSOR:
-                    node.attributes[name] = ir.Attr(name, attr.type, real(attr.value))
-                elif attr.type == ir.AttributeType.TENSORS:
-                    node.attributes[name] = ir.Attr(name, attr.type, [real(t) for t in attr.value])
+    replace_tensors(model, real)
 
 
 def check_model_file(path: str | os.PathLike[str]) -> None:

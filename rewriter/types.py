@@ -33,6 +33,8 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
+from rewriter.protos import proto_graphs, proto_nodes
+
 __all__ = [
     "FunctionKey",
     "TypeTable",
@@ -123,23 +125,6 @@ class TypeTable:
         return dtype, shape
 
 
-def proto_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
-    """``nodes`` and the nodes of their subgraphs at any depth (protobuf form)."""
-    for node in nodes:
-        yield node
-        for attr in node.attribute:
-            for sub in [attr.g, *attr.graphs] if attr.type in (5, 10) else []:
-                yield from proto_nodes(sub.node)
-
-
-def _proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            for sub in [attr.g, *attr.graphs] if attr.type in (5, 10) else []:
-                yield from _proto_graphs(sub)
-
-
 def _forget_declared(proto: onnx.ModelProto) -> None:
     """Remove what may be stale: intermediate value_info, graph output shapes and the shapes
     of subgraph inputs (inference gives them from the node: a Scan body's the slices', a
@@ -148,7 +133,7 @@ def _forget_declared(proto: onnx.ModelProto) -> None:
     inference takes the output's declaration for such a name, and a cleared one left every
     value computed from it of unknown rank (a static model was refused for targets that
     need a known rank)."""
-    for graph in _proto_graphs(proto.graph):
+    for graph in proto_graphs(proto.graph):
         del graph.value_info[:]
         given = {t.name for t in graph.initializer}
         if graph is proto.graph:
@@ -176,7 +161,7 @@ class _Definitions:
 
 def _collect_graph_types(table: TypeTable, graph: onnx.GraphProto) -> None:
     found = _Definitions()
-    for sub in _proto_graphs(graph):
+    for sub in proto_graphs(graph):
         named = {vi.name: vi for vi in [*sub.input, *sub.value_info, *sub.output]}
         for vi in named.values():  # one entry per name and graph
             if vi.HasField("type"):

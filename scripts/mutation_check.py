@@ -421,14 +421,14 @@ MUTANTS = [
     Mutant(
         "checker: subgraph initializers taken as lifted by onnx_ir",
         "rewriter/checker.py",
-        "if graph is model.graph and lifted:",
-        "if lifted:",
+        "if initializer and not for_save and graph is model.graph and lifted:",
+        "if initializer and not for_save and lifted:",
     ),
     Mutant(
         "checker: external tensor attributes left as file references",
         "rewriter/checker.py",
-        "node.attributes[name] = new",
-        "pass",
+        "        if not isinstance(tensor, ir.ExternalTensor):\n            return tensor\n        if initializer and for_save",
+        "        if not isinstance(tensor, ir.ExternalTensor) or not initializer:\n            return tensor\n        if initializer and for_save",
     ),
     Mutant(
         "io: save leaves external tensor attributes pointing at the input's data",
@@ -475,8 +475,8 @@ MUTANTS = [
     Mutant(
         "checker: function-subgraph initializers left to ir.save, which does not move them",
         "rewriter/checker.py",
-        "                    if id(graph) in saved:\n",
-        "                    if True:\n",
+        "if initializer and for_save and id(graph) in saved:",
+        "if initializer and for_save:",
     ),
     Mutant(
         "convert: training_info written with its input-relative data locations",
