@@ -427,8 +427,12 @@ MUTANTS = [
     Mutant(
         "checker: external tensor attributes left as file references",
         "rewriter/checker.py",
-        "        if not isinstance(tensor, ir.ExternalTensor):\n            return tensor\n        if initializer and for_save",
-        "        if not isinstance(tensor, ir.ExternalTensor) or not initializer:\n            return tensor\n        if initializer and for_save",
+        "        if not isinstance(tensor, ir.ExternalTensor):\n"
+        "            return tensor\n"
+        "        if initializer and for_save",
+        "        if not isinstance(tensor, ir.ExternalTensor) or not initializer:\n"
+        "            return tensor\n"
+        "        if initializer and for_save",
     ),
     Mutant(
         "io: save leaves external tensor attributes pointing at the input's data",
