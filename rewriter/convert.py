@@ -17,8 +17,6 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import numpy as np
-
 from rewriter import io
 from rewriter.decompose import (
     DecomposeCumProdPass,
@@ -31,7 +29,7 @@ from rewriter.graphs import ai_onnx_opset
 from rewriter.inline import function_passes
 from rewriter.opset import OpsetError
 from rewriter.targets import DEFAULT_TARGET, target_named
-from rewriter.verify import DEFAULT_DIM, VerifyResult, symbolic_sizes, verify_model
+from rewriter.verify import VerifyResult, plan_bound, symbolic_sizes, verify_model
 
 __all__ = [
     "OUTPUT_SUFFIX",
@@ -190,25 +188,9 @@ def _message(path: Path, exc: Exception) -> str:
 
 
 def _verify_bound(plans: list[Planned], dims: Mapping[str, int]) -> float:
-    """The rewrite's stated float bound plus the sequential reference's own (k - 1 ulps),
-    for the longest scan in the model."""
-    bound = 0.0
-    for plan in plans:
-        site = plan.site
-        k: int | None = None
-        if site.shape is not None and site.axis is not None:
-            dim = site.shape[site.axis]
-            k = dim if isinstance(dim, int) else dims.get(str(dim), DEFAULT_DIM)
-        elif site.shape is not None:
-            sizes = [d if isinstance(d, int) else dims.get(str(d), DEFAULT_DIM) for d in site.shape]
-            k = max(sizes, default=DEFAULT_DIM)
-        if k is None:
-            k = max([DEFAULT_DIM, *dims.values()])
-        if site.dtype is None:
-            continue
-        ks = np.array([max(k, 1)])
-        bound = max(bound, float(plan.lowering.max_ulps(site.dtype, ks)[0]) + max(k - 1, 0))
-    return bound
+    """The largest of the CumProds' float bounds (:func:`rewriter.verify.plan_bound`): what
+    ``--verify`` allows an output it cannot tie to its own CumProds."""
+    return max([plan_bound(plan, dims) for plan in plans], default=0.0)
 
 
 def convert_file(

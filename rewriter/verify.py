@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -153,6 +154,9 @@ def factor_counts(shape: tuple[int, ...], axis: int, exclusive: bool, reverse: b
 # -- checking a rewritten model against its original ----------------------------------------
 
 DEFAULT_DIM = 3
+# Unnamed dims of the graph inputs are fed the sizes after the named ones' largest, by turns
+# over this many (so that two of them differ, and a bound can know the largest).
+UNNAMED_SIZES = 4
 
 # Largest standalone CumProd input (elements) the adversarial site check runs.
 _SITE_LIMIT = 1 << 22
@@ -622,7 +626,8 @@ def random_inputs(
         safe.update(dict.fromkeys(cumprod_axis_inputs(model), -1))
     unnamed = None
     if richer:
-        unnamed = iter(range(max([DEFAULT_DIM, *dims.values()]) + 1, 1 << 62))
+        top = max([DEFAULT_DIM, *dims.values()])
+        unnamed = itertools.cycle(range(top + 1, top + 1 + UNNAMED_SIZES))
     feeds: dict[str, Any] = {}
     for spec in _input_specs(model):
         shape = _concrete(spec.shape, dims, unnamed)
@@ -875,6 +880,68 @@ def _scaled(bound: float, dtype: ir.DataType, narrowest: int | None) -> float:
     return bound * 2.0 ** (bits - narrowest)
 
 
+def plan_bound(plan: Any, dims: Mapping[str, int]) -> float:
+    """One CumProd's float bound in ulps: its lowering's stated bound plus the sequential
+    reference's own (k - 1 ulps), for its scan length at the sizes fed (``dims``); 0 for a
+    site of no known element type."""
+    site = plan.site
+    if site.dtype is None:
+        return 0.0
+    largest = max([DEFAULT_DIM, *dims.values()]) + UNNAMED_SIZES  # an unnamed dim's at most
+
+    def size(dim: object) -> int:
+        if isinstance(dim, int):
+            return dim
+        name = getattr(dim, "value", dim)
+        return dims.get(str(name), DEFAULT_DIM) if name else largest
+
+    k: int
+    if site.shape is not None and site.axis is not None:
+        k = size(site.shape[site.axis])
+    elif site.shape is not None:
+        k = max([size(d) for d in site.shape], default=DEFAULT_DIM)
+    else:
+        k = largest
+    ks = np.array([max(k, 1)])
+    return float(plan.lowering.max_ulps(site.dtype, ks)[0]) + max(k - 1, 0)
+
+
+def _plans_of_outputs(model: onnx.ModelProto, plans: Sequence[Any]) -> dict[str, list[Any] | None]:
+    """Per graph output, the CumProds it is computed from: those of the main graph on its
+    way, matched by output name; None (all of them, as for the whole model) when the way
+    passes a node with a subgraph or a call of a model-local function, whose CumProds
+    cannot be told apart here."""
+    local = {(f.domain, f.name) for f in model.functions}
+    producer = {out: node for node in model.graph.node for out in node.output if out}
+    main = {
+        p.site.node.outputs[0].name: p
+        for p in plans
+        if p.site.node is not None
+        and " > " not in p.site.location
+        and p.site.location.startswith("graph '")
+    }
+    found: dict[str, list[Any] | None] = {}
+    for output in model.graph.output:
+        seen: set[int] = set()
+        todo, opaque = [output.name], False
+        reached: list[Any] = []
+        while todo:
+            name = todo.pop()
+            node = producer.get(name)
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            subgraphs = any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                for a in node.attribute
+            )
+            opaque = opaque or subgraphs or (node.domain, node.op_type) in local
+            reached.extend(main[out] for out in node.output if out in main)
+            todo.extend(i for i in node.input if i)
+        found[output.name] = None if opaque else reached
+    return found
+
+
 def verify_model(
     original: str | os.PathLike[str],
     rewritten: str | os.PathLike[str],
@@ -947,8 +1014,23 @@ def verify_model(
     old_names = [o.name for o in original_proto.graph.output]
     new_names = [o.name for o in rewritten_proto.graph.output]
     declared = {o.name: _declared_dims(o) for o in original_proto.graph.output}
-    site_bits = [PRECISION[p.site.dtype][0] for p in plans if p.site.dtype in PRECISION]
-    narrowest = min(site_bits) if site_bits else None
+
+    def narrowest_of(chosen: Sequence[Any]) -> int | None:
+        bits = [PRECISION[p.site.dtype][0] for p in chosen if p.site.dtype in PRECISION]
+        return min(bits) if bits else None
+
+    narrowest = narrowest_of(plans)
+    # each output's bound from the CumProds it is computed from, where they can be told
+    # apart (a short scan's output beside a long one's, a float32 output beside a bfloat16
+    # CumProd); else the whole model's
+    per_output = _plans_of_outputs(original_proto, plans) if plans else {}
+
+    def bound_of(name: str) -> tuple[float, int | None]:
+        chosen = per_output.get(name)
+        if not chosen:
+            return bound_ulps, narrowest
+        return min(bound_ulps, max(plan_bound(p, sizes) for p in chosen)), narrowest_of(chosen)
+
     worst: dict[str, OutputCheck] = {}
     kinds = ["random"] * runs + ["special", "finite special", "extreme", "overflow", "underflow"]
     # First the richer feeds (each symbolic dim its own size, Loop trip counts 3); if the
@@ -992,8 +1074,9 @@ def verify_model(
         for name, exp in zip(old_names, expected):
             if name not in got:
                 continue
+            bound_here, narrowest_here = bound_of(name)
             result, dtype_name = _compare_value(
-                got[name], exp, bound_ulps, declared[name], narrowest
+                got[name], exp, bound_here, declared[name], narrowest_here
             )
             detail = f"{kind} inputs: {result.detail}" if result.detail else ""
             previous = worst.get(name)
@@ -1002,9 +1085,10 @@ def verify_model(
             ):
                 bound = 0.0
                 if dtype_name.startswith(("float", "double", "bfloat")):
-                    bound = bound_ulps
+                    bound = bound_here
                     with contextlib.suppress(KeyError):
-                        bound = _scaled(bound_ulps, ir.DataType[dtype_name.upper()], narrowest)
+                        dtype = ir.DataType[dtype_name.upper()]
+                        bound = _scaled(bound_here, dtype, narrowest_here)
                 worst[name] = OutputCheck(name, dtype_name, result.ok, result.worst, bound, detail)
     outputs = tuple(problems) + tuple(worst[n] for n in old_names if n in worst)
     sites = tuple(

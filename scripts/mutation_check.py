@@ -581,7 +581,7 @@ MUTANTS = [
     Mutant(
         "verify: unnamed dims all fed 3",
         "rewriter/verify.py",
-        "        unnamed = iter(range(max([DEFAULT_DIM, *dims.values()]) + 1, 1 << 62))\n",
+        "        unnamed = itertools.cycle(range(top + 1, top + 1 + UNNAMED_SIZES))\n",
         "        unnamed = None\n",
     ),
     Mutant(
@@ -601,6 +601,18 @@ MUTANTS = [
         "rewriter/decompose.py",
         "    _refuse_unreachable_external_data(model)\n    opset",
         "    opset",
+    ),
+    Mutant(
+        "verify: every output held to the whole model's bound",
+        "rewriter/verify.py",
+        "        chosen = per_output.get(name)\n",
+        "        chosen = None\n",
+    ),
+    Mutant(
+        "verify: a scan along an unnamed dim bounded as if 3 long",
+        "rewriter/verify.py",
+        "return dims.get(str(name), DEFAULT_DIM) if name else largest",
+        "return dims.get(str(name), DEFAULT_DIM) if name else DEFAULT_DIM",
     ),
     Mutant(
         "io: a data link to any folder accepted",

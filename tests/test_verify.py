@@ -30,6 +30,7 @@ from rewriter.verify import (
     index_inputs,
     numpy_cumprod,
     random_inputs,
+    symbolic_sizes,
     ulp_error,
     verify_model,
 )
@@ -1026,3 +1027,103 @@ def test_the_reference_multiplies_bfloat16_as_onnxruntime_does(tmp_path: Path) -
     (got,) = _run_reference(str(path), {"x": x})
     assert got.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(got.astype(np.float32), once.astype(np.float32))
+
+
+def _verify_as_the_command_does(original: Path, rewritten: Path) -> VerifyResult:
+    """verify_model with the pass's plans and the bound the command line computes."""
+    from rewriter.convert import _verify_bound
+
+    model = ir.load(original)
+    sizes = symbolic_sizes(model)
+    rewrite = DecomposeCumProdPass("auto")
+    rewrite(model)
+    plans = list(rewrite.plans)
+    bound = _verify_bound(plans, sizes)
+    return verify_model(original, rewritten, bound_ulps=bound, runs=3, plans=plans)
+
+
+def _two_cumprods(a: int, a_shape: list[int], x_shape: list[int]) -> onnx.ModelProto:
+    """ya = CumProd(a), y = CumProd(x) (float32), each along axis 1."""
+    return _opset26(
+        helper.make_graph(
+            [
+                helper.make_node("CumProd", ["a", "axis"], ["ya"]),
+                helper.make_node("CumProd", ["x", "axis"], ["y"]),
+            ],
+            "two",
+            [
+                helper.make_tensor_value_info("a", a, a_shape),
+                helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape),
+            ],
+            [
+                helper.make_tensor_value_info("ya", a, a_shape),
+                helper.make_tensor_value_info("y", TensorProto.FLOAT, x_shape),
+            ],
+            [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+        )
+    )
+
+
+def _y_in_bfloat16(model: onnx.ModelProto) -> None:  # the float32 CumProd's result rounded
+    _reroute(
+        model,
+        "y",
+        [
+            helper.make_node("Cast", ["y_inner"], ["y_b"], to=TensorProto.BFLOAT16),
+            helper.make_node("Cast", ["y_b"], ["y"], to=TensorProto.FLOAT),
+        ],
+    )
+
+
+def _y_off_by_1000_ulps(model: onnx.ModelProto) -> None:
+    model.graph.initializer.append(_const("f", 1 + 2**-13))
+    _reroute(model, "y", [helper.make_node("Mul", ["y_inner", "f"], ["y"])])
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["float32 output rounded to bfloat16 beside a bfloat16 CumProd", "short scan beside a long"],
+)
+def test_each_output_is_held_to_its_own_cumprods_bound(tmp_path: Path, case: str) -> None:
+    """Found by a red-team review: one bound served every output, the longest scan's,
+    widened to the narrowest float CumProd of the model. A float32 output rounded to
+    bfloat16 passed because the model also had a bfloat16 CumProd (2^16 times wider), and a
+    4-long scan's output ~1000 ulps off passed beside a 2048-long scan (bound ~4100 ulps).
+    Each output now takes the bound of the CumProds it is computed from."""
+    if case.startswith("float32"):
+        model = _two_cumprods(TensorProto.BFLOAT16, [2, 4], [2, 4])
+        corrupt = _y_in_bfloat16
+    else:
+        model = _two_cumprods(TensorProto.FLOAT, [1, 2048], [3, 4])
+        corrupt = _y_off_by_1000_ulps
+    original, rewritten = _rewrite(model, tmp_path, "two")
+    assert _verify_as_the_command_does(original, rewritten).ok
+    broken = _verify_as_the_command_does(original, _edit(rewritten, tmp_path, corrupt))
+    assert [c.name for c in broken.mismatches()] == ["y"], [
+        f"{c.name}: {c.detail}" for c in broken.mismatches()
+    ]
+
+
+def test_a_bound_covers_the_sizes_fed_to_unnamed_dims(tmp_path: Path) -> None:
+    """Unnamed dims are fed sizes of their own (after the named ones'), so a scan along one
+    is longer than DEFAULT_DIM: the bound of its CumProd must cover the longest fed, or a
+    correct tree lowering (k - 1 ulps) could be reported a mismatch."""
+    from rewriter.verify import plan_bound
+
+    model = _float_model([None, None])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    rewrite = DecomposeCumProdPass("dynamic")
+    rewrite(ir.load(path))
+    (plan,) = rewrite.plans
+    fed = random_inputs(model, np.random.default_rng(0), {}, "random", richer=True)["x"]
+    k = fed.shape[1]
+    assert k > 3  # a size of its own, not DEFAULT_DIM
+    needed = float(plan.lowering.max_ulps(ir.DataType.FLOAT, np.array([k]))[0]) + k - 1
+    assert plan_bound(plan, {}) >= needed
+    rewritten = tmp_path / "r.onnx"
+    onnx.save(rewriter.decompose_cumprod(model, strategy="dynamic"), rewritten)
+    result = verify_model(
+        path, rewritten, bound_ulps=plan_bound(plan, {}), runs=3, plans=[plan], strategy="dynamic"
+    )
+    assert result.ok, [f"{c.name}: {c.detail}" for c in result.mismatches()]
