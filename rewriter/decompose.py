@@ -41,7 +41,7 @@ from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.inline import function_passes
 from rewriter.lowerings.view import takes_flat_view
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
-from rewriter.protos import model_tensors
+from rewriter.protos import model_tensors, proto_graphs
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
 from rewriter.types import (
@@ -523,11 +523,7 @@ def _refuse_read_sparse_initializers(model: onnx.ModelProto) -> None:
     """onnx_ir does not load sparse initializers: one that a node reads (in any graph) would
     be a value with no definition (onnx_ir's cloner then fails). Unread ones in the main
     graph are carried over."""
-    graphs = [model.graph]
-    for node in proto_nodes(model.graph.node):
-        for attr in node.attribute:
-            graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
-    sparse = {s.values.name for graph in graphs for s in graph.sparse_initializer}
+    sparse = {s.values.name for g in proto_graphs(model.graph) for s in g.sparse_initializer}
     if not sparse:
         return
     for node in proto_nodes(model.graph.node):
