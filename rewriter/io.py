@@ -744,9 +744,11 @@ def save_model(
                     external_data=data_name,
                     size_threshold_bytes=_inline_threshold(model),
                 )
-            if training_info:
+            described = _described_initializers(model) if data_name is not None else {}
+            if training_info or described:
                 proto = onnx.load(str(staged), load_external_data=False)
                 proto.training_info.extend(training_info)
+                _describe_initializers(proto, described)
                 onnx.save(proto, str(staged))
             if check:
                 onnx.checker.check_model(str(staged), full_check=False)
@@ -763,6 +765,40 @@ def save_model(
         if data_name is not None and (stage / data_name).exists():
             data = [(stage / data_name, data_name, _strictest_data_file(source))]
         return _commit(target, staged, data, source)
+
+
+def _described_initializers(model: ir.Model) -> dict[str, tuple[str, dict[str, str]]]:
+    """The doc_string and metadata_props of each initializer that has them, by name:
+    ``ir.save`` drops both from the tensors it moves to external data (onnx_ir 1.1 builds
+    the new ExternalTensor without them). A name that sibling subgraphs both give an
+    initializer with different descriptions is left out (which is which is not known)."""
+    seen: dict[str, list[tuple[str, dict[str, str]]]] = {}
+    for graph in graphs_of(model):
+        for name, value in graph.initializers.items():
+            tensor = value.const_value
+            if tensor is not None:
+                description = (tensor.doc_string or "", dict(tensor.metadata_props))
+                seen.setdefault(name, []).append(description)
+    return {
+        name: found[0]
+        for name, found in seen.items()
+        if found[0] != ("", {}) and all(other == found[0] for other in found)
+    }
+
+
+def _describe_initializers(
+    proto: onnx.ModelProto, described: dict[str, tuple[str, dict[str, str]]]
+) -> None:
+    """Give the saved initializers back what :func:`_described_initializers` found."""
+    if not described:
+        return
+    for graph in model_graphs(proto, training=False):
+        for tensor in graph.initializer:
+            if tensor.name in described and not (tensor.doc_string or tensor.metadata_props):
+                doc, props = described[tensor.name]
+                tensor.doc_string = doc
+                for key, value in props.items():
+                    tensor.metadata_props.add(key=key, value=value)
 
 
 def _strictest_data_file(source: Path | None) -> Path | None:

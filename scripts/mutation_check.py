@@ -626,6 +626,18 @@ MUTANTS = [
         "    if any(\n        _through_link(",
         "    if False and any(\n        _through_link(",
     ),
+    Mutant(
+        "io: external initializers' doc_string and metadata not given back",
+        "rewriter/io.py",
+        "                _describe_initializers(proto, described)\n",
+        "",
+    ),
+    Mutant(
+        "io: sibling subgraphs' differing initializer descriptions mixed",
+        "rewriter/io.py",
+        'if found[0] != ("", {}) and all(other == found[0] for other in found)',
+        'if found[0] != ("", {})',
+    ),
 ]
 
 

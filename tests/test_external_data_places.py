@@ -517,3 +517,76 @@ def test_training_info_is_refused_under_a_lower_opset_and_its_cumprod_warned_abo
     with caplog.at_level("WARNING"):
         assert convert_file(source, tmp_path / "out" / "m.onnx").status == "rewritten"
     assert "training_info keeps its 1 CumProd" in caplog.text
+
+
+def _describe(tensor: onnx.TensorProto, doc: str) -> onnx.TensorProto:
+    tensor.doc_string = doc
+    tensor.metadata_props.add(key="origin", value=doc)
+    return tensor
+
+
+def _descriptions(path: Path) -> dict[tuple[str, str], tuple[str, list[tuple[str, str]]]]:
+    """(graph name, initializer name) -> (doc_string, metadata_props)."""
+    from rewriter.protos import model_graphs
+
+    return {
+        (graph.name, t.name): (t.doc_string, [(p.key, p.value) for p in t.metadata_props])
+        for graph in model_graphs(onnx.load(str(path), load_external_data=False))
+        for t in graph.initializer
+    }
+
+
+def test_external_initializers_keep_their_doc_string_and_metadata(tmp_path: Path) -> None:
+    """onnx_ir's save builds the tensors it moves to external data without their doc_string
+    and metadata_props: the output lost both, for the main graph's initializers and a
+    branch's. Two sibling branches describing one name differently are left as saved (which
+    description is whose is not known); the values stay right."""
+
+    def branch(name: str, doc: str) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node("Mul", ["x", "v"], [f"{name}_out"])],
+            name,
+            [],
+            [helper.make_tensor_value_info(f"{name}_out", TensorProto.INT64, SHAPE)],
+            [_describe(_weight("v"), doc)],
+        )
+
+    graph = _io(
+        "described",
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["s"], name="scan"),
+            helper.make_node(
+                "If",
+                ["c"],
+                ["b"],
+                then_branch=branch("then", "then's"),
+                else_branch=branch("else", "else's"),
+            ),
+            helper.make_node("Mul", ["s", "b"], ["y"]),
+        ],
+        [
+            _describe(_weight("w"), "the weights"),
+            helper.make_tensor("c", TensorProto.BOOL, [], [True]),
+        ],
+    )
+    graph.initializer[0].doc_string = "the axis"
+    graph.initializer.append(_describe(_weight("u"), "unused"))
+    convert_model_to_external_data(model := _model(graph), location="m.bin", size_threshold=1024)
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "m.onnx"
+    onnx.save(model, source)
+    before = _descriptions(source)
+    assert before["described", "w"] == ("the weights", [("origin", "the weights")])
+    out = tmp_path / "out.onnx"
+    assert convert_file(source, out).status == "rewritten"
+    after = _descriptions(out)
+    stored = onnx.load(str(out), load_external_data=False)
+    assert {t.name for t in stored.graph.initializer if t.data_location} >= {"w", "u"}
+    for name in ("w", "u"):
+        assert after["described", name] == before["described", name], name
+    for name in ("then", "else"):  # its own description or none, never its sibling's
+        assert after[name, "v"] in (before[name, "v"], ("", [])), name
+    x = np.random.default_rng(7).integers(-9, 10, SHAPE) | 1
+    expected = ort.InferenceSession(str(source)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(ort.InferenceSession(str(out)).run(None, {"x": x})[0], expected)
