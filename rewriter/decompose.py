@@ -438,6 +438,12 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
                 raise CumProdError(
                     "", "the rewritten model", f"fails the ONNX checker: {first}"
                 ) from cause
+            if isinstance(cause, OpsetError) and (before := _checker_problem(model)):
+                # an invalid input's node refused by the opset check: the input is the problem
+                raise InputModelError(
+                    "the input model fails the ONNX checker (full check) before any "
+                    f"rewrite: {before}"
+                ) from cause
             raise cause from None
         restore_shapes(work, declared)
         _commit(model, work)

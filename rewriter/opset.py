@@ -336,7 +336,10 @@ def _flattened_reason(where: Located, types: TypeTable) -> str | None:
     x = node.inputs[0] if node.inputs else None
     _, shape = types.lookup(where.scope, x) if x is not None else (None, None)
     axis = node.attributes.get_int("axis", -1)
-    if shape is not None and axis % shape.rank() == shape.rank() - 1:
+    rank = shape.rank() if shape is not None else None
+    if rank == 0:
+        return f"a 0-D input (invalid: {node.op_type} needs rank >= 1)"
+    if rank is not None and -rank <= axis < rank and axis % rank == rank - 1:
         return None
     return (
         f"{node.op_type} below opset 13 flattens the input from its axis on; only the last "
@@ -377,6 +380,15 @@ def check_target_opset(
             )
             continue
         if then.since_version == now.since_version:
+            continue
+        if where.opset < target:  # a function importing an older ai.onnx than the target
+            raised = (  # the input fails onnx's checker: the model's opset is later still
+                f"its function imports ai.onnx {where.opset}, older than the model's, where "
+                f"{node.op_type} is another version (the input fails onnx's checker); at "
+                f"opset {target} it would be {node.op_type}-{then.since_version}, which may "
+                "mean something else"
+            )
+            blockers.append(_blocker(where, now, raised))
             continue
         references = sorted(name for name, attr in node.attributes.items() if attr.is_ref())
         if references:  # SpecializeFunctionsPass resolves them first in DecomposeCumProdPass

@@ -10,6 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from rewriter.graphs import Located
+from rewriter.site import constant_value
 from rewriter.types import TypeTable
 
 __all__ = ["constant_tensor", "meaning_lost", "no_effect", "split_sizes"]
@@ -80,12 +81,61 @@ def meaning_lost(
         floating = dtype is None or dtype.is_floating_point()
         if floating and node.attributes.get_int("fmod", 0) == 0:
             return "a floor Mod (fmod=0) of floats exists from opset 28"
+    if node.op_type == "BitShift" and now.since_version >= 28 > then.since_version:
+        return _shift_undefined(where, dtype, types)
+    if node.op_type in ("Cast", "CastLike") and now.since_version >= 24 > then.since_version:
+        fnuz = _fnuz_saturated(where, dtype, types)
+        if fnuz is not None:
+            return fnuz
     if node.op_type in _QDQ and then.since_version < 13 <= now.since_version:
         scale = node.inputs[1] if len(node.inputs) > 1 else None
         _, shape = types.lookup(where.scope, scale) if scale is not None else (None, None)
         if shape is None or shape.rank() != 0:
             return "a scale that is not 0-D (per-axis quantization) exists from opset 13"
     return None
+
+
+def _shift_undefined(where: Located, dtype: ir.DataType | None, types: TypeTable) -> str | None:
+    """BitShift-28 gives 0 for a shift by the type's width or more (or a negative one);
+    BitShift-11 leaves those undefined (onnxruntime 1.20 shifted 1 << 32 to 1). None when
+    the shift is a constant whose every value is below the width."""
+    shift = where.node.inputs[1] if len(where.node.inputs) > 1 else None
+    amounts = constant_value(shift) if shift is not None else None
+    if dtype is not None and amounts is not None:
+        width = dtype.itemsize * 8
+        if bool(((amounts >= 0) & (amounts < width)).all()):
+            return None
+    return (
+        "BitShift-28 gives 0 for a shift by the type's width or more, which earlier "
+        "versions leave undefined (the shift must be a constant below the width)"
+    )
+
+
+_FNUZ = frozenset({ir.DataType.FLOAT8E4M3FNUZ, ir.DataType.FLOAT8E5M2FNUZ})
+
+
+def _fnuz_saturated(where: Located, dtype: ir.DataType | None, types: TypeTable) -> str | None:
+    """Cast-24 / CastLike-24 saturate ±inf to ±FLT_MAX of float8e4m3fnuz / float8e5m2fnuz,
+    where earlier versions give NaN; None when the cast cannot meet that case (another
+    output type, saturate=0, or an input that is not a float)."""
+    node = where.node
+    out: ir.DataType | None
+    if node.op_type == "Cast":
+        to = node.attributes.get_int("to")
+        out = ir.DataType(to) if to is not None else None
+    else:
+        like = node.inputs[1] if len(node.inputs) > 1 else None
+        out, _ = types.lookup(where.scope, like) if like is not None else (None, None)
+    if out is not None and out not in _FNUZ:
+        return None
+    if node.attributes.get_int("saturate", 1) == 0:
+        return None
+    if dtype is not None and not dtype.is_floating_point():
+        return None
+    return (
+        f"{node.op_type}-24 saturates ±inf to the largest float8 FNUZ value, where earlier "
+        "versions give NaN"
+    )
 
 
 _FLOAT8 = frozenset(
@@ -148,9 +198,10 @@ def split_sizes(where: Located, types: TypeTable) -> list[int] | None:
     if k is None or x is None or len(node.inputs) > 1 or len(node.outputs) != k:
         return None
     _, shape = types.lookup(where.scope, x)
-    if shape is None:
+    axis = node.attributes.get_int("axis", 0)
+    if shape is None or not -shape.rank() <= axis < shape.rank():
         return None
-    d = shape[node.attributes.get_int("axis", 0) % shape.rank()]
+    d = shape[axis % shape.rank()]
     if not isinstance(d, int):
         return None
     chunk = -(-d // k)

@@ -184,8 +184,8 @@ class CumProdSite:
         return self.spec.length
 
 
-def constant_axis(value: ir.Value) -> np.ndarray | None:
-    """The axis as an array when it is a constant (initializer that is not a graph input,
+def constant_value(value: ir.Value) -> np.ndarray | None:
+    """The value as an array when it is a constant (initializer that is not a graph input,
     or a Constant node), else None."""
     if value.is_graph_input():
         return None
@@ -271,7 +271,7 @@ def inspect_cumprod(
         raise fail(f"axis must be a 0-D tensor, got shape {list(axis_shape.dims)}")
 
     axis: int | None = None
-    constant = constant_axis(axis_value)
+    constant = constant_value(axis_value)
     if constant is not None:
         if constant.ndim != 0:
             raise fail(f"axis must be a 0-D tensor, got shape {list(constant.shape)}")

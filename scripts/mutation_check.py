@@ -204,8 +204,8 @@ MUTANTS = [
     Mutant(
         "opset_rules: Split's default axis taken as -1",
         "rewriter/opset_rules.py",
-        'shape[node.attributes.get_int("axis", 0) % shape.rank()]',
-        'shape[node.attributes.get_int("axis", -1) % shape.rank()]',
+        'axis = node.attributes.get_int("axis", 0)\n    if shape is None',
+        'axis = node.attributes.get_int("axis", -1)\n    if shape is None',
     ),
     Mutant(
         "specialize: a specialisation may take the name of a function of the model",
@@ -637,6 +637,30 @@ MUTANTS = [
         "rewriter/io.py",
         'if found[0] != ("", {}) and all(other == found[0] for other in found)',
         'if found[0] != ("", {})',
+    ),
+    Mutant(
+        "opset_rules: a BitShift-28 shift by the width or more taken below 28",
+        "rewriter/opset_rules.py",
+        "if bool(((amounts >= 0) & (amounts < width)).all()):",
+        "if bool(((amounts >= 0) & (amounts <= width)).all()):",
+    ),
+    Mutant(
+        "opset_rules: a saturating FNUZ Cast-24 relabelled below 24",
+        "rewriter/opset_rules.py",
+        'if node.attributes.get_int("saturate", 1) == 0:',
+        'if node.attributes.get_int("saturate", 0) == 0:',
+    ),
+    Mutant(
+        "opset: a function importing an older ai.onnx raised to the target",
+        "rewriter/opset.py",
+        "        if where.opset < target:  # a function",
+        "        if False:  # a function",
+    ),
+    Mutant(
+        "decompose: an invalid input's opset refusal not reported as the input's",
+        "rewriter/decompose.py",
+        "if isinstance(cause, OpsetError) and (before := _checker_problem(model)):",
+        "if False:",
     ),
 ]
 

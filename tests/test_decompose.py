@@ -296,14 +296,14 @@ def test_target_opset_does_not_relabel_an_attribute_default_that_moved() -> None
 def test_target_opset_refuses_roialign_whose_default_mode_changed() -> None:
     """RoiAlign-16's coordinate_transformation_mode defaults to half_pixel; RoiAlign-10 is
     always output_half_pixel. Not relabelled; onnx's converter has no adapter: refused."""
-    model = _at_opset_26(
-        "bi = Constant <value = int64[1] {0}> ()"
+    model = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        " main (float[1, 2, 4, 4] x, float[1, 4] rois) => (float[1, 2, 2, 2] y) {"
+        " bi = Constant <value = int64[1] {0}> ()"
         " r = RoiAlign <output_height = 2, output_width = 2> (x, rois, bi)"
-        " ax = Constant <value = int64 {-1}> () y = CumProd (r, ax)",
-        "[1, 2, 2, 2]",
+        " ax = Constant <value = int64 {-1}> () y = CumProd (r, ax) }"
     )
-    rois = onnx.helper.make_tensor_value_info("rois", onnx.TensorProto.FLOAT, [1, 4])
-    model.graph.input.append(rois)
+    onnx.checker.check_model(model, full_check=True)  # valid: the refusal is the opset's
     with pytest.raises(rewriter.OpsetError, match="RoiAlign"):
         rewriter.decompose_cumprod(model, target_opset=15)
 
@@ -422,6 +422,124 @@ def test_target_opset_refuses_a_value_the_older_op_does_not_mean(
     onnx.checker.check_model(model, full_check="com.microsoft" not in body)
     with pytest.raises(rewriter.OpsetError, match=reason):
         rewriter.decompose_cumprod(model, target_opset=target)
+
+
+def _at_opset_28(body: str, inputs: str, out: str = "uint32[4] y") -> onnx.ModelProto:
+    model = onnx.parser.parse_model(
+        f'<ir_version: 11, opset_import: ["" : 28]> main ({inputs}) => ({out}) {{ {body} }}'
+    )
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+_SHIFT = (
+    's = BitShift <direction = "LEFT"> (x, k) ax = Constant <value = int64 {0}> ()'
+    " y = CumProd (s, ax)"
+)
+
+
+def test_target_opset_refuses_a_bitshift_the_older_op_leaves_undefined() -> None:
+    """BitShift-28 gives 0 for a shift by the type's width or more; BitShift-11 leaves it
+    undefined (onnxruntime 1.20.1 shifted uint32 1 << 32 to 1; found by a review from
+    outside). A shift fed at run time, or a constant one reaching the width, is refused; a
+    constant one below the width is relabelled and runs right."""
+    fed = _at_opset_28(_SHIFT, "uint32[4] x, uint32[4] k")
+    with pytest.raises(rewriter.OpsetError, match=r"BitShift-28 .*width or more"):
+        rewriter.decompose_cumprod(fed, target_opset=18)
+    wide = _at_opset_28(
+        "k = Constant <value = uint32[4] {1, 2, 3, 32}> () " + _SHIFT, "uint32[4] x"
+    )
+    with pytest.raises(rewriter.OpsetError, match=r"BitShift-28 .*width or more"):
+        rewriter.decompose_cumprod(wide, target_opset=18)
+    narrow = _at_opset_28(
+        "k = Constant <value = uint32[4] {1, 2, 3, 31}> () " + _SHIFT, "uint32[4] x"
+    )
+    rewritten = rewriter.decompose_cumprod(narrow, target_opset=18)
+    x = np.array([3, 5, 7, 1], np.uint32)
+    expected = np.cumprod(x << np.array([1, 2, 3, 31], np.uint32), dtype=np.uint32)
+    (y,) = run_ort(rewritten, {"x": x})
+    np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("to", ["FLOAT8E4M3FNUZ", "FLOAT8E5M2FNUZ"])
+@pytest.mark.parametrize("op", ["Cast", "CastLike"])
+def test_target_opset_refuses_a_saturating_fnuz_cast_below_24(op: str, to: str) -> None:
+    """Cast-24 and CastLike-24 saturate ±inf to the largest float8 FNUZ value; Cast-23 gives
+    NaN (onnx PR 7130; found by a review from outside). Refused from a float input with
+    saturate=1 (the default); relabelled with saturate=0, to another float8 type, or from
+    an integer input, which cannot be infinite."""
+    code = getattr(TensorProto, to)
+
+    def model(attrs: str, x: str = "float", to_code: int = code) -> onnx.ModelProto:
+        if op == "Cast":
+            cast = f"c = Cast <to = {to_code}{attrs}> (x)"
+        else:
+            like = onnx.helper.tensor_dtype_to_string(to_code).split(".")[-1].lower()
+            cast = f"l = Constant <value = {like}[1] {{0}}> () c = CastLike <{attrs[2:]}> (x, l)"
+            cast = cast.replace("CastLike <>", "CastLike")
+        body = f"{cast} f = Cast <to = 1> (c) ax = Constant <value = int64 {{0}}> ()"
+        return _at_opset_28(f"{body} y = CumProd (f, ax)", f"{x}[4] x", "float[4] y")
+
+    with pytest.raises(rewriter.OpsetError, match=f"{op}-24 saturates"):
+        rewriter.decompose_cumprod(model(""), target_opset=23)
+    with pytest.raises(rewriter.OpsetError, match=f"{op}-24 saturates"):
+        rewriter.decompose_cumprod(model(", saturate = 1"), target_opset=23)
+    for kept in (
+        model(", saturate = 0"),
+        model("", x="int32"),
+        model("", to_code=TensorProto.FLOAT8E4M3FN),
+    ):
+        rewritten = rewriter.decompose_cumprod(kept, target_opset=23)
+        assert rewritten.opset_import[0].version == 23
+
+
+def test_target_opset_refuses_a_softmax_of_a_0d_input() -> None:
+    """Softmax-13 on a 0-D input (an invalid model) crashed the opset check with a
+    ZeroDivisionError (found by a review from outside); now one line saying why."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 11, opset_import: ["" : 26]>'
+        " main (float x, float[3] z) => (float s, float[3] y) {"
+        " s = Softmax (x) ax = Constant <value = int64 {0}> () y = CumProd (z, ax) }"
+    )
+    with pytest.raises(rewriter.InputModelError, match=r"fails the ONNX checker .*rank"):
+        rewriter.decompose_cumprod(model, target_opset=12)
+    with pytest.raises(rewriter.OpsetError, match="a 0-D input \\(invalid"):  # the pass alone
+        TargetOpsetPass(12).call(ir.serde.deserialize_model(model))
+
+
+def test_target_opset_refuses_to_raise_a_function_importing_an_older_opset() -> None:
+    """A function importing ai.onnx 12 in a model at 26 (the checker refuses it: Softmax-11
+    there, Softmax-13 in the model) was written with every import set to the target:
+    its Softmax-11 (which flattens) became a Softmax-13 (one axis), without a word (found
+    by a review from outside)."""
+    f = helper.make_function(
+        "local",
+        "F",
+        ["a"],
+        ["b"],
+        [helper.make_node("Softmax", ["a"], ["b"], axis=1)],
+        [helper.make_opsetid("", 12)],
+    )
+    g = helper.make_graph(
+        [
+            helper.make_node("F", ["x"], ["s"], domain="local"),
+            helper.make_node("Constant", [], ["ax"], value=helper.make_tensor("v", 7, [], [1])),
+            helper.make_node("CumProd", ["s", "ax"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
+    )
+    model = helper.make_model(
+        g,
+        opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("local", 1)],
+        functions=[f],
+        ir_version=10,
+    )
+    with pytest.raises(rewriter.InputModelError, match=r"fails the ONNX checker .*version 12"):
+        rewriter.decompose_cumprod(model, target_opset=13)
+    with pytest.raises(rewriter.OpsetError, match=r"imports ai\.onnx 12, older than the model"):
+        TargetOpsetPass(13).call(ir.serde.deserialize_model(model))
 
 
 def test_target_opset_drops_a_default_attribute_before_onnx_converter() -> None:
