@@ -247,6 +247,7 @@ TARGET_REFUSALS = (
     "which iree lacks",
     "which tflite lacks",
     "which tinygrad lacks",
+    "which the tinygrad target does not use",  # If (it runs both branches)
     "which portable lacks",
     "cannot take a shape computed at run time",  # the rank of x not known
     "cannot load a Pad or Reshape sized from a length",  # tract: Target.bounded_lengths

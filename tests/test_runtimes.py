@@ -403,3 +403,40 @@ def test_runtime_limit_is_warned_and_bounded(runs: Runs, runtime: str, case: Cas
             _check(runs, runtime, case, ex, rev, float32_level=True)
         else:
             _check(runs, runtime, case, ex, rev, in_int32=True)
+
+
+def test_tinygrad_scans_empty_inputs_over_symbolic_dims(tmp_path: Path) -> None:
+    """tinygrad's If runs both branches: below opset 14 the "empty or not" If's lowered
+    branch failed on an empty x (found by a review from outside), so that target is now
+    refused there (tests/test_targets.py); at the target's lowest opset without that If and
+    at the model's own, empty inputs come back empty and a non-empty one is right."""
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("CumProd", ["x", "axis"], ["y"], exclusive=1, reverse=1)],
+            "empty",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", "b"])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])],
+            [helper.make_tensor("axis", TensorProto.INT64, [], [0])],
+        ),
+        opset_imports=[helper.make_opsetid("", 26)],
+    )
+    feeds = {
+        "rows0": np.ones((0, 3), np.float32),
+        "cols0": np.ones((3, 0), np.float32),
+        "full": np.array([[2, 3], [5, 7], [0.5, -1]], np.float32),
+    }
+    cases: dict[str, runtime_harness.Case] = {}
+    for opset in (14, 26):
+        lowered = rewriter.decompose_cumprod(
+            model, target="tinygrad", target_opset=opset, max_length=8
+        )
+        for name, x in feeds.items():
+            cases[f"{name}-{opset}"] = (lowered, {"x": x})
+    results = runtime_harness.run_cases("tinygrad", cases, tmp_path)
+    for key, (_, feed) in cases.items():
+        result = results[key]
+        assert not isinstance(result, str), f"{key}: {result}"
+        x = feed["x"]
+        expected = np.flip(np.cumprod(np.flip(x, 0), axis=0), 0)  # reverse, then exclusive:
+        expected = np.concatenate([expected[1:], np.ones_like(x[:1])], axis=0)
+        np.testing.assert_array_equal(result[0], expected, err_msg=key)

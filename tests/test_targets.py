@@ -351,3 +351,24 @@ def test_unknown_rank_refusal_names_the_rank_not_a_run_time_axis() -> None:
         rewriter.decompose_cumprod(model, target="tract")
     assert "the rank of x is not known" in str(refused.value)
     assert "run-time axis" not in str(refused.value)
+
+
+@pytest.mark.parametrize("target", list(rewriter.TARGETS))
+def test_below_opset_14_symbolic_dims_need_an_if_the_target_takes(target: str) -> None:
+    """Below opset 14 a Reshape reads 0 as "copy this dim", so x over symbolic dims is
+    lowered inside an If (empty or not). A target that lacks If, or whose If goes wrong
+    there (tinygrad runs both branches: the lowered one failed on an empty x; found by a
+    review from outside), refuses with one line; the others build the If."""
+    model = cumprod_model(TensorProto.FLOAT, ("a", "b"), 0, exclusive=1, reverse=1)
+    spec = rewriter.TARGETS[target]
+    assert spec.min_opset <= 13
+    options = {"target": target, "target_opset": 13, "max_length": 8}
+    if "If" in spec.missing_ops:
+        with pytest.raises(rewriter.StrategyError, match="use --target-opset 14 or later"):
+            rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
+    else:
+        lowered = rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
+        assert "If" in {n.op_type for n in all_nodes(lowered)}
+    assert ("If" in spec.missing_ops) == (
+        target in {"openvino", "tract", "iree", "tinygrad", "portable"}
+    )
