@@ -662,6 +662,12 @@ MUTANTS = [
         "if isinstance(cause, OpsetError) and (before := _checker_problem(model)):",
         "if False:",
     ),
+    Mutant(
+        "targets: tinygrad given the empty-or-not If (its If runs both branches)",
+        "rewriter/targets.py",
+        'missing_ops=frozenset({"Loop", "Scan", "If"}),\n            avoided_ops=frozenset({"If"}),\n            auto="tinygrad"',
+        'missing_ops=frozenset({"Loop", "Scan"}),\n            auto="tinygrad"',
+    ),
 ]
 
 
