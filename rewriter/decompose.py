@@ -276,6 +276,8 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         for plan in plans:
             for line in warning_lines(plan.site, plan.lowering, self.target):
                 logger.warning("%s", line)
+        for line in own_loop_warnings(model, self.target):
+            logger.warning("%s", line)
         names = lowerings.NameSource.for_model(model)
         for plan in plans:
             self.built.extend(_replace(plan, names, self.build_opset, self.target))
@@ -287,6 +289,20 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         )
         self.plans = plans
         return ir.passes.PassResult(model, modified=True)
+
+
+def own_loop_warnings(model: ir.Model, target: Target) -> list[str]:
+    """A line for each of the model's own Loop / Scan nodes the target's runtime lacks
+    (:meth:`Target.lacked_loops`): the rewrite keeps them, so the output will not load
+    there. Called before the CumProds are replaced: the lowerings' own nodes are not seen."""
+    lacked = target.lacked_loops()
+    return [
+        f"{where.node.op_type} '{where.node.name or ''}' in {where.location} is the model's "
+        f"own: it needs {target.lacking([where.node.op_type])}, and the rewrite keeps it "
+        f"(target {target.name})"
+        for where in walk_model(model)
+        if where.node.domain in ONNX_DOMAINS and where.node.op_type in lacked
+    ]
 
 
 def warning_lines(site: CumProdSite, lowering: lowerings.Lowering, target: Target) -> list[str]:

@@ -189,6 +189,12 @@ class Target:
             return f"{names}, which the {self.name} target does not use"
         return f"{names}, which {self.name} lacks"
 
+    def lacked_loops(self) -> frozenset[str]:
+        """Loop and Scan where the runtime has neither (``missing_ops`` but not avoided): a
+        model's own one cannot run there. If is left out: tract, IREE and TFLite ran the
+        model's own If, though this tool builds none for them."""
+        return frozenset({"Loop", "Scan"} & (self.missing_ops - self.avoided_ops))
+
 
 _NO_CONTROL_FLOW = frozenset({"Loop", "Scan", "If"})
 

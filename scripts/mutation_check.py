@@ -665,8 +665,22 @@ MUTANTS = [
     Mutant(
         "targets: tinygrad given the empty-or-not If (its If runs both branches)",
         "rewriter/targets.py",
-        'missing_ops=frozenset({"Loop", "Scan", "If"}),\n            avoided_ops=frozenset({"If"}),\n            auto="tinygrad"',
+        'missing_ops=frozenset({"Loop", "Scan", "If"}),\n'
+        '            avoided_ops=frozenset({"If"}),\n'
+        '            auto="tinygrad"',
         'missing_ops=frozenset({"Loop", "Scan"}),\n            auto="tinygrad"',
+    ),
+    Mutant(
+        "decompose: the model's own Loop on a target without Loop not warned about",
+        "rewriter/decompose.py",
+        "        for line in own_loop_warnings(model, self.target):\n",
+        "        for line in own_loop_warnings(model, self.target)[:0]:\n",
+    ),
+    Mutant(
+        "lowerings: a refusal inside the model's own Loop silent about it",
+        "rewriter/lowerings/__init__.py",
+        "        if inside:\n",
+        "        if False:\n",
     ),
 ]
 

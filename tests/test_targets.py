@@ -372,3 +372,77 @@ def test_below_opset_14_symbolic_dims_need_an_if_the_target_takes(target: str) -
     assert ("If" in spec.missing_ops) == (
         target in {"openvino", "tract", "iree", "tinygrad", "portable"}
     )
+
+
+def _loop_model() -> onnx.ModelProto:
+    """y = a Loop whose body scans its carried value with a CumProd (the carried value's
+    declared shape is not trusted inside the body, so x's rank is not known there)."""
+    body = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node(
+                "Constant",
+                [],
+                ["ax"],
+                value=onnx.helper.make_tensor("a", TensorProto.INT64, [], [-1]),
+            ),
+            onnx.helper.make_node("CumProd", ["v", "ax"], ["v2"], name="inner"),
+            onnx.helper.make_node("Identity", ["cin"], ["cout"]),
+        ],
+        "body",
+        [
+            onnx.helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            onnx.helper.make_tensor_value_info("cin", TensorProto.BOOL, []),
+            onnx.helper.make_tensor_value_info("v", TensorProto.FLOAT, [4, 6]),
+        ],
+        [
+            onnx.helper.make_tensor_value_info("cout", TensorProto.BOOL, []),
+            onnx.helper.make_tensor_value_info("v2", TensorProto.FLOAT, [4, 6]),
+        ],
+    )
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node(
+                "Constant",
+                [],
+                ["go"],
+                value=onnx.helper.make_tensor("t", TensorProto.BOOL, [], [True]),
+            ),
+            onnx.helper.make_node("Loop", ["trip", "go", "x"], ["y"], body=body, name="steps"),
+        ],
+        "g",
+        [
+            onnx.helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6]),
+            onnx.helper.make_tensor_value_info("trip", TensorProto.INT64, []),
+        ],
+        [onnx.helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 26)])
+
+
+@pytest.mark.parametrize("target", list(rewriter.TARGETS))
+def test_the_models_own_loop_on_a_target_without_loop_is_said(
+    target: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A CumProd in the model's own Loop, for a runtime without Loop: the output cannot run
+    there whatever the tool does. A refusal says so beside its own reason (it blamed only
+    the unknown rank; found by a review from outside); a rewrite warns once, naming the
+    Loop. Runtimes with Loop hear nothing of it."""
+    spec = rewriter.TARGETS[target]
+    caplog.set_level(logging.WARNING, logger="rewriter")
+    try:
+        rewriter.decompose_cumprod(_loop_model(), target=target, max_length=16)
+    except rewriter.StrategyError as error:
+        assert "Loop" in spec.missing_ops, str(error)
+        assert f"the model's own Loop, which {target} lacks" in str(error)
+        return
+    own = [r.getMessage() for r in caplog.records if "is the model's own" in r.getMessage()]
+    if "Loop" in spec.lacked_loops():
+        assert own == [
+            f"Loop 'steps' in graph 'g' is the model's own: it needs Loop, which {target} "
+            f"lacks, and the rewrite keeps it (target {target})"
+        ]
+    else:
+        assert own == []
+    assert ("Loop" in spec.lacked_loops()) == (
+        target in {"tract", "iree", "tinygrad", "portable", "tflite"}
+    )

@@ -214,6 +214,13 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
     if reason is not None:
         if runtime is not target:
             reason += f" (inside a Scan body, where {runtime.name} failed to convert a Scan)"
+        own = target or TARGETS[DEFAULT_TARGET]
+        inside = [op for op in sorted(own.lacked_loops()) if f"> {op} '" in site.location]
+        if inside:
+            reason += (
+                f" (it also sits in the model's own {inside[0]}, which {own.name} lacks: "
+                "the model cannot run there as it is)"
+            )
         raise StrategyError(site.name, site.location, reason)
     return lowering
 
