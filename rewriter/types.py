@@ -491,7 +491,8 @@ def _cumprod_subgraphs(top: ir.Graph) -> list[ir.Graph]:
 
 def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Value]:
     """Inputs of the subgraphs that hold a CumProd (and of the subgraphs around those) whose
-    declared static dims shape inference does not confirm: a Loop body's carried value, say,
+    declared rank or static dims shape inference does not confirm: a Loop body's carried
+    value, say (its rank may change between iterations too),
     whose declaration no runtime checks, but from which onnxruntime folds a Shape of it (and
     of what is computed from it) into a constant: a lowering that reads the dims at run time
     would read the declaration."""
@@ -499,11 +500,20 @@ def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Va
     scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
     found: list[ir.Value] = []
     for scope, top in scopes:
+        owners = {
+            id(sub): node
+            for node in ir.traversal.RecursiveGraphIterator(top)
+            for sub in _subgraphs(node)
+        }
         for graph in _cumprod_subgraphs(top):
-            for value in graph.inputs:
+            owner = owners.get(id(graph))
+            fixed = 2 if owner is not None and owner.op_type == "Loop" else 0
+            for value in graph.inputs[fixed:]:  # a Loop's count and condition: scalars
                 declared = _declared_dims(value)
-                if declared is None or all(d is None for d in declared):
+                if declared is None:
                     continue
+                # the rank alone too: a Loop body's carried value may change rank between
+                # iterations, and onnxruntime folded Shape(Shape(v)) from a declared one
                 inferred = _inferred_dims(types.get_proto(scope, value.name or ""))
                 if (
                     inferred is None

@@ -682,6 +682,19 @@ MUTANTS = [
         "        if inside:\n",
         "        if False:\n",
     ),
+    Mutant(
+        "types: a Loop body's carried value keeps its declared rank",
+        "rewriter/types.py",
+        "                if declared is None:\n                    continue\n                # the rank",
+        "                if declared is None or all(d is None for d in declared):\n"
+        "                    continue\n                # the rank",
+    ),
+    Mutant(
+        "types: a Loop's count and condition lose their shapes too",
+        "rewriter/types.py",
+        'fixed = 2 if owner is not None and owner.op_type == "Loop" else 0',
+        "fixed = 0",
+    ),
 ]
 
 

@@ -12,7 +12,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 import onnxscript.rewriter
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import rewriter
@@ -1645,3 +1645,53 @@ def test_a_proto_without_its_external_data_from_another_folder_is_one_clear_erro
     assert isinstance(rewritten, onnx.ModelProto)
     x = np.random.default_rng(4).integers(-5, 6, (2, 32))
     np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], np.cumprod(x * w, axis=1))
+
+
+@pytest.mark.parametrize("declared", [["k"], [None]])
+@pytest.mark.parametrize("target", ["onnxruntime", "spec"])
+def test_a_loop_carried_value_that_changes_rank(declared: list, target: str) -> None:
+    """A Loop body's carried value declared rank 1 that is rank 2 from the second iteration
+    on (a valid model: the checker passes it, onnxruntime runs it). onnxruntime folded the
+    lowering's Shape(Shape(v)) from the declared rank and scanned axis 0 instead of -1:
+    wrong values, no error (found by a review from outside). The declared rank is now
+    dropped like unconfirmed static dims; the Loop's count and condition keep theirs
+    (onnxruntime's Loop refuses them without)."""
+
+    def const(name: str, value: np.ndarray) -> onnx.NodeProto:
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value))
+
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [
+            const("a", np.array(-1, np.int64)),
+            helper.make_node("CumProd", ["v", "a"], ["cp"], name="scan"),
+            const("sh", np.array([3, 3], np.int64)),
+            helper.make_node("Expand", ["cp", "sh"], ["e"]),
+            const("rows", np.array([[1], [2], [3]], np.int64)),
+            helper.make_node("Add", ["e", "rows"], ["v2"]),
+            helper.make_node("Identity", ["cond"], ["more"]),
+        ],
+        "body",
+        [
+            vi("i", TensorProto.INT64, []),
+            vi("cond", TensorProto.BOOL, []),
+            vi("v", TensorProto.INT64, declared),
+        ],
+        [vi("more", TensorProto.BOOL, []), vi("v2", TensorProto.INT64, [3, 3])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "v0"], ["vf"], body=body)],
+        "g",
+        [vi("n", TensorProto.INT64, []), vi("v0", TensorProto.INT64, [3])],
+        [vi("vf", TensorProto.INT64, ["p", "q"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=11)
+    onnx.checker.check_model(model, full_check=True)
+    rewritten = rewriter.decompose_cumprod(model, target=target)
+    for n in (1, 2, 3):
+        feeds = {"n": np.array(n, np.int64), "v0": np.array([2, 3, 5], np.int64)}
+        v = feeds["v0"]
+        for _ in range(n):  # numpy's loop, the reference
+            v = np.broadcast_to(np.cumprod(v, axis=-1), (3, 3)) + np.array([[1], [2], [3]])
+        (got,) = run_ort(rewritten, feeds)
+        np.testing.assert_array_equal(got, v, err_msg=f"n={n}")
