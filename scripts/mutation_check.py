@@ -685,7 +685,8 @@ MUTANTS = [
     Mutant(
         "types: a Loop body's carried value keeps its declared rank",
         "rewriter/types.py",
-        "                if declared is None:\n                    continue\n                # the rank",
+        "                if declared is None:\n"
+        "                    continue\n                # the rank",
         "                if declared is None or all(d is None for d in declared):\n"
         "                    continue\n                # the rank",
     ),
