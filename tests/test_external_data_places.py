@@ -590,3 +590,31 @@ def test_external_initializers_keep_their_doc_string_and_metadata(tmp_path: Path
     x = np.random.default_rng(7).integers(-9, 10, SHAPE) | 1
     expected = ort.InferenceSession(str(source)).run(None, {"x": x})[0]
     np.testing.assert_array_equal(ort.InferenceSession(str(out)).run(None, {"x": x})[0], expected)
+
+
+def test_small_external_weights_leave_no_empty_data_file(tmp_path: Path) -> None:
+    """Weights of 256 bytes or less go into the output model (onnx_ir's save threshold); an
+    empty, unreferenced ``out.onnx.<hex>.data`` was left beside it (found by a review from
+    outside)."""
+    w = numpy_helper.from_array((np.arange(12, dtype=np.int64) % 5) * 2 + 1, "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("CumProd", ["xw", "axis"], ["y"], name="scan"),
+        ],
+        "small",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [12])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [12])],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [0]), w],
+    )
+    (tmp_path / "in").mkdir()
+    source = tmp_path / "in" / "m.onnx"
+    onnx.save(_model(graph), source, save_as_external_data=True, size_threshold=0, location="m.bin")
+    assert (tmp_path / "in" / "m.bin").stat().st_size == 96
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "m.onnx"
+    assert convert_file(source, out).status == "rewritten"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["m.onnx"]
+    x = np.array([3, -1, 5, 1, 7, -3, 1, 1, 3, -5, 1, 1], np.int64)
+    want = ort.InferenceSession(str(source)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(ort.InferenceSession(str(out)).run(None, {"x": x})[0], want)
