@@ -156,9 +156,13 @@ def _replace(
         y.shape = ir.Shape(list(spec.dims))
     if site.axis_value is not None:
         _drop_if_dead(site.axis_value)
+    for new in reversed(list(builder.nodes)):  # consumers after producers: one pass back
+        if not any(out.uses() or out.is_graph_output() for out in new.outputs):
+            graph.remove(new, safe=True)  # a helper value the lowering did not use after all
     logger.debug("lowered CumProd %r in %s with %s", node.name, site.location, plan.lowering.name)
-    built = list(builder.nodes)
-    for new in builder.nodes:
+    kept = [new for new in builder.nodes if new.graph is not None]
+    built = list(kept)
+    for new in kept:
         for attr in new.attributes.values():
             if attr.type == ir.AttributeType.GRAPH:
                 built.extend(ir.traversal.RecursiveGraphIterator(attr.as_graph()))

@@ -696,6 +696,12 @@ MUTANTS = [
         'fixed = 2 if owner is not None and owner.op_type == "Loop" else 0',
         "fixed = 0",
     ),
+    Mutant(
+        "decompose: a lowering's unused helper nodes left in the graph",
+        "rewriter/decompose.py",
+        "            graph.remove(new, safe=True)  # a helper value",
+        "            pass  # a helper value",
+    ),
 ]
 
 

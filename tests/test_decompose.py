@@ -1092,3 +1092,32 @@ def test_api_options_that_are_not_whole_numbers_are_one_clear_error(
         model, target="iree", target_opset=np.int64(14), max_length=np.int64(8)
     )
     assert rewritten.opset_import[0].version == 14
+
+
+@pytest.mark.parametrize("target", list(rewriter.TARGETS))
+def test_no_lowering_leaves_a_node_nothing_reads(target: str) -> None:
+    """A lowering's helper constants that it did not use after all were left in the graph:
+    onnxruntime printed "Removing initializer 'CumProd_Constant_4'. It is not used by any
+    node" for each, on every session (found by a review from outside). Every strategy, on
+    static, symbolic and run-time lengths, and a run-time axis."""
+    from tests.helpers import all_nodes, lower_or_refused
+
+    models = [
+        cumprod_model(TensorProto.FLOAT, (4, 5), 1),
+        cumprod_model(TensorProto.INT64, ("b", 40, 3), 1, exclusive=1, reverse=1),
+        cumprod_model(TensorProto.FLOAT, (3, "n"), 1),
+        cumprod_model(TensorProto.INT32, (2, 3, 4), 1, axis_form="input"),
+    ]
+    for strategy in rewriter.lowerings.STRATEGIES:
+        for model in models:
+            try:
+                lowered = lower_or_refused(model, strategy, target=target, max_length=64)
+            except AssertionError:
+                continue  # a refusal of this target (tests/test_view.py checks those)
+            if lowered is None:
+                continue
+            graph = lowered.graph
+            read = {name for node in all_nodes(lowered) for name in node.input}
+            read |= {out.name for out in graph.output}
+            dead = [n.output[0] for n in graph.node if not any(o in read for o in n.output)]
+            assert dead == [], f"{strategy}: {dead}"
