@@ -27,3 +27,14 @@ __all__ = [
     "TargetError",
     "decompose_cumprod",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``rewriter.rules`` and ``rewriter.pytorch`` without importing them first (the README's
+    ``rewriter.rules.cumprod_rules()`` failed with an AttributeError): loaded on first use,
+    so ``import rewriter`` stays as fast as before."""
+    if name in ("rules", "pytorch"):
+        import importlib
+
+        return importlib.import_module(f"rewriter.{name}")
+    raise AttributeError(f"module 'rewriter' has no attribute {name!r}")

@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--target-opset",
-        type=int,
+        type=_positive,
         metavar="N",
         help="write the model at ai.onnx opset N (11 to the model's own); default: keep it",
     )
@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="size of a symbolic dimension for --verify (repeatable; default 3)",
+        help="size of a symbolic dimension for --verify (repeatable; default: 3, 4, 5, ... "
+        "one size per dim, or all 3 if the original fails on that)",
     )
     parser.add_argument(
         "--report", metavar="FILE.json", help="write a per-file, per-node JSON report"
@@ -104,7 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--in-place", action="store_true", help="overwrite each input (atomically)")
     verbosity = parser.add_mutually_exclusive_group()
-    verbosity.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    verbosity.add_argument(
+        "-q", "--quiet", action="store_true", help="print errors only (no warnings, no summary)"
+    )
     verbosity.add_argument(
         "-v", "--verbose", action="store_true", help="log each node; show tracebacks"
     )
@@ -303,7 +306,7 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
+        level=logging.DEBUG if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     if not args.verbose:  # onnx_ir warns about invalid models we then report in one line

@@ -653,7 +653,9 @@ def _ort_session(model: str | bytes) -> Any:
 
     ort.set_default_logger_severity(3)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    # fatal only: a run that fails (the first feeds' sizes may not fit the model) raises, and
+    # is reported in one line; its error log leaked onto the terminal, red, even with -q
+    options.log_severity_level = 4
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 

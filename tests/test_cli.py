@@ -446,3 +446,34 @@ def test_a_dim_too_large_to_feed_is_one_line(tmp_path: Path) -> None:
     assert len(errors) == 1 and "graph input 'x' would have shape (4, 100000000)" in errors[0]
     assert "give smaller --dim sizes" in errors[0], errors
     assert files(tmp_path) == before
+
+
+def test_quiet_drops_warnings_and_a_bad_target_opset_is_a_usage_error(tmp_path: Path) -> None:
+    """``-q`` says "errors only": the target's per-node warnings still printed (found by a
+    review of the README). ``--target-opset -1`` reached the library and came back as a
+    per-file "ValueError: ..." line; it is a usage error now, like ``--max-length 0``."""
+    model = _save(cumprod_model(TensorProto.FLOAT, ("n", 4), 1), tmp_path / "m.onnx")
+    loud = cli(model, "-o", tmp_path / "loud.onnx", "--target", "iree", "--max-length", "8")
+    assert loud.returncode == 0, loud.stderr
+    assert "WARNING" in loud.stderr and "iree" in loud.stderr  # IREE's subnormals
+    quiet = cli(model, "-o", tmp_path / "q.onnx", "--target", "iree", "--max-length", "8", "-q")
+    assert quiet.returncode == 0, quiet.stderr
+    assert (quiet.stdout, quiet.stderr) == ("", "")
+    assert (tmp_path / "q.onnx").exists()
+    bad = cli(model, "-o", tmp_path / "b.onnx", "--target-opset", "-1")
+    assert bad.returncode == 2
+    assert "--target-opset: must be a whole number >= 1, got '-1'" in bad.stderr
+    assert "ValueError" not in bad.stderr and not (tmp_path / "b.onnx").exists()
+
+
+def test_rules_and_pytorch_are_reachable_from_import_rewriter() -> None:
+    """The README's ``rewriter.rules.cumprod_rules()`` after a plain ``import rewriter`` was
+    an AttributeError in a fresh interpreter (found by a review of the README)."""
+    code = (
+        "import sys, rewriter; assert 'rewriter.rules' not in sys.modules; "
+        "rules = rewriter.rules.cumprod_rules(); print(type(rules).__name__); "
+        "print(callable(rewriter.pytorch.translation_table))"
+    )
+    done = cli(code=code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["RewriteRuleSet", "True"]
