@@ -317,6 +317,17 @@ def _main(argv: Sequence[str] | None) -> int:
             "warning: --dim only sets sizes for --verify, which was not given: ignored",
             file=sys.stderr,
         )
+    ignored = [
+        flag
+        for flag, given in (
+            ("-o", args.output),
+            ("--verify", args.verify),
+            ("--in-place", args.in_place),
+        )
+        if given
+    ]
+    if args.list and ignored:
+        print(f"warning: --list writes nothing: {', '.join(ignored)} ignored", file=sys.stderr)
     jobs = _plan_outputs(parser, args)
     report_path = Path(args.report) if args.report else None
     if args.list:  # nothing written but the report
@@ -335,7 +346,11 @@ def _main(argv: Sequence[str] | None) -> int:
     for source, target in _progress(jobs, args.quiet):
         if args.list:
             report = convert.list_file(
-                source, strategy=args.strategy, target=args.target, max_length=args.max_length
+                source,
+                strategy=args.strategy,
+                target=args.target,
+                max_length=args.max_length,
+                target_opset=args.target_opset,
             )
         else:
             report = convert.convert_file(

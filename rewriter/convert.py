@@ -22,13 +22,11 @@ from rewriter.decompose import (
     DecomposeCumProdPass,
     Planned,
     check_training_info,
-    plan_cumprods,
 )
 from rewriter.errors import CumProdError, InputModelError, TargetError
 from rewriter.graphs import ai_onnx_opset
-from rewriter.inline import function_passes
 from rewriter.opset import OpsetError
-from rewriter.targets import DEFAULT_TARGET, target_named
+from rewriter.targets import DEFAULT_TARGET
 from rewriter.verify import VerifyResult, plan_bound, symbolic_sizes, verify_model
 
 __all__ = [
@@ -141,20 +139,21 @@ def list_file(
     strategy: str = "auto",
     target: str = DEFAULT_TARGET,
     max_length: int | None = None,
+    target_opset: int | None = None,
 ) -> FileReport:
     """Report every CumProd in ``path`` with the lowering it gets for ``target`` (``auto``'s
-    choice unless ``strategy`` names one); write nothing. Function bodies are read after
-    their specialization per call signature, as the rewrite would."""
+    choice unless ``strategy`` names one); write nothing. The rewrite runs on a copy in
+    memory, so a node it would refuse is reported as the rewrite reports it (planning alone
+    listed a lowering the rewrite then refused, e.g. below ``target_opset`` 14)."""
     start = time.perf_counter()
     report = FileReport(input=str(path))
     try:
         model = io.load_model(path, check=False)
-        work = model.clone()
-        runtime = target_named(target)
-        for prepare in function_passes(runtime):
-            prepare(work)
-        plans = plan_cumprods(work, strategy, target=runtime, max_length=max_length)
-        report.nodes = _describe(plans)
+        rewrite = DecomposeCumProdPass(
+            strategy, target_opset=target_opset, target=target, max_length=max_length
+        )
+        rewrite(model.clone())
+        report.nodes = _describe(rewrite.plans)
         io.check_model_file(path)
         report.status = "listed"
     except _REPORTED_ERRORS as exc:

@@ -34,6 +34,7 @@ SLOW_TESTS = (
     "test_cli.py::test_running_on_its_own_output_changes_nothing",
     "test_cli.py::test_quiet_prints_nothing_on_success",
     "test_cli.py::test_quiet_drops_warnings_and_a_bad_target_opset_is_a_usage_error",
+    "test_cli.py::test_list_reports_what_the_rewrite_would_refuse",
     "test_cli.py::test_list_shows_each_nodes_lowering_for_the_target",
     "test_verify.py::test_cli_verify_takes_a_positive_count",
     "test_file_safety.py::",  # but the two below

@@ -477,3 +477,24 @@ def test_rules_and_pytorch_are_reachable_from_import_rewriter() -> None:
     done = cli(code=code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["RewriteRuleSet", "True"]
+
+
+def test_list_reports_what_the_rewrite_would_refuse(tmp_path: Path) -> None:
+    """``--list --target tract --target-opset 11`` listed "-> chain" and exited 0 where the
+    rewrite refuses the node (below opset 14 over symbolic dims tract would need an If):
+    --list ignored --target-opset, and planned without the rewrite's own checks (found by a
+    review of the README). It now runs the rewrite on a copy in memory; the options it
+    ignores are named."""
+    model = _save(cumprod_model(TensorProto.FLOAT, ("a", 5), 1), tmp_path / "m.onnx")
+    listed = cli(
+        model, "--list", "--target", "tract", "--target-opset", "11", "-o", tmp_path / "x.onnx"
+    )
+    rewrite = cli(model, "-o", tmp_path / "o.onnx", "--target", "tract", "--target-opset", "11")
+    assert listed.returncode == rewrite.returncode == 2
+    refusal = "use --target-opset 14 or later (target opset 11)"
+    assert refusal in listed.stderr and refusal in rewrite.stderr
+    assert "warning: --list writes nothing: -o ignored" in listed.stderr
+    fine = cli(model, "--list", "--target", "tract", "--target-opset", "14")
+    assert fine.returncode == 0, fine.stderr
+    assert " -> " in fine.stdout
+    assert files(tmp_path) == ["m.onnx"]
