@@ -241,7 +241,7 @@ REFUSALS = (
 # Also the refusals the targets document (rewriter/targets.py): anything else is a failure.
 TARGET_REFUSALS = (
     *REFUSALS,
-    "needs a bound on the length",
+    "a bound on the length",
     "which the openvino target does not use",  # If (two If-guarded Scans went wrong)
     "which tract lacks",
     "which iree lacks",

@@ -446,3 +446,16 @@ def test_the_models_own_loop_on_a_target_without_loop_is_said(
     assert ("Loop" in spec.lacked_loops()) == (
         target in {"tract", "iree", "tinygrad", "portable", "tflite"}
     )
+
+
+def test_a_refusal_of_autos_pick_says_it_is_autos() -> None:
+    """With no strategy chosen, "strategy 'doubling' needs a bound" named a lowering the user
+    never asked for, which auto does not even take on tinygrad once a bound is given (found
+    by a review of the README). Asked for by name, the refusal names it as before."""
+    model = cumprod_model(TensorProto.FLOAT, (3, "n"), 1)
+    with pytest.raises(rewriter.StrategyError, match=r"on tinygrad auto's lowering \('doubling'"):
+        rewriter.decompose_cumprod(model, target="tinygrad")
+    with pytest.raises(rewriter.StrategyError, match="strategy 'doubling' needs a bound"):
+        rewriter.decompose_cumprod(model, target="tinygrad", strategy="doubling")
+    bounded = rewriter.decompose_cumprod(model, target="tinygrad", max_length=64)
+    assert "Loop" not in {n.op_type for n in all_nodes(bounded)}

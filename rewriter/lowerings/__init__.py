@@ -180,6 +180,13 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
         wanted = strategy
     lowering = LOWERINGS[wanted]
     reason = lowering.unsupported(spec, runtime)
+    if reason is not None and strategy == "auto" and reason.startswith(f"strategy '{wanted}' "):
+        # the user chose no strategy: name auto's pick as such ("strategy 'doubling' needs a
+        # bound" named one auto would not even take once a bound is given: tinygrad's carry)
+        reason = (
+            f"on {runtime.name} auto's lowering ('{wanted}' here)"
+            + reason[len(f"strategy '{wanted}'") :]
+        )
     wrong = runtime.wrong_reason(wanted)
     if reason is None and wrong is not None:
         reason = f"strategy '{wanted}' computes wrong values on {runtime.name}: {wrong}"
