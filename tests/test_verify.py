@@ -1127,3 +1127,24 @@ def test_a_bound_covers_the_sizes_fed_to_unnamed_dims(tmp_path: Path) -> None:
         path, rewritten, bound_ulps=plan_bound(plan, {}), runs=3, plans=[plan], strategy="dynamic"
     )
     assert result.ok, [f"{c.name}: {c.detail}" for c in result.mismatches()]
+
+
+def test_verify_gives_each_target_warning_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--verify lowers each CumProd again alone (graph 'site'): the target's warnings came a
+    second time, naming a graph the user's model does not have (found by a review of the
+    README). They come once, for the model; the rewriter's logging level is left as it was."""
+    import logging
+
+    source = tmp_path / "m.onnx"
+    onnx.save(cumprod_model(TensorProto.FLOAT, (3, "n"), 1), source)
+    caplog.set_level(logging.WARNING, logger="rewriter")
+    before = logging.getLogger("rewriter").level
+    report = convert_file(source, tmp_path / "o.onnx", target="iree", max_length=16, verify_runs=1)
+    assert report.status == "rewritten", report.error
+    assert report.verify is not None and report.verify.ok
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert not [m for m in messages if "graph 'site'" in m], messages
+    assert len([m for m in messages if "flushes subnormal" in m]) == 1, messages
+    assert logging.getLogger("rewriter").level == before
