@@ -229,6 +229,8 @@ def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> Non
 
 
 def _summary(reports: list[convert.FileReport], seconds: float, listing: bool) -> str:
+    if not reports:
+        return "0 files: no .onnx model found"
     status = Counter(r.status for r in reports)
     lowered: Counter[str] = Counter()
     for r in reports:
@@ -243,6 +245,18 @@ def _summary(reports: list[convert.FileReport], seconds: float, listing: bool) -
     return (
         f"{len(reports)} file(s): {parts}; {nodes} CumProd node(s) {verb} ({per}); {seconds:.2f} s"
     )
+
+
+class _FileTag(logging.Filter):
+    """Puts the file being processed in front of the library's log lines: in a folder run a
+    warning named a node and a graph, but not which file."""
+
+    current = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.current and record.name.startswith("rewriter"):
+            record.msg = f"{self.current.replace('%', '%%')}: {record.msg}"
+        return True
 
 
 class _Interrupted(BaseException):
@@ -311,6 +325,9 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     if not args.verbose:  # onnx_ir warns about invalid models we then report in one line
         logging.getLogger("onnx_ir").setLevel(logging.ERROR)
+    tag = _FileTag()
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(tag)
     dims = _dims(parser, args.dim)
     if dims and not args.verify:
         print(
@@ -344,6 +361,7 @@ def _main(argv: Sequence[str] | None) -> int:
     start = time.perf_counter()
     reports = []
     for source, target in _progress(jobs, args.quiet):
+        tag.current = str(source)
         if args.list:
             report = convert.list_file(
                 source,
@@ -363,6 +381,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 dims=dims,
                 max_length=args.max_length,
             )
+        tag.current = ""
         _print_report(report, args.list, args.quiet)
         reports.append(report)
     seconds = time.perf_counter() - start

@@ -203,7 +203,8 @@ TARGETS: dict[str, Target] = {
     for target in (
         Target(
             "onnxruntime",
-            "onnxruntime 1.20.1 and later: uint32/uint64 multiplied as int64",
+            "onnxruntime 1.20.1 and later, at an opset it imports (--target-opset 21 for "
+            "1.20): uint32/uint64 multiplied as int64",
             integer_compute=_UINT_AS_INT64,
         ),
         Target("spec", "every kernel the ONNX spec lists: integers in their own type"),

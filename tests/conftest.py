@@ -35,6 +35,7 @@ SLOW_TESTS = (
     "test_cli.py::test_quiet_prints_nothing_on_success",
     "test_cli.py::test_quiet_drops_warnings_and_a_bad_target_opset_is_a_usage_error",
     "test_cli.py::test_list_reports_what_the_rewrite_would_refuse",
+    "test_cli.py::test_warnings_name_the_file_and_an_empty_folder_says_so",
     "test_cli.py::test_list_shows_each_nodes_lowering_for_the_target",
     "test_verify.py::test_cli_verify_takes_a_positive_count",
     "test_file_safety.py::",  # but the two below

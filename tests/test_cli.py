@@ -498,3 +498,23 @@ def test_list_reports_what_the_rewrite_would_refuse(tmp_path: Path) -> None:
     assert fine.returncode == 0, fine.stderr
     assert " -> " in fine.stdout
     assert files(tmp_path) == ["m.onnx"]
+
+
+def test_warnings_name_the_file_and_an_empty_folder_says_so(tmp_path: Path) -> None:
+    """In a folder run a target's warning named a node and a graph but not the file (found
+    by a review of the README); an empty folder printed "0 file(s): ; 0 CumProd node(s)
+    rewritten (none)"."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for name in ("a.onnx", "b.onnx"):
+        _save(cumprod_model(TensorProto.FLOAT, (3, "n"), 1), folder / name)
+    done = cli(folder, "-o", tmp_path / "out", "--target", "iree", "--max-length", "8")
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    assert warnings, done.stderr
+    for name in ("a.onnx", "b.onnx"):
+        assert any(f"{folder / name}: CumProd" in line for line in warnings), warnings
+    (tmp_path / "empty").mkdir()
+    empty = cli(tmp_path / "empty")
+    assert empty.returncode == 0, empty.stderr
+    assert empty.stdout.strip() == "0 files: no .onnx model found"
