@@ -316,9 +316,21 @@ def _leftovers(args: argparse.Namespace, jobs: list[tuple[Path, Path | None]]) -
         )
 
 
+def _bare_verify(argv: Sequence[str]) -> list[str]:
+    """``--verify`` followed by something that is not a count (``--verify model.onnx``):
+    given without N, as its default; argparse took the path for N and refused it."""
+    args = list(argv)
+    for k, arg in enumerate(args[:-1]):
+        if arg == "--":
+            break
+        if arg == "--verify" and not args[k + 1].lstrip("-").isdigit():
+            args[k] = "--verify=3"
+    return args
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_bare_verify(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

@@ -518,3 +518,22 @@ def test_warnings_name_the_file_and_an_empty_folder_says_so(tmp_path: Path) -> N
     empty = cli(tmp_path / "empty")
     assert empty.returncode == 0, empty.stderr
     assert empty.stdout.strip() == "0 files: no .onnx model found"
+
+
+def test_verify_given_before_the_model_takes_its_default_count(tmp_path: Path) -> None:
+    """``cumprod-rewriter --verify model.onnx`` failed with "argument --verify: must be a
+    whole number >= 1, got 'model.onnx'" (found by a review of the README): a --verify
+    followed by something that is not a count is given without one. A count still works,
+    and a bad one is still refused."""
+    from rewriter.cli import _bare_verify, main
+
+    model = _save(cumprod_model(TensorProto.FLOAT, (3, 4), 1), tmp_path / "m.onnx")
+    assert main(["--verify", str(model), "-o", str(tmp_path / "o.onnx")]) == 0
+    assert (tmp_path / "o.onnx").exists()
+    assert _bare_verify(["--verify", "m.onnx"]) == ["--verify=3", "m.onnx"]
+    assert _bare_verify(["--verify", "2", "m.onnx"]) == ["--verify", "2", "m.onnx"]
+    assert _bare_verify(["--verify", "-1"]) == ["--verify", "-1"]
+    assert _bare_verify(["--", "--verify", "x"]) == ["--", "--verify", "x"]
+    with pytest.raises(SystemExit) as exited:
+        main(["--verify", "0", str(model)])
+    assert exited.value.code == 2
