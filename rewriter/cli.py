@@ -247,6 +247,16 @@ def _summary(reports: list[convert.FileReport], seconds: float, listing: bool) -
     )
 
 
+def _version() -> str:
+    """The installed package's version ("unknown" when run from a checkout not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cumprod-rewriter")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 class _FileTag(logging.Filter):
     """Puts the file being processed in front of the library's log lines: in a folder run a
     warning named a node and a graph, but not which file."""
@@ -406,6 +416,16 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"  {r.error}", file=sys.stderr)
     if report_path is not None:
         payload = {
+            "tool": f"cumprod-rewriter {_version()}",
+            "options": {
+                "target": args.target,
+                "strategy": args.strategy,
+                "target_opset": args.target_opset,
+                "max_length": args.max_length,
+                "verify": args.verify,
+                "dims": dims,
+                "list": args.list,
+            },
             "seconds": seconds,
             "files": [dataclasses.asdict(r) for r in reports],
         }

@@ -135,8 +135,9 @@ def compare(
             return Comparison(
                 False,
                 worst,
-                f"{what} at {first}: got {act[first]!r}, reference {ref_wide[first]!r}"
-                f" (error {float(errors[first]):.3g} ulp, bound {float(bound[first]):.3g})",
+                f"{what}, first at {first}: got {float(act[first]):.17g}, reference "
+                f"{float(ref_wide[first]):.17g} (error there {float(errors[first]):.3g} ulp, "
+                f"bound {float(bound[first]):.3g})",
             )
     return Comparison(True, worst)
 

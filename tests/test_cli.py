@@ -289,6 +289,17 @@ def test_report_json(tmp_path: Path) -> None:
     )
     assert by_name["plain.onnx"]["status"] == "copied"
     assert (tmp_path / "out" / "plain.onnx").read_bytes() == (tmp_path / "plain.onnx").read_bytes()
+    # what produced it (found missing by a review of the README): the tool and its options
+    assert report["tool"].startswith("cumprod-rewriter ")
+    assert report["options"] == {
+        "target": "onnxruntime",
+        "strategy": "auto",
+        "target_opset": None,
+        "max_length": None,
+        "verify": 2,
+        "dims": {},
+        "list": False,
+    }
 
 
 def test_verify_passes(tmp_path: Path) -> None:
