@@ -264,8 +264,10 @@ class _FileTag(logging.Filter):
     current = ""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.current and record.name.startswith("rewriter"):
+        tagged = getattr(record, "file_tagged", False)  # one record, several handlers
+        if self.current and record.name.startswith("rewriter") and not tagged:
             record.msg = f"{self.current.replace('%', '%%')}: {record.msg}"
+            record.file_tagged = True
         return True
 
 

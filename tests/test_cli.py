@@ -548,3 +548,30 @@ def test_verify_given_before_the_model_takes_its_default_count(tmp_path: Path) -
     with pytest.raises(SystemExit) as exited:
         main(["--verify", "0", str(model)])
     assert exited.value.code == 2
+
+
+def test_the_file_tag_is_put_once_on_a_record_two_handlers_see(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The command line's filter puts the file in front of the library's log lines; a record
+    that two handlers see (pytest's, a user's) got it twice, and a % in the path was read as
+    a format."""
+    import logging
+
+    from rewriter.cli import _FileTag
+
+    tag = _FileTag()
+    tag.current = "/models/a%b.onnx"
+    first, second = logging.StreamHandler(sys.stdout), logging.StreamHandler(sys.stdout)
+    logger = logging.getLogger("rewriter.test_tag")
+    for handler in (first, second):
+        handler.addFilter(tag)
+        logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("CumProd %s in graph 'g'", "'cp'")
+    finally:
+        for handler in (first, second):
+            logger.removeHandler(handler)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["/models/a%b.onnx: CumProd 'cp' in graph 'g'"] * 2
