@@ -149,6 +149,8 @@ def list_file(
     report = FileReport(input=str(path))
     try:
         model = io.load_model(path, check=False)
+        kept = io.training_info(path)  # refused under a lower opset, as the rewrite does
+        check_training_info(kept, ai_onnx_opset(model.opset_imports), target_opset)
         rewrite = DecomposeCumProdPass(
             strategy, target_opset=target_opset, target=target, max_length=max_length
         )

@@ -182,12 +182,15 @@ class Target:
         return next((lim for lim in self.limits if dtype in lim.types), None)
 
     def lacking(self, ops: Collection[str]) -> str:
-        """``ops`` (of ``missing_ops``) for a refusal: "If and Scan, which iree lacks", or
-        "If, which the openvino target does not use" when the runtime has them all."""
-        names = " and ".join(sorted(ops))
-        if set(ops) <= self.avoided_ops:
-            return f"{names}, which the {self.name} target does not use"
-        return f"{names}, which {self.name} lacks"
+        """``ops`` (of ``missing_ops``) for a refusal: "If and Scan, which iree lacks", "If,
+        which the openvino target does not use", or both parts ("Scan, which tinygrad
+        lacks, and If, which the tinygrad target does not use")."""
+        lacked = " and ".join(sorted(set(ops) - self.avoided_ops))
+        avoided = " and ".join(sorted(set(ops) & self.avoided_ops))
+        parts = [f"{lacked}, which {self.name} lacks"] if lacked else []
+        if avoided:  # the runtime has them (tinygrad's If runs both branches): not "lacks"
+            parts.append(f"{avoided}, which the {self.name} target does not use")
+        return ", and ".join(parts)
 
     def lacked_loops(self) -> frozenset[str]:
         """Loop and Scan where the runtime has neither (``missing_ops`` but not avoided): a

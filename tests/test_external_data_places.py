@@ -514,6 +514,11 @@ def test_training_info_is_refused_under_a_lower_opset_and_its_cumprod_warned_abo
     assert snapshot(tmp_path) == before
     with pytest.raises(ValueError, match="training_info holds 2 node"):
         rewriter.decompose_cumprod(onnx.load(str(source)), target_opset=18)
+    from rewriter.convert import list_file  # --list says so too (it said "listed")
+
+    listed = list_file(source, target_opset=18)
+    assert listed.status == "failed" and "training_info holds 2 node" in (listed.error or "")
+    assert list_file(source).status == "listed"
     with caplog.at_level("WARNING"):
         assert convert_file(source, tmp_path / "out" / "m.onnx").status == "rewritten"
     assert "training_info keeps its 1 CumProd" in caplog.text

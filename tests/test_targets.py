@@ -453,9 +453,21 @@ def test_a_refusal_of_autos_pick_says_it_is_autos() -> None:
     never asked for, which auto does not even take on tinygrad once a bound is given (found
     by a review of the README). Asked for by name, the refusal names it as before."""
     model = cumprod_model(TensorProto.FLOAT, (3, "n"), 1)
-    with pytest.raises(rewriter.StrategyError, match=r"on tinygrad auto's lowering \('doubling'"):
+    with pytest.raises(rewriter.StrategyError, match=r"on tinygrad auto needs a bound on the l"):
         rewriter.decompose_cumprod(model, target="tinygrad")
     with pytest.raises(rewriter.StrategyError, match="strategy 'doubling' needs a bound"):
         rewriter.decompose_cumprod(model, target="tinygrad", strategy="doubling")
     bounded = rewriter.decompose_cumprod(model, target="tinygrad", max_length=64)
     assert "Loop" not in {n.op_type for n in all_nodes(bounded)}
+
+
+def test_a_refusal_names_lacked_and_avoided_ops_apart() -> None:
+    """tinygrad has an If (it runs both branches), which this tool does not build there:
+    "needs If and Scan, which tinygrad lacks" was untrue (found by a review of the diff)."""
+    targets = rewriter.TARGETS
+    assert (
+        targets["tinygrad"].lacking(["If", "Scan"])
+        == "Scan, which tinygrad lacks, and If, which the tinygrad target does not use"
+    )
+    assert targets["openvino"].lacking(["If"]) == "If, which the openvino target does not use"
+    assert targets["iree"].lacking(["Scan", "If"]) == "If and Scan, which iree lacks"

@@ -181,10 +181,14 @@ def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = No
     lowering = LOWERINGS[wanted]
     reason = lowering.unsupported(spec, runtime)
     if reason is not None and strategy == "auto" and reason.startswith(f"strategy '{wanted}' "):
-        # the user chose no strategy: name auto's pick as such ("strategy 'doubling' needs a
-        # bound" named one auto would not even take once a bound is given: tinygrad's carry)
+        # the user chose no strategy: "strategy 'doubling' needs a bound" named a lowering
+        # auto would not even take once a bound is given (tinygrad's carry)
+        unbounded = "needs a bound on the length" in reason
         reason = (
-            f"on {runtime.name} auto's lowering ('{wanted}' here)"
+            f"on {runtime.name} auto needs a bound on the length of the scanned axis, which "
+            "is only known at run time: pass max_length= (--max-length N)"
+            if unbounded
+            else f"on {runtime.name} auto's lowering ('{wanted}' here)"
             + reason[len(f"strategy '{wanted}'") :]
         )
     wrong = runtime.wrong_reason(wanted)
