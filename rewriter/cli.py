@@ -23,6 +23,7 @@ from rewriter.targets import DEFAULT_TARGET, TARGETS
 __all__ = ["main"]
 
 logger = logging.getLogger("rewriter")
+VERIFY_RUNS = 3  # --verify without N
 
 EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 
@@ -79,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
         "--verify",
         nargs="?",
         type=_positive,
-        const=3,
+        const=VERIFY_RUNS,
         default=0,
         metavar="N",
         help="compare the rewritten model with the original: outputs' names, types and shapes, "
@@ -336,7 +337,7 @@ def _bare_verify(argv: Sequence[str]) -> list[str]:
         if arg == "--":
             break
         if arg == "--verify" and not args[k + 1].lstrip("-").isdigit():
-            args[k] = "--verify=3"
+            args[k] = f"--verify={VERIFY_RUNS}"
     return args
 
 

@@ -763,10 +763,11 @@ def save_model(
             return []
         data = []
         staged_data = stage / data_name if data_name is not None else None
-        if staged_data is not None and staged_data.exists() and not staged_data.stat().st_size:
-            staged_data.unlink()  # every tensor small enough to stay in the model: none
-        if data_name is not None and (stage / data_name).exists():
-            data = [(stage / data_name, data_name, _strictest_data_file(source))]
+        if data_name is not None and staged_data is not None and staged_data.exists():
+            if staged_data.stat().st_size:
+                data = [(staged_data, data_name, _strictest_data_file(source))]
+            else:  # every tensor small enough to stay in the model: no data file
+                staged_data.unlink()
         return _commit(target, staged, data, source)
 
 

@@ -470,22 +470,24 @@ def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
             yield from attr.as_graphs()
 
 
-def _cumprod_subgraphs(top: ir.Graph) -> list[ir.Graph]:
-    """The subgraphs below ``top`` that hold a CumProd, and every subgraph around those."""
-    parent: dict[int, ir.Graph] = {}
+def _cumprod_subgraphs(top: ir.Graph) -> list[tuple[ir.Graph, ir.Node]]:
+    """The subgraphs below ``top`` that hold a CumProd, and every subgraph around those,
+    each with the node that owns it."""
+    owner: dict[int, ir.Node] = {}
     holders: list[ir.Graph] = []
     for node in ir.traversal.RecursiveGraphIterator(top):
         assert node.graph is not None
         for sub in _subgraphs(node):
-            parent[id(sub)] = node.graph
+            owner[id(sub)] = node
         if node.op_type == "CumProd" and node.graph is not top:
             holders.append(node.graph)
-    chosen: dict[int, ir.Graph] = {}
+    chosen: dict[int, tuple[ir.Graph, ir.Node]] = {}
     for holder in holders:
         graph: ir.Graph | None = holder
         while graph is not None and graph is not top and id(graph) not in chosen:
-            chosen[id(graph)] = graph
-            graph = parent.get(id(graph))
+            node = owner[id(graph)]
+            chosen[id(graph)] = (graph, node)
+            graph = node.graph
     return list(chosen.values())
 
 
@@ -500,14 +502,8 @@ def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Va
     scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
     found: list[ir.Value] = []
     for scope, top in scopes:
-        owners = {
-            id(sub): node
-            for node in ir.traversal.RecursiveGraphIterator(top)
-            for sub in _subgraphs(node)
-        }
-        for graph in _cumprod_subgraphs(top):
-            owner = owners.get(id(graph))
-            fixed = 2 if owner is not None and owner.op_type == "Loop" else 0
+        for graph, owner in _cumprod_subgraphs(top):
+            fixed = 2 if owner.op_type == "Loop" else 0
             for value in graph.inputs[fixed:]:  # a Loop's count and condition: scalars
                 declared = _declared_dims(value)
                 if declared is None:

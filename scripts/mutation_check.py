@@ -283,7 +283,7 @@ MUTANTS = [
     Mutant(
         "types: stale declared dims of body inputs kept around an inner If",
         "rewriter/types.py",
-        "            graph = parent.get(id(graph))\n",
+        "            graph = node.graph\n",
         "            graph = None\n",
     ),
     Mutant(
@@ -693,7 +693,7 @@ MUTANTS = [
     Mutant(
         "types: a Loop's count and condition lose their shapes too",
         "rewriter/types.py",
-        'fixed = 2 if owner is not None and owner.op_type == "Loop" else 0',
+        'fixed = 2 if owner.op_type == "Loop" else 0',
         "fixed = 0",
     ),
     Mutant(
