@@ -702,6 +702,12 @@ MUTANTS = [
         "            graph.remove(new, safe=True)  # a helper value",
         "            pass  # a helper value",
     ),
+    Mutant(
+        "view: the length guard kept where Reshape checks nothing (IREE read it back wrong)",
+        "rewriter/lowerings/view.py",
+        "    if v.target.run_time_checks is False:\n        return n",
+        "    if False:\n        return n",
+    ),
 ]
 
 

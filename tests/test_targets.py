@@ -5,6 +5,7 @@ runtime cannot compute exactly. The values themselves are checked on the real ru
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 
@@ -20,6 +21,7 @@ from tests.helpers import (
     TYPE_NAMES,
     all_nodes,
     cumprod_model,
+    op_types,
     reference,
     run_ort,
     scan_body_model,
@@ -471,3 +473,32 @@ def test_a_refusal_names_lacked_and_avoided_ops_apart() -> None:
     )
     assert targets["openvino"].lacking(["If"]) == "If, which the openvino target does not use"
     assert targets["iree"].lacking(["Scan", "If"]) == "If and Scan, which iree lacks"
+
+
+@pytest.mark.parametrize("strategy", ["doubling", "carry", "radix", "chain"])
+def test_the_length_guard_only_where_a_reshape_checks_sizes(
+    strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lowering over a length n known only at run time, padded to max_length, reshapes its
+    result to n + 1 - (n < max_length + 1) so that a longer input fails (a size the data does
+    not have) where the runtime checks Reshapes. On a runtime that does not (IREE 3.13:
+    ``run_time_checks`` False) the guard fails nothing, and it made the output's dim a value
+    computed on the device: IREE's local-task driver read it back wrong under load
+    (tests/test_runtime_tables.py::test_iree_run_time_length_output_shapes_under_load).
+    There the lowering reshapes to n as it is. A test-only target without run-time checks
+    (IREE itself takes only doubling over such a length) runs on onnxruntime."""
+    unchecked = dataclasses.replace(
+        rewriter.TARGETS["spec"], name="test-unchecked", run_time_checks=False
+    )
+    monkeypatch.setitem(rewriter.TARGETS, unchecked.name, unchecked)
+    model = cumprod_model(TensorProto.INT32, ("a", "n"), 1, exclusive=1)
+    x = np.arange(1, 25, dtype=np.int32).reshape(2, 12) % 7 - 3
+    longer = np.ones((2, 20), np.int32)
+    for target, guarded in (("spec", True), ("test-unchecked", False)):
+        lowered = rewriter.decompose_cumprod(model, strategy=strategy, target=target, max_length=16)
+        assert ("Less" in op_types(lowered)) == guarded, target
+        (y,) = run_ort(lowered, {"x": x})
+        np.testing.assert_array_equal(y, reference(x, 1, 1, 0))
+        if guarded:
+            with pytest.raises(Exception, match=r"(?i)reshape"):
+                run_ort(lowered, {"x": longer})

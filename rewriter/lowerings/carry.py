@@ -46,7 +46,7 @@ import onnx_ir as ir
 
 from rewriter.lowerings import chain, dynamic, loop
 from rewriter.lowerings.builder import Builder
-from rewriter.lowerings.view import Dim, View, shape_of, times
+from rewriter.lowerings.view import Dim, View, guarded_length, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -148,8 +148,7 @@ def _padded(b: Builder, x3: ir.Value, v: View, bound: int) -> ir.Value:
         levels=carry_levels(bound, last_axis=v.inner == 1),
     )
     y = b.op("Slice", y, b.const([0]), n, b.const([1]))
-    fits = b.cast(b.op("Less", n, b.const([bound + 1])), ir.DataType.INT64)
-    middle = b.op("Sub", b.op("Add", n, b.const([1])), fits)
+    middle = guarded_length(b, v, n, bound)
     return b.reshape(y, shape_of(b, v.outer, middle, v.inner))
 
 

@@ -65,7 +65,7 @@ import onnx_ir as ir
 
 from rewriter.lowerings import loop
 from rewriter.lowerings.builder import Builder
-from rewriter.lowerings.view import Dim, View, shape_of, times
+from rewriter.lowerings.view import Dim, View, guarded_length, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -182,8 +182,7 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     if static is not None:
         return y if y is not x3 else b.op("Identity", x3)
     # A run-time length above the bound must fail, not return a partial product.
-    fits = b.cast(b.op("Less", n, b.const([bound + 1])), ir.DataType.INT64)
-    middle = b.op("Sub", b.op("Add", n, b.const([1])), fits)
+    middle = guarded_length(b, v, n, bound)
     if v.flat:
         return b.reshape(y, shape_of(b, v.outer, times(b, middle, v.inner)))
     shape = b.op("Concat", v.tensor(b, v.outer), middle, v.tensor(b, v.inner), axis=0)

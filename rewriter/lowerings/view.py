@@ -193,9 +193,25 @@ def _padded(
     padded = b.op("Pad", x3, pads, v.one)
     y = build(b, padded, dataclasses.replace(v, length=bound))
     y = b.op("Slice", y, b.const([0]), n, b.const([1]))
+    return b.reshape(y, shape_of(b, v.outer, guarded_length(b, v, n, bound), v.inner))
+
+
+def guarded_length(b: Builder, v: View, n: ir.Value, bound: int) -> ir.Value:
+    """The scanned length for the final Reshape of a lowering that computed a run-time
+    length ``n`` padded to ``bound``: ``n + 1 - (n < bound + 1)``, i.e. n when it fits and
+    n + 1 (a size the data does not have: the Reshape fails, as the native op gives no
+    partial product) when it does not.
+
+    On a target whose Reshape does not check sizes (``run_time_checks`` False: IREE 3.13)
+    the guard fails nothing, and it makes the output's dim a value computed on the device
+    that the runtime must read back: IREE 3.13's ``local-task`` driver read it wrong under
+    load (a rank-1 output of 5 elements came back with shape (3,), 12 runs in 4,500 of a
+    28-CumProd model, 3 processes on 2 cores; none in 9,000 without the guard). There ``n`` is
+    returned as it is (the bound warning says the length is not checked)."""
+    if v.target.run_time_checks is False:
+        return n
     fits = b.cast(b.op("Less", n, b.const([bound + 1])), ir.DataType.INT64)
-    middle = b.op("Sub", b.op("Add", n, b.const([1])), fits)
-    return b.reshape(y, shape_of(b, v.outer, middle, v.inner))
+    return b.op("Sub", b.op("Add", n, b.const([1])), fits)
 
 
 def takes_flat_view(spec: ScanSpec, target: Target, lowering: str, opset: int) -> bool:

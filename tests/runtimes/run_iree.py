@@ -5,8 +5,10 @@ Each case is imported with ``iree-import-onnx`` (symbolic dims stay dynamic), co
 as float64) and run with iree.runtime's ``local-task`` driver (``CUMPROD_IREE_DRIVER``:
 ``local-sync``). Each tool call has a timeout (``CUMPROD_IREE_TIMEOUT``, seconds, default 900).
 Nothing is cached across runs: every case is imported and compiled afresh in a temporary
-folder. IREE's integers are signless: uint32 / uint64 outputs come back as int32 / int64
-arrays, whose bits are read back as the declared output type."""
+folder. ``CUMPROD_IREE_REPEAT=N`` runs each compiled case N times and fails it when a run's
+outputs differ from the first run's (shape or bits). IREE's integers are signless: uint32 /
+uint64 outputs come back as int32 / int64 arrays, whose bits are read back as the declared
+output type."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ COMPILE_FLAGS = [
 # timed out at 300 s beside the other IREE tests' compiles (load average 3-5, 2 cores)
 TIMEOUT = float(os.environ.get("CUMPROD_IREE_TIMEOUT", "900"))
 DRIVER = os.environ.get("CUMPROD_IREE_DRIVER", "local-task")
+REPEAT = int(os.environ.get("CUMPROD_IREE_REPEAT", "1"))
 
 
 class CompileError(Exception):
@@ -75,10 +78,22 @@ def run_case(
 ) -> list[np.ndarray]:
     graph = onnx.load(str(model_path), load_external_data=False).graph
     module = rt.load_vm_flatbuffer(compile_model(model_path), driver=DRIVER)
-    result = module[graph.name](*[np.asarray(feeds[name]) for name in inputs])
-    results = list(result) if isinstance(result, (tuple, list)) else [result]
-    arrays = [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
-    return [_as_declared(a, v) for a, v in zip(arrays, graph.output)]
+    args = [np.asarray(feeds[name]) for name in inputs]
+
+    def run() -> list[np.ndarray]:
+        result = module[graph.name](*args)
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        return [np.array(r.to_host() if hasattr(r, "to_host") else r) for r in results]
+
+    first = run()
+    for attempt in range(2, REPEAT + 1):
+        for k, (a, b) in enumerate(zip(first, run())):
+            if a.shape != b.shape or a.tobytes() != b.tobytes():
+                raise RuntimeError(
+                    f"run {attempt} of {REPEAT}: output {k} has shape {b.shape} "
+                    f"(run 1: {a.shape}) or other values"
+                )
+    return [_as_declared(a, v) for a, v in zip(first, graph.output)]
 
 
 if __name__ == "__main__":
