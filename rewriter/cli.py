@@ -272,6 +272,19 @@ class _FileTag(logging.Filter):
         return True
 
 
+class _WarningCollector(logging.Handler):
+    """Keeps the library's warnings about the file being processed, for ``--report``
+    (they are printed too, unless ``-q``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno == logging.WARNING:
+            self.messages.append(record.getMessage())
+
+
 class _Interrupted(BaseException):
     """SIGTERM or SIGINT: unwind (staging folders are removed on the way) and exit."""
 
@@ -345,14 +358,35 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(_bare_verify(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
+        level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     if not args.verbose:  # onnx_ir warns about invalid models we then report in one line
         logging.getLogger("onnx_ir").setLevel(logging.ERROR)
     tag = _FileTag()
-    for handler in logging.getLogger().handlers:
+    handlers = [(handler, handler.level) for handler in logging.getLogger().handlers]
+    for handler, _ in handlers:
         handler.addFilter(tag)
+        if args.quiet:  # -q prints no warning; --report still records them
+            handler.setLevel(max(handler.level, logging.ERROR))
+    collector = _WarningCollector()
+    library_logger = logging.getLogger("rewriter")
+    library_logger.addHandler(collector)
+    try:
+        return _run(parser, args, tag, collector)
+    finally:  # main() may run again in this process (the tests do)
+        library_logger.removeHandler(collector)
+        for handler, level in handlers:
+            handler.removeFilter(tag)
+            handler.setLevel(level)
+
+
+def _run(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    tag: _FileTag,
+    collector: _WarningCollector,
+) -> int:
     dims = _dims(parser, args.dim)
     if dims and not args.verify:
         print(
@@ -387,6 +421,7 @@ def _main(argv: Sequence[str] | None) -> int:
     reports = []
     for source, target in _progress(jobs, args.quiet):
         tag.current = str(source)
+        collector.messages = []
         if args.list:
             report = convert.list_file(
                 source,
@@ -407,15 +442,18 @@ def _main(argv: Sequence[str] | None) -> int:
                 max_length=args.max_length,
             )
         tag.current = ""
+        report.warnings = collector.messages
         _print_report(report, args.list, args.quiet)
         reports.append(report)
     seconds = time.perf_counter() - start
     failed = [r for r in reports if r.status == "failed"]
+    mismatched = [r for r in reports if r.status == "mismatch"]
     if not args.quiet:
         print(_summary(reports, seconds, args.list))
-    if len(reports) > 1 and failed:
-        print(f"{len(failed)} file(s) failed:", file=sys.stderr)
-        for r in failed:
+    if len(reports) > 1 and (failed or mismatched):
+        what = " or did not verify" if mismatched else ""
+        print(f"{len(failed) + len(mismatched)} file(s) failed{what}:", file=sys.stderr)
+        for r in (*failed, *mismatched):
             print(f"  {r.error}", file=sys.stderr)
     if report_path is not None:
         payload = {

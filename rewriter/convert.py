@@ -65,7 +65,8 @@ class FileReport:
 
     ``status`` is one of: ``rewritten``, ``unchanged`` (no CumProd, nothing written),
     ``copied`` (no CumProd, copied to the output asked for), ``listed``, ``mismatch``
-    (``--verify`` failed; nothing written), ``failed``.
+    (``--verify`` failed; nothing written), ``failed``. ``warnings``: what the library
+    logged as warnings while processing the file (the command line collects them).
     """
 
     input: str
@@ -75,6 +76,7 @@ class FileReport:
     nodes: list[NodeReport] = dataclasses.field(default_factory=list)
     verify: VerifyResult | None = None
     seconds: float = 0.0
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     def lowerings_used(self) -> dict[str, int]:
         return dict(collections.Counter(n.lowering for n in self.nodes))

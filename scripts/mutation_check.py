@@ -708,6 +708,18 @@ MUTANTS = [
         "    if v.target.run_time_checks is False:\n        return n",
         "    if False:\n        return n",
     ),
+    Mutant(
+        "cli: --report without the warnings about each file",
+        "rewriter/cli.py",
+        "        report.warnings = collector.messages",
+        "        report.warnings = []",
+    ),
+    Mutant(
+        "cli: a batch's files that did not verify left out of the final list",
+        "rewriter/cli.py",
+        "        for r in (*failed, *mismatched):",
+        "        for r in failed:",
+    ),
 ]
 
 

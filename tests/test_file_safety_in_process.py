@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -91,6 +92,69 @@ def test_a_report_that_is_a_symlink_is_replaced_not_written_through(tmp_path: Pa
     assert other.read_text() == "someone else's file\n"
     assert not link.is_symlink()
     assert json.loads(link.read_text())["files"][0]["status"] == "rewritten"
+
+
+def _symbolic_cumprod(folder: Path, name: str, dims: list[int | str]) -> Path:
+    graph = helper.make_graph(
+        [helper.make_node("CumProd", ["x", "axis"], ["y"], name="scan")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, dims)],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)]), path)
+    return path
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_the_report_records_each_files_warnings(
+    tmp_path: Path, quiet: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--report holds what the library warned about each file (a review of the README
+    found it held none, so a batch run's report hid them); -q prints none but still records
+    them; a file without warnings records none, not its neighbour's."""
+    _symbolic_cumprod(tmp_path / "in", "a.onnx", [2, "n"])  # iree: the bound is not checked
+    _symbolic_cumprod(tmp_path / "in", "b.onnx", [2, 5])
+    report = tmp_path / "report.json"
+    argv = [str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--target", "iree"]
+    argv += ["--max-length", "16", "--report", str(report)] + (["-q"] if quiet else [])
+    assert main(argv) == 0
+    files = {Path(f["input"]).name: f for f in json.loads(report.read_text())["files"]}
+    assert [f["status"] for f in files.values()] == ["rewritten", "rewritten"]
+    (warning,) = files["a.onnx"]["warnings"]
+    assert "iree does not check the length bound (16)" in warning
+    assert files["b.onnx"]["warnings"] == []
+    # what reached the handlers of the root logger (the command line's: stderr)
+    shown = [r.getMessage() for r in caplog.records if "length bound" in r.getMessage()]
+    assert len(shown) == (0 if quiet else 1), shown
+
+
+def test_a_batch_lists_the_files_that_did_not_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At the end of a run over several files, the ones --verify refused (nothing written)
+    are listed with the failed ones (a review of the README found them missing there)."""
+    real = io.save_model
+
+    def doubled(model: ir.Model, target: Path, **kwargs: object) -> bool:  # a wrong rewrite
+        proto = ir.serde.serialize_model(model)
+        for out in proto.graph.output:
+            for node in proto.graph.node:
+                node.output[:] = [n + "_inner" if n == out.name else n for n in node.output]
+            proto.graph.node.append(helper.make_node("Add", [out.name + "_inner"] * 2, [out.name]))
+        return real(ir.serde.deserialize_model(proto), target, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(io, "save_model", doubled)
+    _symbolic_cumprod(tmp_path / "in", "a.onnx", [2, 5])
+    (tmp_path / "in" / "b.onnx").write_bytes(b"not a model")
+    assert main([str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--verify", "-q"]) == 2
+    err = capsys.readouterr().err
+    listed = err.split("2 file(s) failed or did not verify:\n", 1)[1].splitlines()
+    assert len(listed) == 2, err
+    assert "a.onnx: --verify found a mismatch; nothing written" in listed[1], err
+    assert "b.onnx" in listed[0], err
 
 
 # The library: convert_file and rewriter.io
