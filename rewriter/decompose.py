@@ -23,13 +23,14 @@ import collections
 import dataclasses
 import logging
 import os
+import re
 from collections.abc import Sequence
 
 import onnx
 import onnx_ir as ir
 
 from rewriter import lowerings
-from rewriter.checker import InMemoryCheckerPass
+from rewriter.checker import InMemoryCheckerPass, graphs_of
 from rewriter.errors import (
     CumProdError,
     InputModelError,
@@ -443,7 +444,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
             if isinstance(
                 cause, (onnx.checker.ValidationError, onnx.shape_inference.InferenceError)
             ):
-                first = _first_line(cause)
+                first = _checker_message(cause, work)
                 before = _checker_problem(model)
                 if before is not None:
                     raise InputModelError(
@@ -471,9 +472,30 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
 
-def _first_line(exc: BaseException) -> str:
+_CHECKER_NODE = re.compile(r"Name: (\S*) OpType: (\S+)")
+
+
+def _checker_message(exc: BaseException, model: ir.Model) -> str:
+    """The first line of a checker or inference error, and where it is: the node that onnx's
+    checker names on a later line ("==> Context: Bad node spec for node. Name: r OpType:
+    Relu"), or for a ValueInfo without a type or a shape, which it does not name, the first
+    graph input or output of ``model`` without one (the full check wants both)."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if node := _CHECKER_NODE.search(text):
+        name, op_type = node.groups()
+        where = f"node '{name}' ({op_type})" if name else f"a {op_type} node without a name"
+        return f"{where}: {first}"
+    lacks = {"'type' of 'value_info'": "type", "'shape' of 'type'": "shape"}
+    missing = next((what for field, what in lacks.items() if field in first), None)
+    if missing is None:
+        return first
+    for graph in graphs_of(model):
+        for role, values in (("input", graph.inputs), ("output", graph.outputs)):
+            for v in values:
+                if (v.type if missing == "type" else v.shape) is None:
+                    return f"{role} '{v.name}' of graph '{graph.name}' has no {missing} ({first})"
+    return first
 
 
 def _checker_problem(model: ir.Model) -> str | None:
@@ -481,7 +503,7 @@ def _checker_problem(model: ir.Model) -> str | None:
     try:
         InMemoryCheckerPass(full_check=True)(model)
     except Exception as exc:  # noqa: BLE001 - a PassError around the checker's error
-        return _first_line(pass_error_cause(exc))
+        return _checker_message(pass_error_cause(exc), model)
     return None
 
 

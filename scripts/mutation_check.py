@@ -720,6 +720,12 @@ MUTANTS = [
         "        for r in (*failed, *mismatched):",
         "        for r in failed:",
     ),
+    Mutant(
+        "decompose: a checker refusal without the node onnx names on a later line",
+        "rewriter/decompose.py",
+        "    if node := _CHECKER_NODE.search(text):",
+        "    if node := None:",
+    ),
 ]
 
 

@@ -178,9 +178,31 @@ def test_an_input_that_fails_the_checker_is_blamed_not_the_rewrite(tmp_path) -> 
 
     model = cumprod_model(TensorProto.FLOAT, [3, 4], 1)
     model.graph.output[0].type.tensor_type.ClearField("shape")
-    with pytest.raises(rewriter.InputModelError, match="the input model fails the ONNX checker"):
+    with pytest.raises(
+        rewriter.InputModelError,
+        match=r"the input model fails the ONNX checker .*: output 'y' of graph 'main' has no shape",
+    ):
         rewriter.decompose_cumprod(model)
     source = tmp_path / "noshape.onnx"
     onnx.save(model, source)
     assert main([str(source), "-o", str(tmp_path / "out.onnx"), "-q"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["noshape.onnx"]
+
+
+def test_a_checker_refusal_names_the_node_or_the_value() -> None:
+    """onnx's checker names a bad node on a later line of its message, and a graph input or
+    output without a type not at all: the one-line refusal names them (a review of the README
+    found "Field 'type' of 'value_info' is required but missing" naming nothing)."""
+    model = cumprod_model(TensorProto.FLOAT, [3, 4], 1)
+    model.graph.node.insert(0, helper.make_node("Relu", ["x"], ["r"], name="act", alpha=1.0))
+    with pytest.raises(rewriter.InputModelError, match=r"node 'act' \(Relu\): Unrecognized"):
+        rewriter.decompose_cumprod(model)
+    model.graph.node[0].name = ""
+    with pytest.raises(rewriter.InputModelError, match="a Relu node without a name: Unrec"):
+        rewriter.decompose_cumprod(model)
+    model = cumprod_model(TensorProto.FLOAT, [3, 4], 1)
+    model.graph.output[0].ClearField("type")
+    with pytest.raises(
+        rewriter.InputModelError, match="output 'y' of graph 'main' has no type \\(Field 'type'"
+    ):
+        rewriter.decompose_cumprod(model)
