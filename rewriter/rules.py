@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,7 +102,9 @@ class CumProdRule(RewriteRuleClassBase):
         self.strategy = strategy
         self._facts: _ModelFacts | None = None
         self._planned: dict[ir.Node, tuple[CumProdSite, lowerings.Lowering, _ModelFacts]] = {}
-        self._warned: set[str] = set()  # the rewriter may check a node on every iteration
+        # the rewriter may check a node on every iteration: each warning once per model
+        self._warned: set[str] = set()
+        self._warned_model: weakref.ref[ir.Model] | None = None
 
     def pattern(self, op: Any, x: ir.Value, axis: ir.Value) -> ir.Value:
         return op.CumProd(x, axis, _outputs=["y"])  # type: ignore[no-any-return]
@@ -117,6 +120,9 @@ class CumProdRule(RewriteRuleClassBase):
         self._planned.clear()
 
     def _model_facts(self, model: ir.Model, node: ir.Node) -> _ModelFacts:
+        if self._warned_model is None or self._warned_model() is not model:
+            self._warned.clear()  # a rule set reused for another model warns about it too
+            self._warned_model = weakref.ref(model)
         facts = self._facts
         if facts is None or facts.model is not model or node not in facts.located:
             located = {w.node: w for w in walk_model(model) if _is_cumprod(w.node)}

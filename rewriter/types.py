@@ -568,12 +568,67 @@ def unconfirmed_computed_shapes(
     return found
 
 
+def cumprod_cone(model: ir.Model) -> set[int]:
+    """The ids of the values a CumProd's inputs are computed from, at any distance: through
+    node inputs, every value inside a subgraph or a model-local function body a node on the
+    way runs, a subgraph's inputs back to its node's inputs and its own outputs (a Loop's
+    carried values), a function's inputs back to every call's inputs. Their declared shapes
+    are the ones onnxruntime may fold a lowering's ``Shape`` from."""
+    functions = {id(f.graph): f.identifier() for f in model.functions.values()}
+    owner: dict[int, ir.Node] = {}
+    calls: dict[tuple[str, str, str], list[ir.Node]] = {}
+    todo: list[ir.Value | None] = []
+    for top in (model.graph, *(f.graph for f in model.functions.values())):
+        for node in ir.traversal.RecursiveGraphIterator(top):
+            for sub in _subgraphs(node):
+                owner[id(sub)] = node
+            calls.setdefault((node.domain, node.op_type, node.overload), []).append(node)
+            if node.op_type == "CumProd" and node.domain in ("", "ai.onnx"):
+                todo.extend(node.inputs)
+    seen: set[int] = set()
+    visited: set[int] = set()
+
+    def run(node: ir.Node) -> None:
+        if id(node) in visited:
+            return
+        visited.add(id(node))
+        todo.extend(node.inputs)
+        bodies = list(_subgraphs(node))
+        called = model.functions.get((node.domain, node.op_type, node.overload))
+        if called is not None:
+            bodies.append(called.graph)
+        for body in bodies:
+            todo.extend(body.outputs)
+            for inner in ir.traversal.RecursiveGraphIterator(body):
+                run(inner)
+
+    while todo:
+        value = todo.pop()
+        if value is None or id(value) in seen:
+            continue
+        seen.add(id(value))
+        producer = value.producer()
+        if producer is not None:
+            run(producer)
+        elif value.graph is not None and id(value.graph) in owner:  # a subgraph's input
+            todo.extend(owner[id(value.graph)].inputs)
+            todo.extend(value.graph.outputs)
+        elif value.graph is not None and id(value.graph) in functions:  # a function's input
+            for call in calls.get(functions[id(value.graph)], []):
+                todo.extend(call.inputs)
+    return seen
+
+
 def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
-    """Clear the declared shapes a lowering must not build on: main-graph values whose
+    """Clear the declared shapes a lowering must not build on, on the way to a CumProd
+    (:func:`cumprod_cone`; the others are kept as declared): main-graph values whose
     declaration contradicts inference (:func:`stale_shapes`), and computed values and
     subgraph inputs whose declared static dims inference does not confirm
     (:func:`unconfirmed_computed_shapes`, :func:`unconfirmed_subgraph_inputs`)."""
+    cone = cumprod_cone(model)
     for value in stale_shapes(model, types):
+        if id(value) not in cone:
+            continue
         logger.warning(
             "value '%s' declares shape %s, which contradicts shape inference: dropped",
             value.name,
@@ -581,6 +636,8 @@ def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
         )
         value.shape = None
     for value, inferred in unconfirmed_computed_shapes(model, types):
+        if id(value) not in cone:
+            continue
         assert value.shape is not None
         blanked = _blank_unconfirmed(value.shape, inferred)
         logger.info(
@@ -592,6 +649,8 @@ def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
         )
         value.shape = blanked
     for value in unconfirmed_subgraph_inputs(model, types):
+        if id(value) not in cone:
+            continue
         logger.info(
             "subgraph input '%s' declares shape %s, which shape inference does not "
             "confirm: dropped (onnxruntime would fold the lowering's Shape from it)",

@@ -726,6 +726,20 @@ MUTANTS = [
         "    if node := _CHECKER_NODE.search(text):",
         "    if node := None:",
     ),
+    Mutant(
+        "types: unconfirmed shapes blanked also off the way to a CumProd",
+        "rewriter/types.py",
+        "        if id(value) not in cone:\n            continue\n"
+        "        assert value.shape is not None",
+        "        assert value.shape is not None",
+    ),
+    Mutant(
+        "rules: a reused rule set silent about the leftovers of every model after the first",
+        "rewriter/rules.py",
+        "            self._warned.clear()  # a rule set reused for another model warns"
+        " about it too",
+        "            pass",
+    ),
 ]
 
 

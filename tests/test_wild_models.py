@@ -463,6 +463,63 @@ def test_a_traced_shape_of_a_reshape_is_not_folded(declared: str) -> None:
     np.testing.assert_array_equal(run_ort(rewritten, feeds)[0], np.cumprod(a.reshape(2, 3), 1))
 
 
+@pytest.mark.parametrize("via", VIA)
+def test_declared_shapes_off_the_way_to_a_cumprod_are_kept(via: str) -> None:
+    """Found by a review from outside: the declared shapes inference cannot confirm were
+    blanked in the whole model, also of values no CumProd is computed from (a contrib op's
+    output, whose shape no later tool can infer again). Only those on the way to a CumProd
+    are (onnxruntime may fold a lowering's Shape from them); the others stay as declared,
+    in the main graph and in a function body."""
+    body = helper.make_function(
+        LOCAL,
+        "Side",
+        ["a"],
+        ["b"],
+        [helper.make_node("Relu", ["a"], ["inner"]), helper.make_node("Neg", ["inner"], ["b"])],
+        OPSET,
+    )
+    body.value_info.append(helper.make_tensor_value_info("inner", TensorProto.FLOAT, [4, 5]))
+    model = _model(
+        [
+            helper.make_node("Gelu", ["q"], ["g1"], domain="com.microsoft"),
+            helper.make_node("Relu", ["g1"], ["z"]),
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Neg", ["r"], ["w"]),
+            helper.make_node("Side", ["x"], ["s"], domain=LOCAL),
+            helper.make_node("Neg", ["x"], ["h"]),
+            helper.make_node("CumProd", ["h", "axis"], ["y"]),
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5]),
+            helper.make_tensor_value_info("q", TensorProto.FLOAT, [4, 5]),
+        ],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 5]) for n in ("y", "w", "s")]
+        + [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 5])],
+        functions=[body],
+        initializers=[helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    for name in ("g1", "r", "h"):  # r and h written for a batch of 4
+        model.graph.value_info.append(
+            helper.make_tensor_value_info(name, TensorProto.FLOAT, [4, 5])
+        )
+    rewritten = _rewrite(model, via)
+    declared = {
+        v.name: [
+            d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim
+        ]
+        for v in rewritten.graph.value_info
+    }
+    assert declared["g1"] == [4, 5] and declared["r"] == [4, 5], declared
+    assert declared.get("h", [None, 5]) == [None, 5], declared  # on the way: not built on
+    (function,) = rewritten.functions
+    (inner,) = function.value_info
+    assert [d.dim_value for d in inner.type.tensor_type.shape.dim] == [4, 5]
+    x = np.arange(1, 16, dtype=np.float32).reshape(3, 5) / 4
+    (y, *_) = run_ort(rewritten, {"x": x, "q": np.ones((4, 5), np.float32)})
+    np.testing.assert_array_equal(y, np.cumprod(-x, axis=1))
+
+
 def test_an_unconfirmed_graph_output_read_by_another_node_keeps_its_rank() -> None:
     """Found by the same review, in the fix above before it kept ranks: a graph output r
     declared (2, 3) that inference cannot confirm and another node reads lost its shape, and
