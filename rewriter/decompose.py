@@ -472,7 +472,7 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
 
-_CHECKER_NODE = re.compile(r"Name: (\S*) OpType: (\S+)")
+_CHECKER_NODE = re.compile(r"Name: (.*?) OpType: (\S+)")
 
 
 def _checker_message(exc: BaseException, model: ir.Model) -> str:

@@ -570,10 +570,11 @@ def unconfirmed_computed_shapes(
 
 def cumprod_cone(model: ir.Model) -> set[int]:
     """The ids of the values a CumProd's inputs are computed from, at any distance: through
-    node inputs, every value inside a subgraph or a model-local function body a node on the
-    way runs, a subgraph's inputs back to its node's inputs and its own outputs (a Loop's
-    carried values), a function's inputs back to every call's inputs. Their declared shapes
-    are the ones onnxruntime may fold a lowering's ``Shape`` from."""
+    node inputs, what the outputs of a subgraph or a model-local function body a node on the
+    way runs are computed from (outer-scope reads too), a subgraph's inputs back to its
+    node's inputs and its own outputs (a Loop's carried values), a function's inputs back to
+    every call's inputs. Their declared shapes are the ones onnxruntime may fold a
+    lowering's ``Shape`` from."""
     functions = {id(f.graph): f.identifier() for f in model.functions.values()}
     owner: dict[int, ir.Node] = {}
     calls: dict[tuple[str, str, str], list[ir.Node]] = {}
@@ -597,10 +598,8 @@ def cumprod_cone(model: ir.Model) -> set[int]:
         called = model.functions.get((node.domain, node.op_type, node.overload))
         if called is not None:
             bodies.append(called.graph)
-        for body in bodies:
+        for body in bodies:  # what reaches its outputs (an outer-scope read too)
             todo.extend(body.outputs)
-            for inner in ir.traversal.RecursiveGraphIterator(body):
-                run(inner)
 
     while todo:
         value = todo.pop()
@@ -620,15 +619,14 @@ def cumprod_cone(model: ir.Model) -> set[int]:
 
 
 def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
-    """Clear the declared shapes a lowering must not build on, on the way to a CumProd
-    (:func:`cumprod_cone`; the others are kept as declared): main-graph values whose
-    declaration contradicts inference (:func:`stale_shapes`), and computed values and
-    subgraph inputs whose declared static dims inference does not confirm
-    (:func:`unconfirmed_computed_shapes`, :func:`unconfirmed_subgraph_inputs`)."""
+    """Clear the declared shapes a lowering must not build on: main-graph values whose
+    declaration contradicts inference (:func:`stale_shapes`; everywhere: onnx's full check
+    refuses them), and, on the way to a CumProd (:func:`cumprod_cone`; elsewhere they are kept
+    as declared), computed values and subgraph inputs whose declared static dims inference
+    does not confirm (:func:`unconfirmed_computed_shapes`,
+    :func:`unconfirmed_subgraph_inputs`)."""
     cone = cumprod_cone(model)
     for value in stale_shapes(model, types):
-        if id(value) not in cone:
-            continue
         logger.warning(
             "value '%s' declares shape %s, which contradicts shape inference: dropped",
             value.name,

@@ -734,6 +734,43 @@ MUTANTS = [
         "        assert value.shape is not None",
     ),
     Mutant(
+        "types: the cone stops at a function's inputs (not back to its calls)",
+        "rewriter/types.py",
+        "            for call in calls.get(functions[id(value.graph)], []):\n"
+        "                todo.extend(call.inputs)",
+        "            pass",
+    ),
+    Mutant(
+        "types: the cone stops at a subgraph's inputs (not back to its node's)",
+        "rewriter/types.py",
+        "            todo.extend(owner[id(value.graph)].inputs)\n",
+        "",
+    ),
+    Mutant(
+        "types: the cone does not follow the bodies a node on the way runs",
+        "rewriter/types.py",
+        "            todo.extend(body.outputs)\n",
+        "            pass\n",
+    ),
+    Mutant(
+        "types: stale shapes dropped only on the way to a CumProd",
+        "rewriter/types.py",
+        "    for value in stale_shapes(model, types):\n",
+        "    for value in [v for v in stale_shapes(model, types) if id(v) in cone]:\n",
+    ),
+    Mutant(
+        "cli: the warning collector left on the library's logger after main()",
+        "rewriter/cli.py",
+        "        library_logger.removeHandler(collector)\n",
+        "",
+    ),
+    Mutant(
+        "cli: the file tag left on the root handlers after main()",
+        "rewriter/cli.py",
+        "            handler.removeFilter(tag)\n",
+        "",
+    ),
+    Mutant(
         "rules: a reused rule set silent about the leftovers of every model after the first",
         "rewriter/rules.py",
         "            self._warned.clear()  # a rule set reused for another model warns"

@@ -7,6 +7,7 @@ convert.py and io.py: each test fails with one deliberate bug there (listed in
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rewriter import io
-from rewriter.cli import main
+from rewriter.cli import _FileTag, _WarningCollector, main
 from rewriter.convert import convert_file, find_model_files
 from tests.test_file_safety import run, snapshot, weighted
 
@@ -124,7 +125,15 @@ def test_the_report_records_each_files_warnings(
     files = {Path(f["input"]).name: f for f in json.loads(report.read_text())["files"]}
     assert [f["status"] for f in files.values()] == ["rewritten", "rewritten"]
     (warning,) = files["a.onnx"]["warnings"]
+    assert warning.startswith("CumProd 'scan' in graph 'g': "), warning  # no file tag
     assert "iree does not check the length bound (16)" in warning
+    # nothing of the run stays on the loggers (main() may run again in this process)
+    assert not [
+        h for h in logging.getLogger("rewriter").handlers if isinstance(h, _WarningCollector)
+    ]
+    assert not [
+        f for h in logging.getLogger().handlers for f in h.filters if isinstance(f, _FileTag)
+    ]
     assert files["b.onnx"]["warnings"] == []
     # what reached the handlers of the root logger (the command line's: stderr)
     shown = [r.getMessage() for r in caplog.records if "length bound" in r.getMessage()]

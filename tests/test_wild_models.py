@@ -520,6 +520,132 @@ def test_declared_shapes_off_the_way_to_a_cumprod_are_kept(via: str) -> None:
     np.testing.assert_array_equal(y, np.cumprod(-x, axis=1))
 
 
+def _declared_for_a_batch_of_4(kind: str) -> onnx.ModelProto:
+    """x [N, 5]; c = Neg(x) declares [4, 5] (written for a batch of 4), and reaches a CumProd
+    along axis 0 through ``kind``: a function's input, a Scan's state, an If branch's
+    outer-scope read."""
+    c_nodes = [helper.make_node("Neg", ["x"], ["c"])]
+    axis0 = helper.make_tensor("axis", TensorProto.INT64, [], [0])
+    functions = []
+    if kind == "function input":
+        functions = [
+            helper.make_function(
+                LOCAL,
+                "Scanned",
+                ["a"],
+                ["b"],
+                [
+                    helper.make_node("Constant", [], ["ax"], value_int=0),
+                    helper.make_node("CumProd", ["a", "ax"], ["b"]),
+                ],
+                OPSET,
+            )
+        ]
+        nodes = [*c_nodes, helper.make_node("Scanned", ["c"], ["y"], domain=LOCAL)]
+    elif kind == "scan state":
+        body = helper.make_graph(
+            [
+                helper.make_node("Constant", [], ["ax"], value_int=0),
+                helper.make_node("CumProd", ["s_in", "ax"], ["s_out"]),
+                helper.make_node("Identity", ["e"], ["e_out"]),
+            ],
+            "body",
+            [
+                helper.make_tensor_value_info("s_in", TensorProto.FLOAT, None),
+                helper.make_tensor_value_info("e", TensorProto.FLOAT, [1]),
+            ],
+            [
+                helper.make_tensor_value_info("s_out", TensorProto.FLOAT, None),
+                helper.make_tensor_value_info("e_out", TensorProto.FLOAT, [1]),
+            ],
+        )
+        nodes = [
+            *c_nodes,
+            helper.make_node("Scan", ["c", "steps"], ["y", "unused"], body=body, num_scan_inputs=1),
+        ]
+    else:  # an If branch reading c from the outer scope
+        branch = helper.make_graph(
+            [helper.make_node("Relu", ["c"], ["t"])],
+            "branch",
+            [],
+            [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+        )
+        nodes = [
+            *c_nodes,
+            helper.make_node("If", ["flag"], ["i"], then_branch=branch, else_branch=branch),
+            helper.make_node("CumProd", ["i", "axis"], ["y"]),
+        ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])]
+    if kind == "scan state":
+        inputs.append(helper.make_tensor_value_info("steps", TensorProto.FLOAT, [2, 1]))
+    if kind == "if branch":
+        inputs.append(helper.make_tensor_value_info("flag", TensorProto.BOOL, []))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])]
+    if kind == "scan state":
+        outputs.append(helper.make_tensor_value_info("unused", TensorProto.FLOAT, [2, 1]))
+    model = _model(nodes, inputs, outputs, functions, [axis0] if kind == "if branch" else [])
+    model.graph.value_info.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [4, 5]))
+    return model
+
+
+@pytest.mark.parametrize(
+    ("kind", "target"),
+    [
+        ("function input", "onnxruntime"),
+        ("function input", "tract"),  # the function inlined
+        ("scan state", "onnxruntime"),  # (tract refuses a CumProd in a Scan body)
+        ("if branch", "onnxruntime"),
+        ("if branch", "tract"),
+    ],
+)
+def test_a_declared_shape_reaching_a_cumprod_through_a_call_or_subgraph(
+    kind: str, target: str
+) -> None:
+    """Found by a review of cumprod_cone: each way a declared shape reaches a CumProd other
+    than node inputs (a function input back to its call, a subgraph input back to its node,
+    a subgraph's outer-scope read) must count as on the way, or its unconfirmed [4, 5] is
+    kept and onnxruntime folds the lowering's Shape from it (fed a batch of 3). Native
+    onnxruntime refuses some of these originals for the declaration itself: numpy is the
+    reference."""
+    model = _declared_for_a_batch_of_4(kind)
+    x = np.arange(1, 16, dtype=np.float32).reshape(3, 5) / 4
+    feeds: dict[str, np.ndarray] = {"x": x}
+    if kind == "scan state":
+        feeds["steps"] = np.zeros((2, 1), np.float32)
+    if kind == "if branch":
+        feeds["flag"] = np.array(True)
+    rewritten = _rewrite(model, target=target)
+    assert "CumProd" not in op_types(rewritten)
+    onnx.checker.check_model(rewritten, full_check=True)
+    want = np.cumprod(-x, axis=0)
+    if kind == "scan state":
+        want = np.cumprod(want, axis=0)  # two steps
+    if kind == "if branch":
+        want = np.cumprod(np.maximum(-x, 0), axis=0)
+    np.testing.assert_allclose(run_ort(rewritten, feeds)[0], want, rtol=1e-6)
+
+
+def test_a_stale_shape_off_the_way_to_a_cumprod_is_still_dropped() -> None:
+    """Found by the same review: a declaration contradicting inference ([3, 5] for a [2, 5]
+    value), after the CumProd, must still be dropped (onnx's full check refuses the output
+    otherwise), not only on the way to a CumProd."""
+    model = _model(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("CumProd", ["r", "axis"], ["y"]),
+            helper.make_node("Neg", ["y"], ["z"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 5])],
+        initializers=[helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    model.graph.value_info.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5]))
+    x = np.arange(1, 11, dtype=np.float32).reshape(2, 5) / 4
+    rewritten = _rewrite(model)
+    onnx.checker.check_model(rewritten, full_check=True)
+    np.testing.assert_allclose(run_ort(rewritten, {"x": x})[0], -np.cumprod(x, 1), rtol=1e-6)
+
+
 def test_an_unconfirmed_graph_output_read_by_another_node_keeps_its_rank() -> None:
     """Found by the same review, in the fix above before it kept ranks: a graph output r
     declared (2, 3) that inference cannot confirm and another node reads lost its shape, and
