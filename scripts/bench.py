@@ -366,18 +366,23 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     - ``n-way split+concat`` (r < n <= :data:`NWAY_UP_TO`): the (o, n, i) view cut into its
       n slices and put back: the data movement of the one-level unrolled route (``chain``);
     - ``chain whole`` (n <= :data:`NWAY_UP_TO`) and ``blocked whole`` (r < n): one level
-      of the route as one graph without its serial dependence (:func:`_level_model`): the
-      parts above, run together, so that their memory traffic meets in the caches as in
-      the route itself;
+      of the route as one graph without its serial dependence (:func:`_level_model`):
+      the Split, each slice multiplied by its neighbour (two tensors read, as the route's
+      Muls read the running product and the slice), for ``blocked whole`` each product
+      multiplied by a carry of its shape, and the Concat (and the Reshape into the
+      output), run together, so that their memory traffic meets in the caches as in the
+      route itself;
     - ``blocked level 2`` (r < n): the scan of the m = ceil(n / r) block totals that the
       blocked route needs after its first level, at least: the (o, m, i) totals cut into
-      min(m, r) slices, each but the first and the last multiplied by itself (the scan
+      min(m, r) slices, each but the first and the last multiplied by its neighbour (the scan
       is exclusive), put back (:func:`_level_model` without the carries; its input has
       1/r of x's elements: :func:`floor_feeds`);
     - ``blocked levels 3+`` (m > r): the same for every further level the totals' scan
       recurses into (:func:`upper_level_lengths`: ceil(m / r), then ceil of that / r, ...,
       down to r or fewer), all in one graph (:func:`_levels_model`), each level's input
-      its own.
+      its own;
+    - ``scan whole`` and ``scan whole (axes)`` (middle and last axes): the Scan route as one
+      graph, with its Transposes or with the Scan's own axes (:func:`_scan_route_model`).
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
@@ -477,7 +482,76 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             models["blocked levels 3+"] = _levels_model(elem_type, outer, upper, inner, r)
     if outer > 1:
         models["transpose back"] = _swap_model(elem_type, shape, [n, outer, inner])
+    if axis != 0:
+        models["scan whole"] = _scan_route_model(elem_type, shape, axis, scan_axes=False)
+        models["scan whole (axes)"] = _scan_route_model(elem_type, shape, axis, scan_axes=True)
     return models
+
+
+def _scan_route_model(
+    elem_type: int, shape: tuple[int, ...], axis: int, *, scan_axes: bool
+) -> onnx.ModelProto:
+    """The Scan route on a middle or the last axis as one graph: x's axis moved to the front
+    (Transpose), a Scan of one Mul of the (o, i) slab and its copy out per step, and the
+    Transpose back into the output; ``scan_axes``: no Transposes, the Scan's own
+    ``scan_input_axes`` / ``scan_output_axes`` instead (onnxruntime transposes inside). The
+    route's whole graph: there is nothing to leave out (a body that returns its product as
+    both the state and the scan output, without the copy, gave wrong results in onnxruntime
+    1.32)."""
+    rank = len(shape)
+    perm = [axis, *(k for k in range(rank) if k != axis)]
+    slab = [d for k, d in enumerate(shape) if k != axis]
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["st", "it"], ["p"]), helper.make_node("Identity", ["p"], ["q"])],
+        "body",
+        [
+            helper.make_tensor_value_info("st", elem_type, slab),
+            helper.make_tensor_value_info("it", elem_type, slab),
+        ],
+        [
+            helper.make_tensor_value_info("p", elem_type, slab),
+            helper.make_tensor_value_info("q", elem_type, slab),
+        ],
+    )
+    ones = onnx.numpy_helper.from_array(
+        np.ones(slab, helper.tensor_dtype_to_np_dtype(elem_type)), "ones"
+    )
+    if scan_axes:
+        nodes = [
+            helper.make_node(
+                "Scan",
+                ["ones", "x"],
+                ["tot", "y"],
+                body=body,
+                num_scan_inputs=1,
+                scan_input_axes=[axis],
+                scan_output_axes=[axis],
+            )
+        ]
+    else:
+        back = [perm.index(k) for k in range(rank)]
+        nodes = [
+            helper.make_node("Transpose", ["x"], ["front"], perm=perm),
+            helper.make_node(
+                "Scan", ["ones", "front"], ["tot", "ys"], body=body, num_scan_inputs=1
+            ),
+            helper.make_node("Transpose", ["ys"], ["y"], perm=back),
+        ]
+    return _graph_model(nodes, elem_type, shape, [ones])
+
+
+def _together(models: list[onnx.ModelProto]) -> onnx.ModelProto:
+    """The graphs of ``models`` as one graph, each with its own inputs and outputs (names
+    prefixed), independent of each other."""
+    inputs, outputs, nodes, initializers = [], [], [], []
+    for k, model in enumerate(models):
+        graph = onnx.compose.add_prefix_graph(model.graph, f"m{k}_")
+        inputs += graph.input
+        outputs += graph.output
+        nodes += graph.node
+        initializers += graph.initializer
+    graph = helper.make_graph(nodes, "floor", inputs, outputs, initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
 def _swap_model(elem_type: int, shape: tuple[int, ...], view: list[int]) -> onnx.ModelProto:
@@ -511,31 +585,27 @@ def _levels_model(
     """The levels of ``lengths`` as one graph: per level an input (o, L, i) (cut to a multiple
     of min(L, r)), the :func:`_level_model` without carries of its exclusive scan, and an
     output; the levels do not depend on each other (so at least as cheap as the route's)."""
-    inputs, outputs, nodes, initializers = [], [], [], []
-    for level, length in enumerate(lengths, start=3):
+    models = []
+    for length in lengths:
         parts = min(length, r)
         cut = length // parts * parts
-        model = _level_model(
-            elem_type,
-            (outer, cut, inner),
-            [outer * (cut // parts), parts, inner],
-            parts,
-            carries=False,
-            exclusive=True,
+        models.append(
+            _level_model(
+                elem_type,
+                (outer, cut, inner),
+                [outer * (cut // parts), parts, inner],
+                parts,
+                carries=False,
+                exclusive=True,
+            )
         )
-        graph = onnx.compose.add_prefix_graph(model.graph, f"l{level}_")
-        inputs += graph.input
-        outputs += graph.output
-        nodes += graph.node
-        initializers += graph.initializer
-    graph = helper.make_graph(nodes, "floor", inputs, outputs, initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    return _together(models)
 
 
 def floor_feeds(model: onnx.ModelProto, x: np.ndarray) -> dict[str, np.ndarray]:
     """The feeds of a floor model: x, or for each input smaller than x (``blocked level
-    2``, ``blocked levels 3+``) x's first elements in the input's shape, a contiguous array
-    of its own."""
+    2``, ``blocked levels 3+``, the carry of ``blocked whole``) x's first elements in the
+    input's shape, a contiguous array of its own."""
     feeds = {}
     for value in model.graph.input:
         dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
@@ -556,32 +626,36 @@ def _level_model(
     carries: bool,
     exclusive: bool = False,
 ) -> onnx.ModelProto:
-    """One level of an unrolled route as one graph, without its serial dependence and with
-    the least reads: x viewed as ``view`` and cut into ``parts`` slices along axis 1, each
-    slice but the first multiplied by itself (the route multiplies it by the running
-    product, just written and in cache: one read more), the products put back, then
-    (``carries``) one more multiplying pass, again of a tensor by itself (the route's reads
-    a carry too), and the Reshape to x's shape into the output. The route's reads, writes
-    and launches at least, run together, so that their memory traffic meets in the caches
-    as the route's does. ``exclusive``: the last slice is not multiplied (an exclusive
-    scan's n outputs are the ones and the first n - 1 products)."""
+    """One level of an unrolled route as one graph, without its serial dependence: x viewed
+    as ``view`` and cut into ``parts`` slices along axis 1, each slice but the first
+    multiplied by the slice before it (the route multiplies it by the running product: two
+    tensors read, one written), the products put back, then (``carries``) each product
+    multiplied by a carry (a graph input ``carry`` of one slice's shape, as the route
+    multiplies each of its slices by the block carries) before they are put back, and the
+    Reshape to x's shape into the output. The route's reads, writes and launches, run
+    together, so that their memory traffic meets in the caches as the route's does.
+    ``exclusive``: the last slice is not multiplied (an exclusive scan's n outputs are the
+    ones and the first n - 1 products).
+
+    Until the fourteenth round each slice was multiplied by itself (one tensor read): that
+    left out a read per Mul, 3-15 % of a middle-axis ``chain`` (docs/performance.md)."""
     names = [f"s{k}" for k in range(parts)]
     nodes = [
         helper.make_node("Reshape", ["x", "view"], ["v"]),
         helper.make_node("Split", ["v"], names, axis=1, num_outputs=parts),
     ]
     multiplied = range(1, parts - 1 if exclusive else parts)
-    nodes += [helper.make_node("Mul", [names[k], names[k]], [f"p{k}"]) for k in multiplied]
+    nodes += [helper.make_node("Mul", [names[k - 1], names[k]], [f"p{k}"]) for k in multiplied]
     products = [f"p{k}" if k in multiplied else names[k] for k in range(parts)]
     if carries:
+        nodes += [helper.make_node("Mul", [p, "carry"], [f"q{k}"]) for k, p in enumerate(products)]
         nodes += [
-            helper.make_node("Concat", products, ["c"], axis=1),
-            helper.make_node("Mul", ["c", "c"], ["m"]),
-            helper.make_node("Reshape", ["m", "shape"], ["y"]),
+            helper.make_node("Concat", [f"q{k}" for k in range(parts)], ["c"], axis=1),
+            helper.make_node("Reshape", ["c", "shape"], ["y"]),
         ]
     else:
         nodes.append(helper.make_node("Concat", products, ["y"], axis=1))
-    return _graph_model(
+    model = _graph_model(
         nodes,
         elem_type,
         shape,
@@ -590,6 +664,10 @@ def _level_model(
             helper.make_tensor("shape", TensorProto.INT64, [len(shape)], list(shape)),
         ],
     )
+    if carries:
+        slab = [view[0], 1, *view[2:]]
+        model.graph.input.append(helper.make_tensor_value_info("carry", elem_type, slab))
+    return model
 
 
 NWAY_UP_TO = 4096  # the n-way split+concat model is built up to this n (session time)
@@ -612,12 +690,18 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
     ``chain`` and ``blocked`` take the larger of that sum and the route's level timed as one
     graph (``chain whole``, ``blocked whole``), when the cell has it; ``blocked`` then adds
     the scan of its block totals (``blocked level 2`` and ``blocked levels 3+``), when the
-    cell has them.
+    cell has them. ``scan`` takes the larger of its parts' sum and the cheaper of its whole
+    graphs (``scan whole``, ``scan whole (axes)``), when the cell has them (middle and last
+    axes).
     """
     us: dict[str, float] = row["us"]  # type: ignore[assignment]
     n = int(row["n"])  # type: ignore[call-overload]
     launches = (n - 1) * us["64 launches"] / 64
     move = us.get("n-way split+concat", us["fine split+concat"] if n <= 16 else 0.0)
+    scan = us["scan n steps"]
+    if position != "first":
+        scan += us["transpose"] + us.get("transpose back", us["transpose"])
+    wholes = [us[k] for k in ("scan whole", "scan whole (axes)") if k in us]
     return {
         "chain": max(move + us["mul x*x"] + launches, us.get("chain whole", 0.0)),
         "blocked": max(
@@ -625,12 +709,7 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
         )
         + us.get("blocked level 2", 0.0)
         + us.get("blocked levels 3+", 0.0),
-        "scan": us["scan n steps"]
-        + (
-            us["transpose"] + us.get("transpose back", us["transpose"])
-            if position != "first"
-            else 0.0
-        ),
+        "scan": max(scan, min(wholes)) if wholes else scan,
     }
 
 

@@ -100,10 +100,29 @@ def test_the_whole_level_models_run_and_keep_the_shape(bench) -> None:  # type: 
         session = ort.InferenceSession(
             models[name].SerializeToString(), providers=["CPUExecutionProvider"]
         )
-        (y,) = session.run(None, {"x": x})
+        (y,) = session.run(None, bench.floor_feeds(models[name], x))
         assert y.size == x.size, name
     assert y.shape == x.shape
     assert [n.op_type for n in models["chain whole"].graph.node].count("Mul") == 63
+
+
+def test_the_level_models_read_two_tensors_per_mul(bench) -> None:  # type: ignore[no-untyped-def]
+    """Each Mul of a level model reads two tensors, as the route's Muls read the running
+    product and the next slice (a slice multiplied by itself left out a read: 3-15 % of a
+    middle-axis chain): each slice by its neighbour, and in ``blocked whole`` each product by
+    a carry, a graph input of one slice's shape (r = 16 here)."""
+    import onnx
+
+    models = bench.floor_models(onnx.TensorProto.INT64, (4, 64, 3), 1)
+    for name in ("chain whole", "blocked whole", "blocked level 2"):
+        muls = [n for n in models[name].graph.node if n.op_type == "Mul"]
+        assert muls, name
+        assert all(m.input[0] != m.input[1] for m in muls), name
+    blocked = models["blocked whole"]
+    carried = [n for n in blocked.graph.node if n.op_type == "Mul" and "carry" in n.input]
+    assert len(carried) == 16
+    (carry,) = [v for v in blocked.graph.input if v.name == "carry"]
+    assert [d.dim_value for d in carry.type.tensor_type.shape.dim] == [4 * 64 // 16, 1, 3]
 
 
 def test_the_blocked_route_adds_its_totals_scan_and_scan_its_way_back(bench) -> None:  # type: ignore[no-untyped-def]
@@ -172,3 +191,31 @@ def test_the_levels_after_the_second_are_each_scanned_once(bench) -> None:  # ty
     outputs = session.run(None, bench.floor_feeds(upper, x))
     assert [y.size for y in outputs] == [6 * 64, 6 * 16, 6 * 4]
     assert "blocked levels 3+" not in bench.floor_models(onnx.TensorProto.INT32, (6, 16), 1)
+
+
+def test_the_scan_route_timed_whole_is_the_scan_and_raises_its_floor(bench) -> None:  # type: ignore[no-untyped-def]
+    """``scan whole`` and ``scan whole (axes)`` are the Scan route's whole graph: on a middle
+    and the last axis they compute the cumulative product itself (none on the first axis,
+    where ``scan n steps`` is the route); the route takes the larger of its parts' sum and
+    the cheaper of the two."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    for shape in [(3, 7, 5), (6, 9)]:
+        x = rng.integers(-3, 4, shape).astype(np.int64)
+        models = bench.floor_models(onnx.TensorProto.INT64, shape, 1)
+        for name in ("scan whole", "scan whole (axes)"):
+            session = ort.InferenceSession(
+                models[name].SerializeToString(), providers=["CPUExecutionProvider"]
+            )
+            (y,) = session.run(None, bench.floor_feeds(models[name], x))
+            np.testing.assert_array_equal(y, np.cumprod(x, axis=1), err_msg=name)
+    assert "scan whole" not in bench.floor_models(onnx.TensorProto.INT64, (7, 5), 0)
+    row = _row(100.0, 500.0, 900.0)
+    assert bench.route_floors(row, "middle")["scan"] == pytest.approx(920.0)
+    row["us"] |= {"scan whole": 1500.0, "scan whole (axes)": 1200.0}
+    assert bench.route_floors(row, "middle")["scan"] == pytest.approx(1200.0)
+    row["us"] |= {"scan whole": 800.0, "scan whole (axes)": 850.0}
+    assert bench.route_floors(row, "middle")["scan"] == pytest.approx(920.0)
