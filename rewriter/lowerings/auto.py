@@ -5,7 +5,8 @@ known statically.
 the calling thread's CPU time; float32, float64, int32, int64; 1M and 4M elements; the run of
 2026-11-30 in ``docs/performance.md``), checked again against every lowering on the whole grid
 on 2026-12-02 (``scripts/results/bench-2026-12-02-every``: no cell where another lowering was
-consistently faster than the pick; "Eleventh round" in ``docs/performance.md``). The scanned
+consistently faster than the pick; "Eleventh round" in ``docs/performance.md``) and on
+2026-12-03 (``bench-2026-12-03-round14-every``, "Fourteenth round"). The scanned
 tensor is viewed as (o, n, i). "8-byte" means the compute type has 8-byte elements (int64,
 uint64, double, and uint32 computed as int64): onnxruntime moves those slower through
 Transposes and strided Split / Concat.
