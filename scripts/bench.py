@@ -395,17 +395,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     ]
     chained += [helper.make_node("Mul", [f"c{k}", "c0"], [f"c{k + 1}"]) for k in range(64)]
     chained.append(helper.make_node("Identity", ["c64"], ["y"]))
-    state = helper.make_tensor_value_info("st", elem_type, [16])
-    item = helper.make_tensor_value_info("it", elem_type, [16])
-    body = helper.make_graph(
-        [helper.make_node("Mul", ["st", "it"], ["p"]), helper.make_node("Identity", ["p"], ["q"])],
-        "body",
-        [state, item],
-        [
-            helper.make_tensor_value_info("p", elem_type, [16]),
-            helper.make_tensor_value_info("q", elem_type, [16]),
-        ],
-    )
+    body = _step_body(elem_type, [16])
     steps = helper.make_tensor("steps", TensorProto.INT64, [1], [512 * 16])
     slabs = helper.make_tensor("slabs", TensorProto.INT64, [2], [512, 16])
     ones16 = helper.make_tensor("ones16", elem_type, [16], [1] * 16)
@@ -437,18 +427,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         # the one-level unrolled route (chain): every one of the n positions its own slice
         models["n-way split+concat"] = _split_concat(elem_type, shape, [outer, n, inner], n)
     slab = outer * inner
-    cell_body = helper.make_graph(
-        [helper.make_node("Mul", ["st", "it"], ["p"]), helper.make_node("Identity", ["p"], ["q"])],
-        "body",
-        [
-            helper.make_tensor_value_info("st", elem_type, [slab]),
-            helper.make_tensor_value_info("it", elem_type, [slab]),
-        ],
-        [
-            helper.make_tensor_value_info("p", elem_type, [slab]),
-            helper.make_tensor_value_info("q", elem_type, [slab]),
-        ],
-    )
+    cell_body = _step_body(elem_type, [slab])
     models["scan n steps"] = _graph_model(
         [
             helper.make_node("Reshape", ["x", "rows"], ["x2"]),
@@ -488,20 +467,11 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     return models
 
 
-def _scan_route_model(
-    elem_type: int, shape: tuple[int, ...], axis: int, *, scan_axes: bool
-) -> onnx.ModelProto:
-    """The Scan route on a middle or the last axis as one graph: x's axis moved to the front
-    (Transpose), a Scan of one Mul of the (o, i) slab and its copy out per step, and the
-    Transpose back into the output; ``scan_axes``: no Transposes, the Scan's own
-    ``scan_input_axes`` / ``scan_output_axes`` instead (onnxruntime transposes inside). The
-    route's whole graph: there is nothing to leave out (a body that returns its product as
-    both the state and the scan output, without the copy, gave wrong results in onnxruntime
-    1.32)."""
-    rank = len(shape)
-    perm = [axis, *(k for k in range(rank) if k != axis)]
-    slab = [d for k, d in enumerate(shape) if k != axis]
-    body = helper.make_graph(
+def _step_body(elem_type: int, slab: list[int]) -> onnx.GraphProto:
+    """A Scan step of the sequential route: the state times the slice, as the next state and
+    (through an Identity: the copy out) as the scan output. Without the Identity, one value
+    as both outputs, onnxruntime 1.32 gave wrong results."""
+    return helper.make_graph(
         [helper.make_node("Mul", ["st", "it"], ["p"]), helper.make_node("Identity", ["p"], ["q"])],
         "body",
         [
@@ -513,6 +483,20 @@ def _scan_route_model(
             helper.make_tensor_value_info("q", elem_type, slab),
         ],
     )
+
+
+def _scan_route_model(
+    elem_type: int, shape: tuple[int, ...], axis: int, *, scan_axes: bool
+) -> onnx.ModelProto:
+    """The Scan route on a middle or the last axis as one graph: x's axis moved to the front
+    (Transpose), a Scan of one Mul of the (o, i) slab and its copy out per step, and the
+    Transpose back into the output; ``scan_axes``: no Transposes, the Scan's own
+    ``scan_input_axes`` / ``scan_output_axes`` instead (onnxruntime transposes inside). The
+    route's whole graph: there is nothing to leave out (:func:`_step_body`)."""
+    rank = len(shape)
+    perm = [axis, *(k for k in range(rank) if k != axis)]
+    slab = [d for k, d in enumerate(shape) if k != axis]
+    body = _step_body(elem_type, slab)
     ones = onnx.numpy_helper.from_array(
         np.ones(slab, helper.tensor_dtype_to_np_dtype(elem_type)), "ones"
     )
@@ -538,20 +522,6 @@ def _scan_route_model(
             helper.make_node("Transpose", ["ys"], ["y"], perm=back),
         ]
     return _graph_model(nodes, elem_type, shape, [ones])
-
-
-def _together(models: list[onnx.ModelProto]) -> onnx.ModelProto:
-    """The graphs of ``models`` as one graph, each with its own inputs and outputs (names
-    prefixed), independent of each other."""
-    inputs, outputs, nodes, initializers = [], [], [], []
-    for k, model in enumerate(models):
-        graph = onnx.compose.add_prefix_graph(model.graph, f"m{k}_")
-        inputs += graph.input
-        outputs += graph.output
-        nodes += graph.node
-        initializers += graph.initializer
-    graph = helper.make_graph(nodes, "floor", inputs, outputs, initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
 def _swap_model(elem_type: int, shape: tuple[int, ...], view: list[int]) -> onnx.ModelProto:
@@ -585,21 +555,25 @@ def _levels_model(
     """The levels of ``lengths`` as one graph: per level an input (o, L, i) (cut to a multiple
     of min(L, r)), the :func:`_level_model` without carries of its exclusive scan, and an
     output; the levels do not depend on each other (so at least as cheap as the route's)."""
-    models = []
-    for length in lengths:
+    inputs, outputs, nodes, initializers = [], [], [], []
+    for level, length in enumerate(lengths, start=3):
         parts = min(length, r)
         cut = length // parts * parts
-        models.append(
-            _level_model(
-                elem_type,
-                (outer, cut, inner),
-                [outer * (cut // parts), parts, inner],
-                parts,
-                carries=False,
-                exclusive=True,
-            )
+        model = _level_model(
+            elem_type,
+            (outer, cut, inner),
+            [outer * (cut // parts), parts, inner],
+            parts,
+            carries=False,
+            exclusive=True,
         )
-    return _together(models)
+        graph = onnx.compose.add_prefix_graph(model.graph, f"l{level}_")
+        inputs += graph.input
+        outputs += graph.output
+        nodes += graph.node
+        initializers += graph.initializer
+    graph = helper.make_graph(nodes, "floor", inputs, outputs, initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
 def floor_feeds(model: onnx.ModelProto, x: np.ndarray) -> dict[str, np.ndarray]:
