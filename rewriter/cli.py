@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -169,6 +170,17 @@ def _progress(
     yield from tqdm(items, unit="file", file=sys.stderr)
 
 
+def _dim_warnings(report: convert.FileReport) -> list[str]:
+    """The --dim names that matched no symbolic dim of the file (its report's warnings too)."""
+    if report.verify is None:
+        return []
+    return [
+        f"--dim {name}: no symbolic dim of the model's inputs or CumProds has that name; "
+        "nothing was fed at that size"
+        for name in report.verify.unmatched_dims
+    ]
+
+
 def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> None:
     if report.verify is not None and quiet:
         for o in report.verify.mismatches():
@@ -185,13 +197,8 @@ def _print_report(report: convert.FileReport, listing: bool, quiet: bool) -> Non
                 f"{' ' + attrs if attrs else ''} -> {n.lowering}"
             )
         return
-    if report.verify is not None:
-        for name in report.verify.unmatched_dims:  # (even with --quiet: nothing was fed so)
-            print(
-                f"warning: {report.input}: --dim {name}: no symbolic dim of the model's inputs "
-                "or CumProds has that name; nothing was fed at that size",
-                file=sys.stderr,
-            )
+    for message in _dim_warnings(report):  # (even with --quiet: nothing was fed so)
+        print(f"warning: {report.input}: {message}", file=sys.stderr)
     if quiet:
         return
     if report.verify is not None:
@@ -357,28 +364,51 @@ def _bare_verify(argv: Sequence[str]) -> list[str]:
 def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(_bare_verify(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    if not args.verbose:  # onnx_ir warns about invalid models we then report in one line
-        logging.getLogger("onnx_ir").setLevel(logging.ERROR)
     tag = _FileTag()
-    handlers = [(handler, handler.level) for handler in logging.getLogger().handlers]
+    collector = _WarningCollector()
+    with _run_logging(args.verbose, args.quiet, tag, collector):
+        return _run(parser, args, tag, collector)
+
+
+@contextlib.contextmanager
+def _run_logging(
+    verbose: bool, quiet: bool, tag: _FileTag, collector: _WarningCollector
+) -> Iterator[None]:
+    """The run's logging: a stderr handler on the root logger when it has none (what
+    ``logging.basicConfig`` would add), the root's level DEBUG with ``-v`` else WARNING,
+    onnx_ir's warnings hidden without ``-v`` (it warns about invalid models we then report in
+    one line), the file tag on every root handler, ``-q`` raising them to ERROR, and the
+    report's collector on the library's logger. All of it is undone afterwards: ``main()``
+    may run again in this process (the tests do, and a script may), and a ``-v`` or ``-q``
+    of one run must not stay for the next, nor our handler double the caller's."""
+    root = logging.getLogger()
+    onnx_ir_logger = logging.getLogger("onnx_ir")
+    levels = (root.level, onnx_ir_logger.level)
+    added = None
+    if not root.handlers:
+        added = logging.StreamHandler()
+        added.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(added)
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    if not verbose:
+        onnx_ir_logger.setLevel(logging.ERROR)
+    handlers = [(handler, handler.level) for handler in root.handlers]
     for handler, _ in handlers:
         handler.addFilter(tag)
-        if args.quiet:  # -q prints no warning; --report still records them
+        if quiet:  # -q prints no warning; --report still records them
             handler.setLevel(max(handler.level, logging.ERROR))
-    collector = _WarningCollector()
-    library_logger = logging.getLogger("rewriter")
-    library_logger.addHandler(collector)
+    logger.addHandler(collector)
     try:
-        return _run(parser, args, tag, collector)
-    finally:  # main() may run again in this process (the tests do)
-        library_logger.removeHandler(collector)
+        yield
+    finally:
+        logger.removeHandler(collector)
         for handler, level in handlers:
             handler.removeFilter(tag)
             handler.setLevel(level)
+        if added is not None:
+            root.removeHandler(added)
+        root.setLevel(levels[0])
+        onnx_ir_logger.setLevel(levels[1])
 
 
 def _run(
@@ -388,11 +418,9 @@ def _run(
     collector: _WarningCollector,
 ) -> int:
     dims = _dims(parser, args.dim)
+    notes = []  # warnings about the options: printed, and kept in the report
     if dims and not args.verify:
-        print(
-            "warning: --dim only sets sizes for --verify, which was not given: ignored",
-            file=sys.stderr,
-        )
+        notes.append("--dim only sets sizes for --verify, which was not given: ignored")
     ignored = [
         flag
         for flag, given in (
@@ -403,7 +431,9 @@ def _run(
         if given
     ]
     if args.list and ignored:
-        print(f"warning: --list writes nothing: {', '.join(ignored)} ignored", file=sys.stderr)
+        notes.append(f"--list writes nothing: {', '.join(ignored)} ignored")
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     jobs = _plan_outputs(parser, args)
     report_path = Path(args.report) if args.report else None
     if args.list:  # nothing written but the report
@@ -442,7 +472,7 @@ def _run(
                 max_length=args.max_length,
             )
         tag.current = ""
-        report.warnings = collector.messages
+        report.warnings = collector.messages + _dim_warnings(report)
         _print_report(report, args.list, args.quiet)
         reports.append(report)
     seconds = time.perf_counter() - start
@@ -467,6 +497,7 @@ def _run(
                 "dims": dims,
                 "list": args.list,
             },
+            "warnings": notes,
             "seconds": seconds,
             "files": [dataclasses.asdict(r) for r in reports],
         }

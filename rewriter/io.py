@@ -514,9 +514,13 @@ def _check_report(
         return
     if _special_file(report):
         raise ModelFileError(f"{where}: is a socket or block device; nothing written")
+    # a missing folder is made when the report is written, as -o's are: the nearest
+    # existing one must be a folder we can write in
     folder = report.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
     if not folder.is_dir():
-        raise ModelFileError(f"{where}: folder {folder} does not exist")
+        raise ModelFileError(f"{where}: {folder} is not a folder; nothing written")
     if not os.access(folder, os.W_OK | os.X_OK) or (
         report.exists() and not os.access(report, os.W_OK)
     ):

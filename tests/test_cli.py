@@ -429,19 +429,27 @@ def test_a_dim_name_the_model_lacks_is_warned(tmp_path: Path) -> None:
     so a user who meant to verify a long length saw "ok" for the default sizes."""
     source = _save(cumprod_model(TensorProto.FLOAT, [4, "N"], 1), tmp_path / "model.onnx")
     out = tmp_path / "out.onnx"
-    result = cli(source, "-o", out, "--verify", "--dim", "n=600", "--dim", "N=5", "--quiet")
+    report = tmp_path / "report.json"
+    result = cli(
+        source, "-o", out, "--verify", "--dim", "n=600", "--dim", "N=5", "--quiet",
+        "--report", report,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.strip()]
-    assert warnings == [
-        f"warning: {source}: --dim n: no symbolic dim of the model's inputs or CumProds has "
-        "that name; nothing was fed at that size"
-    ], result.stderr
-    assert out.exists()
-    result = cli(source, "-o", out, "--dim", "N=5", "--quiet")  # and without --verify
-    assert result.returncode == 0, result.stderr
-    assert result.stderr.strip() == (
-        "warning: --dim only sets sizes for --verify, which was not given: ignored"
+    warned = (
+        "--dim n: no symbolic dim of the model's inputs or CumProds has that name; nothing "
+        "was fed at that size"
     )
+    assert warnings == [f"warning: {source}: {warned}"], result.stderr
+    assert out.exists()
+    # the report holds it too (it did not: session-32 note)
+    (file,) = json.loads(report.read_text())["files"]
+    assert file["warnings"] == [warned]
+    result = cli(source, "-o", out, "--dim", "N=5", "--quiet", "--report", report)
+    assert result.returncode == 0, result.stderr  # and without --verify
+    ignored = "--dim only sets sizes for --verify, which was not given: ignored"
+    assert result.stderr.strip() == f"warning: {ignored}"
+    assert json.loads(report.read_text())["warnings"] == [ignored]
 
 
 def test_a_dim_too_large_to_feed_is_one_line(tmp_path: Path) -> None:

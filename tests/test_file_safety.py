@@ -218,9 +218,9 @@ REFUSALS = {
     "--report the input's data": (["m.onnx", "-o", "o.onnx", "--report", "m.bin"], "data file"),
     "--report an output": (["m.onnx", "-o", "o.onnx", "--report", "o.onnx"], "model output"),
     "--report a folder": (["m.onnx", "-o", "o.onnx", "--report", "sub"], "is a folder"),
-    "--report in a missing folder": (
-        ["m.onnx", "-o", "o.onnx", "--report", "nowhere/r.json"],
-        "does not exist",
+    "--report under a file": (
+        ["m.onnx", "-o", "o.onnx", "--report", "m.bin/logs/r.json"],
+        "m.bin is not a folder",
     ),
     "two inputs, one output": (
         ["models/a.onnx", "sub/a.onnx", "-o", "out/"],

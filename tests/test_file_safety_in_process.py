@@ -81,6 +81,16 @@ def test_a_report_over_the_input_is_refused_before_any_work(tmp_path: Path) -> N
     assert snapshot(tmp_path) == before
 
 
+def test_a_report_in_missing_folders_makes_them_as_o_does(tmp_path: Path) -> None:
+    """--report refused a folder that did not exist where -o made it (session-32 note)."""
+    source = two_data_files(tmp_path, "m.onnx")
+    report = tmp_path / "logs" / "today" / "r.json"
+    output = tmp_path / "out" / "new" / "m.onnx"
+    assert main([str(source), "-o", str(output), "--report", str(report)]) == 0
+    assert output.is_file()
+    assert json.loads(report.read_text())["files"][0]["status"] == "rewritten"
+
+
 def test_a_report_that_is_a_symlink_is_replaced_not_written_through(tmp_path: Path) -> None:
     """An output that is a symbolic link is replaced by the file (as sed -i does); the file
     it pointed to is untouched (the report is staged and renamed, like a model)."""
@@ -314,3 +324,34 @@ def test_a_small_external_tensor_is_read_from_the_models_folder(
     x = np.random.default_rng(5).integers(-7, 8, (2, 32)) | 1
     expected = ort.InferenceSession(str(source)).run(None, {"x": x})[0]
     np.testing.assert_array_equal(ort.InferenceSession(str(out)).run(None, {"x": x})[0], expected)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_verbose_holds_for_its_own_run_only(tmp_path: Path) -> None:
+    """-v logs each lowered node in its run and not in the next main() of the process, and a
+    run leaves the loggers' levels and handlers as it found them (-v stayed on the root
+    logger, and onnx_ir's level stayed raised, after an in-process run: session-32 note)."""
+    source = two_data_files(tmp_path, "model.onnx")
+    root, onnx_ir_logger = logging.getLogger(), logging.getLogger("onnx_ir")
+    before = (root.level, list(root.handlers), onnx_ir_logger.level)
+    seen = _Records()
+    root.addHandler(seen)
+    try:
+        assert main([str(source), "-o", str(tmp_path / "a.onnx"), "-v"]) == 0
+        verbose = [r for r in seen.records if r.levelno == logging.DEBUG]
+        assert any("lowered CumProd 'scan'" in r.getMessage() for r in verbose), verbose
+        assert (root.level, onnx_ir_logger.level) == before[::2]
+        seen.records.clear()
+        assert main([str(source), "-o", str(tmp_path / "b.onnx")]) == 0
+        assert not [r for r in seen.records if r.levelno < logging.WARNING]
+    finally:
+        root.removeHandler(seen)
+    assert (root.level, list(root.handlers), onnx_ir_logger.level) == before
