@@ -110,7 +110,7 @@ def plan_cumprods(
     for where in found:
         if where.opset < 26:
             raise InvalidCumProdError(
-                where.node.name or "",
+                where.name,
                 where.location,
                 f"CumProd needs ai.onnx opset >= 26, found {where.opset}",
             )
@@ -121,6 +121,7 @@ def plan_cumprods(
             scope=where.scope,
             types=types,
             in_scan=where.in_scan,
+            name=where.name,
         )
         if max_length is not None and site.spec.length is None and site.spec.max_length is None:
             site = dataclasses.replace(

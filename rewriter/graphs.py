@@ -10,9 +10,12 @@ import onnx_ir as ir
 
 from rewriter.types import function_scope
 
-__all__ = ["ONNX_DOMAINS", "Located", "ai_onnx_opset", "walk_model"]
+__all__ = ["INLINED_FROM", "ONNX_DOMAINS", "Located", "ai_onnx_opset", "walk_model"]
 
 ONNX_DOMAINS = ("", "ai.onnx")
+# node.meta key: (name, function) of a node before inlining (set by rewriter.inline; onnx_ir's
+# inliner copies a node's meta into each inlined copy, whose name may be a new one)
+INLINED_FROM = "cumprod_rewriter.inlined_from"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +31,11 @@ class Located:
         depth: 0 for a node of the main graph or a function body, 1 + the depth of the
             node whose attribute holds its subgraph otherwise.
         in_scan: Whether the node is inside a Scan body (at any depth).
+
+    For a node inlined from a model-local function (for a runtime that loads none) the
+    location is ``function 'dom.F' (inlined into graph 'main')``, and :attr:`name` its name
+    in the function: the inliner names a second copy anew (``cp_2``), a name the input
+    model does not have.
     """
 
     node: ir.Node
@@ -36,6 +44,12 @@ class Located:
     scope: str
     depth: int = 0
     in_scan: bool = False
+
+    @property
+    def name(self) -> str:
+        """The node's name in the input model."""
+        origin = self.node.meta.get(INLINED_FROM)
+        return origin[0] if origin else self.node.name or ""
 
 
 def ai_onnx_opset(opset_imports: dict[str, int], default: int = 0) -> int:
@@ -64,7 +78,9 @@ def walk_model(model: ir.Model) -> Iterator[Located]:
     """Every node of ``model``, main graph first, then each function, in order."""
     main_opset = ai_onnx_opset(model.opset_imports)
     for node, path, depth, scan in _walk(model.graph, f"graph '{model.graph.name or 'main'}'"):
-        yield Located(node, path, main_opset, "", depth, scan)
+        origin = node.meta.get(INLINED_FROM)
+        where = f"{origin[1]} (inlined into {path})" if origin else path
+        yield Located(node, where, main_opset, "", depth, scan)
     for function in model.functions.values():
         opset = ai_onnx_opset(function.opset_imports, main_opset)
         root = f"function '{function.domain}.{function.name}'"

@@ -23,6 +23,7 @@ import onnx_ir as ir
 from onnx_ir.passes import common
 
 from rewriter.errors import TargetError, pass_error_cause
+from rewriter.graphs import INLINED_FROM
 from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import Target
 
@@ -79,6 +80,10 @@ class InlineFunctionsPass(ir.passes.InPlacePass):
         common.RemoveUnusedFunctionsPass()(model)  # type: ignore[no-untyped-call]
         names = ", ".join(sorted(f"{d}.{n}" if d else n for d, n, _ in model.functions))
         interface = self._interface(model)
+        for function in model.functions.values():  # messages name what the input model has
+            label = f"function '{function.domain}.{function.name}'"
+            for node in ir.traversal.RecursiveGraphIterator(function):
+                node.meta[INLINED_FROM] = (node.name or "", label)
         try:
             common.InlinePass()(model)
         except (ValueError, ir.passes.PassError, ir.passes.InvariantError) as exc:

@@ -142,7 +142,7 @@ class CumProdRule(RewriteRuleClassBase):
             return result.fail(f"CumProd node '{node.name or ''}' is not in the model", node)
         if where.opset < 26:
             problem = f"CumProd needs ai.onnx opset >= 26, found {where.opset}"
-            error = InvalidCumProdError(node.name or "", where.location, problem)
+            error = InvalidCumProdError(where.name, where.location, problem)
             return result.fail(self._left_in_place(error), node)
         trusted = x.is_initializer() or (
             x.is_graph_input() and x.graph is facts.model.graph  # the main graph's
@@ -162,6 +162,7 @@ class CumProdRule(RewriteRuleClassBase):
                 scope=where.scope,
                 types=types,
                 in_scan=where.in_scan,
+                name=where.name,
             )
             if self.max_length is not None and site.spec.max_length is None:
                 spec = dataclasses.replace(site.spec, max_length=self.max_length)

@@ -232,15 +232,18 @@ def inspect_cumprod(
     scope: str,
     types: TypeTable,
     in_scan: bool = False,
+    name: str | None = None,
 ) -> CumProdSite:
-    """Validate a CumProd node and gather its facts.
+    """Validate a CumProd node and gather its facts; ``name`` is the node's name in the
+    input model when it differs from ``node.name`` (an inlined copy: ``Located.name``).
 
     Raises:
         InvalidCumProdError: naming the node and what is wrong with it.
     """
+    name = node.name or "" if name is None else name
 
     def fail(problem: str) -> InvalidCumProdError:
-        return InvalidCumProdError(node.name or "", location, problem)
+        return InvalidCumProdError(name, location, problem)
 
     if len(node.inputs) < 1 or node.inputs[0] is None:
         raise fail("it has no input x")
@@ -299,7 +302,7 @@ def inspect_cumprod(
         x=x,
         axis_value=axis_value,
         spec=spec,
-        name=node.name or "",
+        name=name,
         node=node,
         location=location,
         opset=opset,

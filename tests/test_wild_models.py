@@ -1878,3 +1878,50 @@ def test_a_loop_carried_value_that_changes_rank(declared: list, target: str) -> 
             v = np.broadcast_to(np.cumprod(v, axis=-1), (3, 3)) + np.array([[1], [2], [3]])
         (got,) = run_ort(rewritten, feeds)
         np.testing.assert_array_equal(got, v, err_msg=f"n={n}")
+
+
+def _called_twice(second_rank: int) -> onnx.ModelProto:
+    """y = F(F(x)[..]) with F(a) = CumProd(a, 1) (node 'cp'): the second call on a tensor of
+    rank ``second_rank`` (rank 1: the axis is out of range for that call only)."""
+    f = helper.make_function(
+        LOCAL,
+        "F",
+        ["a"],
+        ["b"],
+        [
+            helper.make_node("Constant", [], ["ax"], value=helper.make_tensor("v", 7, [], [1])),
+            helper.make_node("CumProd", ["a", "ax"], ["b"], name="cp"),
+        ],
+        [helper.make_opsetid("", 26)],
+    )
+    shape = helper.make_tensor("shape", TensorProto.INT64, [second_rank], [6, 1][:second_rank])
+    return _model(
+        [
+            helper.make_node("F", ["x"], ["f1"], domain=LOCAL, name="first"),
+            helper.make_node("Reshape", ["f1", "shape"], ["r"]),
+            helper.make_node("F", ["r"], ["y"], domain=LOCAL, name="second"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 1][:second_rank])],
+        [f],
+        [shape],
+    )
+
+
+@pytest.mark.parametrize("target", ["tract", "openvino"])
+def test_an_inlined_node_is_named_as_in_the_input_model(target: str) -> None:
+    """The inliner names a function's node anew in its second copy ('cp_2'), a name the
+    input model lacks, and the message placed it in the main graph (session-32 note): errors,
+    warnings and plans name the function's node and say it was inlined."""
+    with pytest.raises(
+        rewriter.InvalidCumProdError,
+        match=r"^CumProd node 'cp' in function 'local\.F' \(inlined into graph 'main'\): axis 1 "
+        r"is out of range \[-1, 0\] for rank 1$",
+    ):
+        rewriter.decompose_cumprod(_called_twice(1), target=target)
+    model = ir.from_proto(_called_twice(2))
+    rewrite = rewriter.DecomposeCumProdPass(target=target)
+    rewrite(model)
+    assert [(p.site.name, p.site.location) for p in rewrite.plans] == [
+        ("cp", "function 'local.F' (inlined into graph 'main')")
+    ] * 2
