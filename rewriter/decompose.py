@@ -158,9 +158,7 @@ def _replace(
         y.shape = ir.Shape(list(spec.dims))
     if site.axis_value is not None:
         _drop_if_dead(site.axis_value)
-    for new in reversed(list(builder.nodes)):  # consumers after producers: one pass back
-        if not any(out.uses() or out.is_graph_output() for out in new.outputs):
-            graph.remove(new, safe=True)  # a helper value the lowering did not use after all
+    _drop_unused(graph, builder.nodes)
     logger.debug("lowered CumProd %r in %s with %s", node.name, site.location, plan.lowering.name)
     kept = [new for new in builder.nodes if new.graph is not None]
     built = list(kept)
@@ -169,6 +167,19 @@ def _replace(
             if attr.type == ir.AttributeType.GRAPH:
                 built.extend(ir.traversal.RecursiveGraphIterator(attr.as_graph()))
     return built
+
+
+def _drop_unused(graph: ir.Graph, nodes: list[ir.Node]) -> None:
+    """Remove the nodes of ``nodes`` (in ``graph``) whose outputs nothing reads, and the same
+    in their subgraphs (an If branch's helper Constant): consumers come after producers, so
+    one pass back removes chains too."""
+    for node in reversed(nodes):
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                sub = attr.as_graph()
+                _drop_unused(sub, list(sub))
+        if not any(out.uses() or out.is_graph_output() for out in node.outputs):
+            graph.remove(node, safe=True)  # a helper value the lowering did not use after all
 
 
 def _drop_if_dead(axis: ir.Value) -> None:
