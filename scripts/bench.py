@@ -359,8 +359,9 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
     - ``fine split+concat``: the (o * n / r, r, i) view cut into its r = min(n, 16) slices
       along axis 1 and put back: the data movement of one level of any unrolled lowering at
       the cell's own run length i (neighbours along the axis are i elements apart, so every
-      scheme that separates them moves N / i runs of i elements, in and out); on the last
-      axis (i = 1) r = min(n, 4), the cheapest r measured there;
+      scheme that separates them moves N / i runs of i elements, in and out); on narrow runs
+      (``carry.narrow``: the last axis, i = 1, or runs of at most 24 bytes) r = min(n, 4),
+      the cheapest r measured there;
     - ``scan n steps``: a Scan over the cell's own n positions, each step one Mul of an
       (o * i) slab and the copy out (the sequential route without its Transposes);
     - ``n-way split+concat`` (r < n <= :data:`NWAY_UP_TO`): the (o, n, i) view cut into its
@@ -420,7 +421,8 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             [flat, zero, steps, slabs, ones16],
         ),
     }
-    r = min(n, carry.LAST_AXIS_RADIX if inner == 1 else carry.RADIX)
+    narrow = carry.narrow(inner, carry.compute_dtype(ir.DataType(elem_type)))
+    r = min(n, carry.NARROW_RADIX if narrow else carry.RADIX)
     fine = [outer * n // r, r, inner]
     models["fine split+concat"] = _split_concat(elem_type, shape, fine, r)
     if r < n <= NWAY_UP_TO:

@@ -110,10 +110,10 @@ def test_the_level_models_read_two_tensors_per_mul(bench) -> None:  # type: igno
     """Each Mul of a level model reads two tensors, as the route's Muls read the running
     product and the next slice (a slice multiplied by itself left out a read: 3-15 % of a
     middle-axis chain): each slice by its neighbour, and in ``blocked whole`` each product by
-    a carry, a graph input of one slice's shape (r = 16 here)."""
+    a carry, a graph input of one slice's shape (r = 16 here; 4 on narrow runs, as carry)."""
     import onnx
 
-    models = bench.floor_models(onnx.TensorProto.INT64, (4, 64, 3), 1)
+    models = bench.floor_models(onnx.TensorProto.INT64, (4, 64, 5), 1)
     for name in ("chain whole", "blocked whole", "blocked level 2"):
         muls = [n for n in models[name].graph.node if n.op_type == "Mul"]
         assert muls, name
@@ -122,7 +122,9 @@ def test_the_level_models_read_two_tensors_per_mul(bench) -> None:  # type: igno
     carried = [n for n in blocked.graph.node if n.op_type == "Mul" and "carry" in n.input]
     assert len(carried) == 16
     (carry,) = [v for v in blocked.graph.input if v.name == "carry"]
-    assert [d.dim_value for d in carry.type.tensor_type.shape.dim] == [4 * 64 // 16, 1, 3]
+    assert [d.dim_value for d in carry.type.tensor_type.shape.dim] == [4 * 64 // 16, 1, 5]
+    narrow = bench.floor_models(onnx.TensorProto.INT64, (4, 64, 3), 1)["blocked whole"]
+    assert len([n for n in narrow.graph.node if n.op_type == "Mul" and "carry" in n.input]) == 4
 
 
 def test_the_blocked_route_adds_its_totals_scan_and_scan_its_way_back(bench) -> None:  # type: ignore[no-untyped-def]

@@ -1,7 +1,8 @@
 """``carry``: ``radix``'s unrolled blocks, with each block's carry-in multiplied into its
 slices before they are put back together.
 
-Formula, on the (o, n, i) view of x, n static, r = 16, or 4 when i = 1 (:func:`carry_levels`)::
+Formula, on the (o, n, i) view of x, n static, r = 16, or 4 on narrow runs (i = 1, or i times
+the element size at most 24 bytes: :func:`narrow`, :func:`carry_levels`)::
 
     n <= r: the plain chain (Split into the n slices, n - 1 Muls, Concat), as ``chain``
     else: pad n to m * r with ones (Pad; ones change no product, in either direction)
@@ -24,7 +25,11 @@ elements r apart, so each of its r slices reads every cache line of the input, a
 8-byte types and r >= 8 each element of a slice sits in a line of its own. r = 4 took 0.6-0.8x
 the time of r = 16 and of ``radix`` (r = 8, one broadcast Mul of the carries) on 8-byte last
 axes, n = 512-65536 (``docs/performance.md``); on first and middle axes (runs of i >= 16
-elements) r = 4 and 8 were no faster than 16.
+elements) r = 4 and 8 were no faster than 16. Runs of a few elements are narrow too: with
+runs of 8-24 bytes (i * the compute type's size) r = 4 took 0.54-0.90x r = 16's time on
+tensors of 2-4 * 2^20 elements (24 cells, median 0.74x) and 0.75-1.12x on 2.6 * 10^5 -
+1.6 * 10^6 (40 cells, median 0.96x); with runs of 32 bytes or more 0.86-1.21x (median
+1.08x), so r stays 16 there (fifteenth round, 2026-12-03, ``docs/performance.md``).
 
 Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
 (the padding and the exclusive ones multiply by 1 exactly): integers bit-exact with
@@ -51,17 +56,20 @@ from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
 __all__ = [
-    "LAST_AXIS_RADIX",
+    "NARROW_RADIX",
+    "NARROW_RUN_BYTES",
     "RADIX",
     "build",
     "carry_levels",
     "compute_dtype",
     "max_ulps",
+    "narrow",
     "unsupported",
 ]
 
 RADIX = 16  # r: 8 and 32 measured slower on the first / middle axes (docs/performance.md)
-LAST_AXIS_RADIX = 4  # r when i = 1: 2, 3, 6, 8 and 16 measured slower there
+NARROW_RADIX = 4  # r on narrow runs; when i = 1, 2, 3, 6, 8 and 16 measured slower
+NARROW_RUN_BYTES = 24  # runs of at most this many bytes are narrow (32: r = 16 was faster)
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 
@@ -77,10 +85,18 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def carry_levels(n: int, last_axis: bool = False) -> list[int]:
+def narrow(inner: Dim, dtype: ir.DataType | None) -> bool:
+    """Whether the view's runs of i elements are narrow: i = 1 (the last axis), or i static
+    and i times the compute type's size at most :data:`NARROW_RUN_BYTES`."""
+    if isinstance(inner, ir.Value):
+        return False
+    return inner == 1 or (dtype is not None and inner * dtype.itemsize <= NARROW_RUN_BYTES)
+
+
+def carry_levels(n: int, narrow: bool = False) -> list[int]:
     """One r per level, until the block count is at most r (whose scan is a plain chain);
-    ``last_axis``: the view's inner size is 1 (r = :data:`LAST_AXIS_RADIX`)."""
-    r = LAST_AXIS_RADIX if last_axis else RADIX
+    ``narrow``: the view's runs are narrow (:func:`narrow`; r = :data:`NARROW_RADIX`)."""
+    r = NARROW_RADIX if narrow else RADIX
     levels, m = [], n
     while m > r:
         levels.append(r)
@@ -145,7 +161,7 @@ def _padded(b: Builder, x3: ir.Value, v: View, bound: int) -> ir.Value:
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
-        levels=carry_levels(bound, last_axis=v.inner == 1),
+        levels=carry_levels(bound, narrow(v.inner, v.dtype)),
     )
     y = b.op("Slice", y, b.const([0]), n, b.const([1]))
     middle = guarded_length(b, v, n, bound)
@@ -169,5 +185,5 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
-        levels=carry_levels(n, last_axis=v.inner == 1),
+        levels=carry_levels(n, narrow(v.inner, v.dtype)),
     )
