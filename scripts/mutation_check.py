@@ -699,7 +699,7 @@ MUTANTS = [
     Mutant(
         "decompose: a lowering's unused helper nodes left in the graph",
         "rewriter/decompose.py",
-        "            graph.remove(new, safe=True)  # a helper value",
+        "            graph.remove(node, safe=True)  # a helper value",
         "            pass  # a helper value",
     ),
     Mutant(
@@ -761,7 +761,7 @@ MUTANTS = [
     Mutant(
         "cli: the warning collector left on the library's logger after main()",
         "rewriter/cli.py",
-        "        library_logger.removeHandler(collector)\n",
+        "        logger.removeHandler(collector)\n",
         "",
     ),
     Mutant(
@@ -776,6 +776,50 @@ MUTANTS = [
         "            self._warned.clear()  # a rule set reused for another model warns"
         " about it too",
         "            pass",
+    ),
+    Mutant(
+        "cli: -v's level left on the root logger after main()",
+        "rewriter/cli.py",
+        "        root.setLevel(levels[0])\n",
+        "",
+    ),
+    Mutant(
+        "cli: -v not applied where the root logger already has handlers",
+        "rewriter/cli.py",
+        "    root.setLevel(logging.DEBUG if verbose else logging.WARNING)\n",
+        "    if added is not None:\n"
+        "        root.setLevel(logging.DEBUG if verbose else logging.WARNING)\n",
+    ),
+    Mutant(
+        "decompose: a lowering's unused helper nodes left in its If branches",
+        "rewriter/decompose.py",
+        "                _drop_unused(sub, list(sub))\n",
+        "                pass\n",
+    ),
+    Mutant(
+        "graphs: an inlined node placed where the inliner put it",
+        "rewriter/graphs.py",
+        '        where = f"{origin[1]} (inlined into {path})" if origin else path\n',
+        "        where = path\n",
+    ),
+    Mutant(
+        "carry: narrow runs of more than one element take r = 16",
+        "rewriter/lowerings/carry.py",
+        "    return inner == 1 or (dtype is not None and inner * dtype.itemsize"
+        " <= NARROW_RUN_BYTES)\n",
+        "    return inner == 1\n",
+    ),
+    Mutant(
+        "io: a --report in a missing folder refused",
+        "rewriter/io.py",
+        "    while not folder.exists() and folder != folder.parent:\n",
+        "    while False:\n",
+    ),
+    Mutant(
+        "cli: the report without the --dim names a file lacks",
+        "rewriter/cli.py",
+        "        report.warnings = collector.messages + _dim_warnings(report)\n",
+        "        report.warnings = collector.messages\n",
     ),
 ]
 
