@@ -360,7 +360,8 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
       along axis 1 and put back: the data movement of one level of any unrolled lowering at
       the cell's own run length i (neighbours along the axis are i elements apart, so every
       scheme that separates them moves N / i runs of i elements, in and out); on narrow runs
-      (``carry.narrow``: the last axis, i = 1, or runs of at most 24 bytes) r = min(n, 4),
+      (``carry.narrow``: the last axis, i = 1, or runs of at most 24 bytes in 2^21 elements or
+      more) r = min(n, 4),
       the cheapest r measured there;
     - ``scan n steps``: a Scan over the cell's own n positions, each step one Mul of an
       (o * i) slab and the copy out (the sequential route without its Transposes);
@@ -421,7 +422,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             [flat, zero, steps, slabs, ones16],
         ),
     }
-    narrow = carry.narrow(inner, carry.compute_dtype(ir.DataType(elem_type)))
+    narrow = carry.narrow((outer, n, inner), carry.compute_dtype(ir.DataType(elem_type)))
     r = min(n, carry.NARROW_RADIX if narrow else carry.RADIX)
     fine = [outer * n // r, r, inner]
     models["fine split+concat"] = _split_concat(elem_type, shape, fine, r)

@@ -805,9 +805,8 @@ MUTANTS = [
     Mutant(
         "carry: narrow runs of more than one element take r = 16",
         "rewriter/lowerings/carry.py",
-        "    return inner == 1 or (dtype is not None and inner * dtype.itemsize"
-        " <= NARROW_RUN_BYTES)\n",
-        "    return inner == 1\n",
+        "        and i * dtype.itemsize <= NARROW_RUN_BYTES\n",
+        "        and False\n",
     ),
     Mutant(
         "io: a --report in a missing folder refused",

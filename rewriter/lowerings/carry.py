@@ -2,7 +2,7 @@
 slices before they are put back together.
 
 Formula, on the (o, n, i) view of x, n static, r = 16, or 4 on narrow runs (i = 1, or i times
-the element size at most 24 bytes: :func:`narrow`, :func:`carry_levels`)::
+the element size at most 24 bytes in a tensor of 2^21 elements or more: :func:`narrow`)::
 
     n <= r: the plain chain (Split into the n slices, n - 1 Muls, Concat), as ``chain``
     else: pad n to m * r with ones (Pad; ones change no product, in either direction)
@@ -26,10 +26,12 @@ elements r apart, so each of its r slices reads every cache line of the input, a
 the time of r = 16 and of ``radix`` (r = 8, one broadcast Mul of the carries) on 8-byte last
 axes, n = 512-65536 (``docs/performance.md``); on first and middle axes (runs of i >= 16
 elements) r = 4 and 8 were no faster than 16. Runs of a few elements are narrow too: with
-runs of 8-24 bytes (i * the compute type's size) r = 4 took 0.54-0.90x r = 16's time on
-tensors of 2-4 * 2^20 elements (24 cells, median 0.74x) and 0.75-1.12x on 2.6 * 10^5 -
-1.6 * 10^6 (40 cells, median 0.96x); with runs of 32 bytes or more 0.86-1.21x (median
-1.08x), so r stays 16 there (fifteenth round, 2026-12-03, ``docs/performance.md``).
+runs of 8-24 bytes (i * the compute type's size) r = 4 took 0.58-0.88x r = 16's time on
+tensors of 2-4 * 2^20 elements (``scripts/bench_carry_radix.py``: 34 cells, median 0.72x),
+but 0.74-1.16x on 2.6 * 10^5 - 1.6 * 10^6 (32 cells, median 0.98x; the 1.16x a single row
+of 2.6 * 10^5), so r = 4 needs 2^21 elements or more (a static size); with runs of 32 bytes
+or more 0.89-1.16x (26 cells, median 1.01x), so r stays 16 there (fifteenth round,
+2026-12-03, ``docs/performance.md``).
 
 Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
 (the padding and the exclusive ones multiply by 1 exactly): integers bit-exact with
@@ -56,6 +58,7 @@ from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
 __all__ = [
+    "NARROW_FROM_ELEMENTS",
     "NARROW_RADIX",
     "NARROW_RUN_BYTES",
     "RADIX",
@@ -70,6 +73,7 @@ __all__ = [
 RADIX = 16  # r: 8 and 32 measured slower on the first / middle axes (docs/performance.md)
 NARROW_RADIX = 4  # r on narrow runs; when i = 1, 2, 3, 6, 8 and 16 measured slower
 NARROW_RUN_BYTES = 24  # runs of at most this many bytes are narrow (32: r = 16 was faster)
+NARROW_FROM_ELEMENTS = 1 << 21  # ... in tensors this large (below, r = 4 gained nothing)
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 
@@ -85,12 +89,21 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def narrow(inner: Dim, dtype: ir.DataType | None) -> bool:
-    """Whether the view's runs of i elements are narrow: i = 1 (the last axis), or i static
-    and i times the compute type's size at most :data:`NARROW_RUN_BYTES`."""
-    if isinstance(inner, ir.Value):
+def narrow(dims: tuple[Dim, int, Dim], dtype: ir.DataType | None) -> bool:
+    """Whether the (o, n, i) view's runs of i elements are narrow: i = 1 (the last axis), or
+    the dims static, i times the compute type's size at most :data:`NARROW_RUN_BYTES` and
+    o * n * i at least :data:`NARROW_FROM_ELEMENTS`."""
+    o, n, i = dims
+    if isinstance(i, ir.Value):
         return False
-    return inner == 1 or (dtype is not None and inner * dtype.itemsize <= NARROW_RUN_BYTES)
+    if i == 1:
+        return True
+    return (
+        isinstance(o, int)
+        and dtype is not None
+        and i * dtype.itemsize <= NARROW_RUN_BYTES
+        and o * n * i >= NARROW_FROM_ELEMENTS
+    )
 
 
 def carry_levels(n: int, narrow: bool = False) -> list[int]:
@@ -161,7 +174,7 @@ def _padded(b: Builder, x3: ir.Value, v: View, bound: int) -> ir.Value:
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
-        levels=carry_levels(bound, narrow(v.inner, v.dtype)),
+        levels=carry_levels(bound, narrow((v.outer, bound, v.inner), v.dtype)),
     )
     y = b.op("Slice", y, b.const([0]), n, b.const([1]))
     middle = guarded_length(b, v, n, bound)
@@ -185,5 +198,5 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
-        levels=carry_levels(n, narrow(v.inner, v.dtype)),
+        levels=carry_levels(n, narrow((v.outer, n, v.inner), v.dtype)),
     )
