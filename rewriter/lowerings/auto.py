@@ -209,7 +209,7 @@ _IREE_WIDE_CHAIN_ONE_ROW_UP_TO = 32
 
 def _carry_pads(n: int, last_axis: bool = False) -> bool:
     """Whether ``carry``'s levels pad a length of n (each padded level: a Pad and a Slice)."""
-    return radix.pads(n, carry.carry_levels(n, narrow=last_axis))
+    return radix.pads(n, carry.carry_levels(n, narrow_runs=last_axis))
 
 
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:

@@ -106,10 +106,10 @@ def narrow(dims: tuple[Dim, int, Dim], dtype: ir.DataType | None) -> bool:
     )
 
 
-def carry_levels(n: int, narrow: bool = False) -> list[int]:
+def carry_levels(n: int, narrow_runs: bool = False) -> list[int]:
     """One r per level, until the block count is at most r (whose scan is a plain chain);
-    ``narrow``: the view's runs are narrow (:func:`narrow`; r = :data:`NARROW_RADIX`)."""
-    r = NARROW_RADIX if narrow else RADIX
+    ``narrow_runs``: the view's runs are narrow (:func:`narrow`; r = :data:`NARROW_RADIX`)."""
+    r = NARROW_RADIX if narrow_runs else RADIX
     levels, m = [], n
     while m > r:
         levels.append(r)
