@@ -361,8 +361,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
       the cell's own run length i (neighbours along the axis are i elements apart, so every
       scheme that separates them moves N / i runs of i elements, in and out); on narrow runs
       (``carry.narrow``: the last axis, i = 1, or runs of at most 24 bytes in 2^21 elements or
-      more) r = min(n, 4),
-      the cheapest r measured there;
+      more) r = min(n, 4), the cheapest r measured there;
     - ``scan n steps``: a Scan over the cell's own n positions, each step one Mul of an
       (o * i) slab and the copy out (the sequential route without its Transposes);
     - ``n-way split+concat`` (r < n <= :data:`NWAY_UP_TO`): the (o, n, i) view cut into its
