@@ -4,8 +4,8 @@ onnxruntime (what ``carry.narrow`` rests on; docs/performance.md, fifteenth roun
 For each shape (o, n, i), scanned along axis 1, and element type, ``carry`` is built twice,
 with r = 4 and with r = 16 at every level (``carry.RADIX`` and ``carry.NARROW_RADIX`` both
 set for the build, so its own choice of r plays no part), and timed against the native
-CumProd in interleaved rounds (one intra-op thread, the calling thread's CPU time, the best
-of three runs per round, the median over the rounds); both results are checked against
+CumProd by ``bench.interleaved`` (one intra-op thread, the calling thread's CPU time,
+shuffled interleaved rounds, medians); both results are checked against
 native first (integers bit for bit). The run's width is i times the element size: the
 default shapes give 8-48-byte runs on 2.6 * 10^5 - 4.2 * 10^6 elements.
 
@@ -32,7 +32,6 @@ SHAPES = (
     "1,262144,4;1,131072,2;1,65536,6;32,32768,4;1,1048576,4;4,174762,6;16,65536,4;"
     "8,131072,2;2,524288,3;1,524288,2;16,21845,3;4,524288,2;2,699050,3;1,2097152,2;8,174762,3"
 )
-ITEMSIZE = {"float32": 4, "int32": 4, "float64": 8, "int64": 8}
 
 
 def _carry(model: object, radix: int) -> object:
@@ -59,25 +58,17 @@ def cell(shape: tuple[int, int, int], dtype: str, rounds: int) -> dict[str, obje
             np.testing.assert_array_equal(y, native)
         else:
             np.testing.assert_allclose(y, native, rtol=1e-3)
-    times: dict[str, list[float]] = {name: [] for name in sessions}
-    for _ in range(rounds):
-        for name, session in sessions.items():
-            best = []
-            for _ in range(3):
-                start = time.thread_time()
-                session.run(None, {"x": x})
-                best.append(time.thread_time() - start)
-            times[name].append(min(best))
-    native_s = statistics.median(times["native"])
-    ratios = {
-        name: statistics.median(t) / native_s for name, t in times.items() if name != "native"
+    contenders = {
+        name: (lambda s=session: s.run(None, {"x": x})) for name, session in sessions.items()
     }
+    seconds = bench.interleaved(contenders, rounds)
+    ratios = {name: t / seconds["native"] for name, t in seconds.items() if name != "native"}
     return {
         "shape": list(shape),
         "dtype": dtype,
-        "run_bytes": shape[2] * ITEMSIZE[dtype],
+        "run_bytes": shape[2] * x.dtype.itemsize,
         "elements": int(np.prod(shape)),
-        "native_us": native_s * 1e6,
+        "native_us": seconds["native"] * 1e6,
         "ratio": ratios,
         "r4_over_r16": ratios["r=4"] / ratios["r=16"],
     }

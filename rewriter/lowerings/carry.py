@@ -26,12 +26,11 @@ elements r apart, so each of its r slices reads every cache line of the input, a
 the time of r = 16 and of ``radix`` (r = 8, one broadcast Mul of the carries) on 8-byte last
 axes, n = 512-65536 (``docs/performance.md``); on first and middle axes (runs of i >= 16
 elements) r = 4 and 8 were no faster than 16. Runs of a few elements are narrow too: with
-runs of 8-24 bytes (i * the compute type's size) r = 4 took 0.58-0.88x r = 16's time on
-tensors of 2-4 * 2^20 elements (``scripts/bench_carry_radix.py``: 34 cells, median 0.72x),
-but 0.74-1.16x on 2.6 * 10^5 - 1.6 * 10^6 (32 cells, median 0.98x; the 1.16x a single row
-of 2.6 * 10^5), so r = 4 needs 2^21 elements or more (a static size); with runs of 32 bytes
-or more 0.89-1.16x (26 cells, median 1.01x), so r stays 16 there (fifteenth round,
-2026-12-03, ``docs/performance.md``).
+runs of 8-24 bytes (i * the compute type's size) r = 4 took 0.56-0.99x r = 16's time on
+tensors of 2-4 * 2^20 elements (``scripts/bench_carry_radix.py``: 34 cells, median 0.70x),
+but 0.74-1.24x on 2.6 * 10^5 - 1.6 * 10^6 (32 cells, median 0.98x), so r = 4 needs 2^21
+elements or more (a static size); with runs of 32 bytes or more 0.85-1.19x (26 cells, median
+1.09x), so r stays 16 there (fifteenth round, 2026-12-03, ``docs/performance.md``).
 
 Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
 (the padding and the exclusive ones multiply by 1 exactly): integers bit-exact with
