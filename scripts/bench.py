@@ -179,19 +179,10 @@ AUTO_BEFORE = "auto_before"
 
 
 def _table_before(spec: ScanSpec, compute_itemsize: int) -> str:
-    """``auto``'s onnxruntime table before this round (commit 3aeb042): on a first axis,
-    scan up to n = 512, and for 8-byte types up to n = 4096 on slabs of 1024 elements or
-    more; else carry. On a middle axis chain up to n = 512, else carry. The last axis is
-    the current table's."""
-    n = spec.length
-    if n is None or n <= 1 or spec.inner == 1:
-        return _CURRENT_TABLE(spec, compute_itemsize)
-    if spec.outer == 1:
-        wide = compute_itemsize >= 8
-        if n <= 512 or (wide and n <= 4096 and (spec.inner or 0) >= 1024):
-            return "scan"
-        return "carry"
-    return "chain" if n <= 512 else "carry"
+    """``auto``'s onnxruntime table before this round (commit 2452b94): the same routes, but
+    ``carry`` where the table now takes ``cached`` (its tiles, in tensors of 16 MiB or
+    more)."""
+    return auto._onnxruntime_route(spec, compute_itemsize)
 
 
 _CURRENT_TABLE = auto._onnxruntime

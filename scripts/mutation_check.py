@@ -820,6 +820,30 @@ MUTANTS = [
         "        report.warnings = collector.messages + _dim_warnings(report)\n",
         "        report.warnings = collector.messages\n",
     ),
+    Mutant(
+        "cached: each tile scanned as one long row (its rows run into each other)",
+        "rewriter/lowerings/cached.py",
+        "    tiles = b.reshape(x3, b.const([o // rows, rows, n, i]))\n",
+        "    tiles = b.reshape(x3, b.const([o // rows, 1, rows * n, i]))\n",
+    ),
+    Mutant(
+        "cached: a single tile of every row allowed",
+        "rewriter/lowerings/cached.py",
+        "    most = min(o // 2, max(1, TILE_BYTES // row))  # two tiles at least\n",
+        "    most = min(o, max(1, TILE_BYTES // row))\n",
+    ),
+    Mutant(
+        "auto: cached from just above 16 MiB",
+        "rewriter/lowerings/auto.py",
+        '    return "cached" if fits and o * row >= _CACHED_FROM_BYTES else pick\n',
+        '    return "cached" if fits and o * row > _CACHED_FROM_BYTES else pick\n',
+    ),
+    Mutant(
+        "auto: cached whatever the size of its tiles",
+        "rewriter/lowerings/auto.py",
+        "    fits = rows is not None and rows * row <= _CACHED_TILE_UP_TO\n",
+        "    fits = rows is not None\n",
+    ),
 ]
 
 

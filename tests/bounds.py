@@ -45,7 +45,7 @@ PRECISION: dict[str, tuple[int, int]] = {
 # The lowerings held to the sequential kernel's k - 1 ulps ("tiled", "carry": lowerings being
 # added, whose docstrings state the same bound).
 EXACT_KERNELS = frozenset(
-    {"loop", "scan", "chain", "blocked", "radix", "dynamic", "doubling", "tiled", "carry"}
+    {"loop", "scan", "chain", "blocked", "radix", "dynamic", "doubling", "tiled", "carry", "cached"}
 )
 
 # The contract's figures (the README's accuracy table).

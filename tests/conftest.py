@@ -9,7 +9,12 @@ import os
 import onnxruntime as ort
 import pytest
 
+from rewriter.lowerings import cached
+
 ort.set_default_logger_severity(3)
+# 'cached' tiles only tensors of a few MiB; with tiles of 256 bytes every test that lowers
+# with it runs its Scan over tiles (tests/test_cached.py sets the real size where it matters).
+cached.TILE_BYTES = 256
 
 # Modules that need another environment or run minutes: the slow tier.
 SLOW_MODULES = frozenset(

@@ -70,6 +70,7 @@ EXACT_LOWERINGS = {
     "dynamic",
     "tiled",
     "carry",
+    "cached",
 }
 
 # What the runtimes themselves cannot compute (measured: docs/runtime-probe.md). The tool warns

@@ -29,6 +29,7 @@ from rewriter.errors import StrategyError
 from rewriter.lowerings import (
     auto,
     blocked,
+    cached,
     carry,
     chain,
     doubling,
@@ -100,7 +101,7 @@ LOWERINGS: dict[str, Lowering] = {
         build=module.build,
         max_ulps=module.max_ulps,
         static_length=module in (chain, blocked, radix, tiled),
-        bounded=module in (chain, blocked, radix, tiled, carry, doubling),
+        bounded=module in (chain, blocked, radix, tiled, carry, cached, doubling),
         build_first_axis=getattr(module, "build_first_axis", None),
     )
     for module in (
@@ -115,6 +116,7 @@ LOWERINGS: dict[str, Lowering] = {
         doubling,
         tiled,
         carry,
+        cached,
     )
 }
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)

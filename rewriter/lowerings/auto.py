@@ -170,7 +170,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from rewriter.lowerings import carry, chain, radix
+from rewriter.lowerings import cached, carry, chain, radix
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -189,6 +189,8 @@ _TILED_LAST_UP_TO = 64  # last axis, 4-byte types: tiled from _SCAN_LAST_BELOW t
 _PADDED_SCAN_UP_TO = 128  # last axis: Scan where carry would pad
 _MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry; but chain to its MAX_LENGTH ...
 _MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is this or more
+_CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized tiles of rows in tensors this large ...
+_CACHED_TILE_UP_TO = 4 << 20  # ... whose tiles (a row may be more than cached.TILE_BYTES) fit
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
 _TRACT_INT32_CARRY_FROM = 1024  # last axis, int32: carry where it pads nothing from here
@@ -213,6 +215,18 @@ def _carry_pads(n: int, last_axis: bool = False) -> bool:
 
 
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
+    pick = _onnxruntime_route(spec, compute_itemsize)
+    o, n, i = spec.outer, spec.length, spec.inner
+    if pick != "carry" or o is None or n is None or i is None:
+        return pick
+    # carry on tiles of rows that stay in cache, in a tensor that does not
+    row = n * i * compute_itemsize
+    rows = cached.tile_rows((o, n, i), compute_itemsize)
+    fits = rows is not None and rows * row <= _CACHED_TILE_UP_TO
+    return "cached" if fits and o * row >= _CACHED_FROM_BYTES else pick
+
+
+def _onnxruntime_route(spec: ScanSpec, compute_itemsize: int) -> str:
     n = spec.length
     if n is None:
         return "dynamic"

@@ -1,0 +1,174 @@
+"""``cached``: carry on tiles of rows inside a Scan (rewriter/lowerings/cached.py).
+
+Its branches: the tile size (``tile_rows``: a divisor of o, two tiles at least, not under a
+quarter of TILE_BYTES), the fall-back to plain ``carry`` where the view does not tile, the
+Scan over the tiles (every type, exclusive / reverse, middle and last axes), the refusal on
+runtimes it was not measured on, and ``auto``'s pick of it on onnxruntime (tensors of 16 MiB
+or more, tiles of at most 4 MiB). References: numpy (integers, with wraparound, in their own
+type) and onnxruntime's native CumProd; tests/conftest.py makes tiles of 256 bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+
+import rewriter
+from rewriter.decompose import plan_cumprods
+from rewriter.lowerings import cached
+from rewriter.targets import TARGETS
+from tests.helpers import (
+    ALL_TYPES,
+    TYPE_NAMES,
+    check_result,
+    cumprod_model,
+    feed,
+    random_data,
+    run_ort,
+)
+
+I64 = TensorProto.INT64
+
+
+def _scans(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [node for node in model.graph.node if node.op_type == "Scan"]
+
+
+@pytest.mark.parametrize(
+    ("dims", "itemsize", "tile_bytes", "rows"),
+    [
+        ((8192, 512, 1), 8, 1 << 20, 256),  # 4 KiB rows: 256 of them make 1 MiB
+        ((8192, 512, 1), 4, 1 << 20, 512),
+        ((8, 65536, 8), 4, 1 << 20, 1),  # a 2 MiB row: one per tile
+        ((6, 7, 3), 4, 256, 3),  # 84-byte rows: 3 (252 bytes) divides 6
+        ((26, 2, 1), 4, 256, 13),  # at most half of o (26 rows would be a single tile)
+        ((7, 2, 1), 4, 64, None),  # 7 is prime and 7 rows one tile: 1 row is 8 bytes < 16
+        ((202, 2, 1), 4, 256, None),  # 202 = 2 * 101: 2 rows (16 bytes) < a quarter of 256
+        ((1, 512, 1), 8, 1 << 20, None),  # one row: nothing to tile
+        ((0, 512, 1), 8, 1 << 20, None),
+        ((4, 0, 1), 8, 1 << 20, None),
+    ],
+)
+def test_tile_rows(
+    dims: tuple[int, int, int],
+    itemsize: int,
+    tile_bytes: int,
+    rows: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cached, "TILE_BYTES", tile_bytes)
+    assert cached.tile_rows(dims, itemsize) == rows
+
+
+def test_tile_rows_needs_static_dims() -> None:
+    assert cached.tile_rows((ir.Value(name="o"), 512, 1), 8) is None
+
+
+CELLS = [
+    # (shape, axis, tiles of 256 bytes): middle and last axes, and a first axis (o = 1)
+    ((12, 33), 1, True),
+    ((12, 33), -1, True),
+    ((6, 7, 3), 1, True),
+    ((4, 3, 17, 2), 2, True),  # o = 12
+    ((40, 5), 1, True),  # r = 4 levels over 5 (padded) in each tile
+    ((33, 6), 0, False),  # the first axis: nothing to tile, carry itself
+]
+
+
+@pytest.mark.parametrize("elem_type", ALL_TYPES, ids=lambda t: TYPE_NAMES[t])
+@pytest.mark.parametrize(("shape", "axis", "tiled"), CELLS, ids=str)
+def test_cached_is_exact_on_every_type_and_attribute(
+    elem_type: int, shape: tuple[int, ...], axis: int, tiled: bool
+) -> None:
+    for exclusive, reverse in itertools.product((0, 1), (0, 1)):
+        model = cumprod_model(elem_type, shape, axis, exclusive=exclusive, reverse=reverse)
+        lowered = rewriter.decompose_cumprod(model, strategy="cached")
+        assert isinstance(lowered, onnx.ModelProto)
+        assert bool(_scans(lowered)) == tiled
+        seed = zlib.crc32(f"{elem_type}{shape}{axis}{exclusive}{reverse}".encode())
+        x = random_data(elem_type, shape, np.random.default_rng(seed))
+        (y,) = run_ort(lowered, {"x": feed(elem_type, x)})
+        y = y.astype(x.dtype) if elem_type == TensorProto.BFLOAT16 else y
+        problem = check_result(
+            elem_type, "cached", y, x, axis, exclusive=exclusive, reverse=reverse
+        )
+        assert problem is None, (shape, axis, exclusive, reverse, problem)
+
+
+def test_each_tile_is_scanned_on_its_own_rows() -> None:
+    """Rows of ones but one row of twos per tile: a tile that read its neighbour's rows, or
+    a Scan that carried a product from one tile to the next, would change the ones."""
+    x = np.ones((8, 16), np.int64)
+    x[::2] = 2  # rows 0, 2, 4, 6: with 256-byte tiles (two 128-byte rows), one per tile
+    model = cumprod_model(I64, x.shape, 1)
+    lowered = rewriter.decompose_cumprod(model, strategy="cached")
+    assert isinstance(lowered, onnx.ModelProto) and _scans(lowered)
+    (y,) = run_ort(lowered, {"x": x})
+    np.testing.assert_array_equal(y, np.cumprod(x, axis=1))
+
+
+def test_real_tiles_on_a_32_mib_tensor_match_native(monkeypatch: pytest.MonkeyPatch) -> None:
+    """auto's pick at the benchmark's int64 4M last-axis size, with the shipped tile size:
+    bit-exact against onnxruntime's native CumProd and numpy (wraparound included)."""
+    monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
+    shape = (8192, 512)
+    model = cumprod_model(I64, shape, 1, reverse=1)
+    (plan,) = plan_cumprods(ir.serde.deserialize_model(model), "auto")
+    assert plan.lowering.name == "cached"
+    lowered = rewriter.decompose_cumprod(model)
+    assert isinstance(lowered, onnx.ModelProto)
+    (scan,) = _scans(lowered)
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    tile = [d.dim_value for d in body.input[0].type.tensor_type.shape.dim]
+    assert tile == [256, 512, 1]  # 1 MiB tiles: 32 Scan steps
+    x = random_data(I64, shape, np.random.default_rng(3))
+    (y,) = run_ort(lowered, {"x": x})
+    (native,) = run_ort(model, {"x": x})
+    np.testing.assert_array_equal(y, native)
+    np.testing.assert_array_equal(y, np.flip(np.cumprod(np.flip(x, 1), axis=1), 1))
+
+
+@pytest.mark.parametrize(
+    ("elem_type", "shape", "axis", "pick"),
+    [
+        (I64, (4096, 512), 1, "cached"),  # 16 MiB exactly
+        (I64, (4095, 512), 1, "carry"),  # just under
+        (I64, (2048, 512), 1, "carry"),  # 8 MiB: in the last-level cache already
+        (TensorProto.FLOAT, (8192, 512), 1, "cached"),
+        (TensorProto.FLOAT, (8, 65536, 8), 1, "cached"),  # rows of 2 MiB, one per tile
+        (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: no tile fits a cache
+        (I64, (8191, 512), 1, "carry"),  # 8191 is prime: tiles of one 4 KiB row
+        (I64, (64, 512, 128), 1, "chain"),  # not carry's row of the table: untouched
+        (I64, (65536, 64), 0, "carry"),  # a first axis: o = 1
+        (TensorProto.FLOAT, (8192, 32), 1, "scan"),  # scan's row
+    ],
+)
+def test_auto_takes_cached_for_carry_on_large_tensors(
+    elem_type: int,
+    shape: tuple[int, ...],
+    axis: int,
+    pick: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
+    (plan,) = plan_cumprods(ir.serde.deserialize_model(cumprod_model(elem_type, shape, axis)))
+    assert plan.lowering.name == pick
+
+
+@pytest.mark.parametrize("target", [t for t in TARGETS if TARGETS[t].auto != "onnxruntime"])
+def test_cached_refuses_runtimes_it_was_not_measured_on(target: str) -> None:
+    model = cumprod_model(I64, (12, 33), 1)
+    with pytest.raises(rewriter.StrategyError, match="measured and tested on onnxruntime only"):
+        rewriter.decompose_cumprod(model, strategy="cached", target=target)
+    (plan,) = plan_cumprods(
+        ir.serde.deserialize_model(cumprod_model(I64, (8192, 512), 1)),
+        "auto",
+        target=TARGETS[target],
+    )
+    assert plan.lowering.name != "cached"
