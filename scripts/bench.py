@@ -37,7 +37,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.lowerings import LOWERINGS, auto, carry
+from rewriter.lowerings import LOWERINGS, auto, cached, carry
 from rewriter.site import ScanSpec
 from rewriter.verify import ulp_error
 
@@ -374,7 +374,10 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
       down to r or fewer), all in one graph (:func:`_levels_model`), each level's input
       its own;
     - ``scan whole`` and ``scan whole (axes)`` (middle and last axes): the Scan route as one
-      graph, with its Transposes or with the Scan's own axes (:func:`_scan_route_model`).
+      graph, with its Transposes or with the Scan's own axes (:func:`_scan_route_model`);
+    - ``blocked whole (pieces)`` (sixteenth round; where ``cached`` cuts x): ``blocked
+      whole`` on each of ``cached``'s pieces (tiles of rows, or chunks of an outermost axis:
+      :func:`_piece`), one Scan step per piece (:func:`_pieces_model`).
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
@@ -452,12 +455,40 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         upper = upper_level_lengths(m, r)
         if upper:
             models["blocked levels 3+"] = _levels_model(elem_type, outer, upper, inner, r)
+        piece = _piece(elem_type, (outer, n, inner))
+        if piece is not None:
+            piece_shape, pieces = piece
+            # carry's view of one piece: (T, n, i) for a tile, (1, C, i) for a chunk
+            piece_dims = piece_shape if len(piece_shape) == 3 else (1, *piece_shape)
+            narrow_piece = carry.narrow(piece_dims, carry.compute_dtype(ir.DataType(elem_type)))  # type: ignore[arg-type]
+            rp = min(piece_dims[1], carry.NARROW_RADIX if narrow_piece else carry.RADIX)
+            rows = piece_dims[0] * piece_dims[1]
+            if rows % rp == 0 and rp < piece_dims[1]:
+                level = _level_model(
+                    elem_type, piece_shape, [rows // rp, rp, inner], rp, carries=True
+                )
+                models["blocked whole (pieces)"] = _pieces_model(elem_type, shape, level, pieces)
     if outer > 1:
         models["transpose back"] = _swap_model(elem_type, shape, [n, outer, inner])
     if axis != 0:
         models["scan whole"] = _scan_route_model(elem_type, shape, axis, scan_axes=False)
         models["scan whole (axes)"] = _scan_route_model(elem_type, shape, axis, scan_axes=True)
     return models
+
+
+def _piece(elem_type: int, dims: tuple[int, int, int]) -> tuple[tuple[int, ...], int] | None:
+    """The shape of ``cached``'s pieces of the (o, n, i) view and their count: tiles of
+    (T, n, i) rows, or chunks of (C, i) positions of an outermost axis; None where it cuts
+    none (it is ``carry`` there)."""
+    o, n, i = dims
+    itemsize = int(carry.compute_dtype(ir.DataType(elem_type)).itemsize)  # type: ignore[union-attr]
+    rows = cached.tile_rows(dims, itemsize)
+    if rows is not None:
+        return (rows, n, i), o // rows
+    length = cached.chunk_length(dims, itemsize)
+    if length is not None:
+        return (length, i), n // length
+    return None
 
 
 def _step_body(elem_type: int, slab: list[int]) -> onnx.GraphProto:
@@ -637,6 +668,40 @@ def _level_model(
     return model
 
 
+def _pieces_model(
+    elem_type: int, shape: tuple[int, ...], piece: onnx.ModelProto, pieces: int
+) -> onnx.ModelProto:
+    """``piece`` (a floor model of one piece of x) run on each of x's ``pieces`` pieces along
+    its first axis, one Scan step per piece, as ``cached`` runs ``carry``: its graph inputs
+    but x (the carries) read from the outer graph, the pieces' results put back in x's
+    shape."""
+    body = onnx.GraphProto()
+    body.CopyFrom(piece.graph)
+    body.name = "piece"
+    (x,) = [value for value in body.input if value.name == "x"]
+    others = [value for value in body.input if value.name != "x"]
+    del body.input[:]
+    body.input.append(x)
+    dims = [d.dim_value for d in x.type.tensor_type.shape.dim]
+    del body.output[:]
+    body.output.append(helper.make_tensor_value_info("y", elem_type, dims))
+    model = _graph_model(
+        [
+            helper.make_node("Reshape", ["x", "pieces"], ["xp"]),
+            helper.make_node("Scan", ["xp"], ["yp"], body=body, num_scan_inputs=1),
+            helper.make_node("Reshape", ["yp", "whole"], ["y"]),
+        ],
+        elem_type,
+        shape,
+        [
+            helper.make_tensor("pieces", TensorProto.INT64, [len(dims) + 1], [pieces, *dims]),
+            helper.make_tensor("whole", TensorProto.INT64, [len(shape)], list(shape)),
+        ],
+    )
+    model.graph.input.extend(others)
+    return model
+
+
 NWAY_UP_TO = 4096  # the n-way split+concat model is built up to this n (session time)
 
 
@@ -657,12 +722,15 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
     ``chain`` and ``blocked`` take the larger of that sum and the route's level timed as one
     graph (``chain whole``, ``blocked whole``), when the cell has it; ``blocked`` then adds
     the scan of its block totals (``blocked level 2`` and ``blocked levels 3+``), when the
-    cell has them. ``scan`` takes the larger of its parts' sum and the cheaper of its whole
-    graphs (``scan whole``, ``scan whole (axes)``), when the cell has them (middle and last
-    axes).
+    cell has them. ``pieces`` (the blocked route in ``cached``'s pieces, where it cuts x):
+    ``blocked whole (pieces)`` and the same scan of the block totals (timed on the whole
+    tensor's totals, not in pieces). ``scan`` takes the larger of its parts' sum and the
+    cheaper of its whole graphs (``scan whole``, ``scan whole (axes)``), when the cell has
+    them (middle and last axes).
     """
     us: dict[str, float] = row["us"]  # type: ignore[assignment]
     n = int(row["n"])  # type: ignore[call-overload]
+    totals = us.get("blocked level 2", 0.0) + us.get("blocked levels 3+", 0.0)
     launches = (n - 1) * us["64 launches"] / 64
     move = us.get("n-way split+concat", us["fine split+concat"] if n <= 16 else 0.0)
     scan = us["scan n steps"]
@@ -674,9 +742,13 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
         "blocked": max(
             us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"], us.get("blocked whole", 0.0)
         )
-        + us.get("blocked level 2", 0.0)
-        + us.get("blocked levels 3+", 0.0),
+        + totals,
         "scan": max(scan, min(wholes)) if wholes else scan,
+        **(
+            {"pieces": us["blocked whole (pieces)"] + totals}
+            if "blocked whole (pieces)" in us
+            else {}
+        ),
     }
 
 
@@ -1043,8 +1115,9 @@ def floors_markdown(rows: list[dict]) -> str:
     lines = [
         "| type | N | n | axis | native µs | "
         + " | ".join(names)
-        + " | chain least | blocked least | scan least | floor (route) | auto / floor | verdict |",
-        "|" + "---|" * (11 + len(names)),
+        + " | chain least | blocked least | scan least | pieces least | floor (route) "
+        + "| auto / floor | verdict |",
+        "|" + "---|" * (12 + len(names)),
     ]
     for r in rows:
         cells = " | ".join(
@@ -1054,7 +1127,8 @@ def floors_markdown(rows: list[dict]) -> str:
         auto = r["us"].get("auto")
         over = f"{auto / r['floor_us']:.2f}" if auto is not None else "-"
         least = " | ".join(
-            f"{r['routes_us'][k] / r['native_us']:.2f}×" for k in ("chain", "blocked", "scan")
+            f"{r['routes_us'][k] / r['native_us']:.2f}×" if k in r["routes_us"] else "-"
+            for k in ("chain", "blocked", "scan", "pieces")
         )
         lines.append(
             f"| {r['dtype']} | {size_label(r['total'])} | {r['n']} | {r['position']} | "

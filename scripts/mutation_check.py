@@ -833,6 +833,18 @@ MUTANTS = [
         "    most = min(o, max(1, TILE_BYTES // row))\n",
     ),
     Mutant(
+        "cached: an exclusive chunk passes on its product without its own last factor",
+        "rewriter/lowerings/cached.py",
+        '        after = body.op("Mul", after, body.slice_axis(chunk, 1, edge, edge + 1))\n',
+        "        pass\n",
+    ),
+    Mutant(
+        "cached: a reversed chunk passes on the product at its end, not its start",
+        "rewriter/lowerings/cached.py",
+        "    edge = 0 if v.reverse else length - 1  # the chunk's last position in scan order\n",
+        "    edge = length - 1\n",
+    ),
+    Mutant(
         "auto: cached from just above 16 MiB",
         "rewriter/lowerings/auto.py",
         '    return "cached" if fits and o * row >= _CACHED_FROM_BYTES else pick\n',
@@ -841,8 +853,8 @@ MUTANTS = [
     Mutant(
         "auto: cached whatever the size of its tiles",
         "rewriter/lowerings/auto.py",
-        "    fits = rows is not None and rows * row <= _CACHED_TILE_UP_TO\n",
-        "    fits = rows is not None\n",
+        "    fits = piece is not None and piece <= _CACHED_PIECE_UP_TO\n",
+        "    fits = piece is not None\n",
     ),
 ]
 

@@ -221,3 +221,31 @@ def test_the_scan_route_timed_whole_is_the_scan_and_raises_its_floor(bench) -> N
     assert bench.route_floors(row, "middle")["scan"] == pytest.approx(1200.0)
     row["us"] |= {"scan whole": 800.0, "scan whole (axes)": 850.0}
     assert bench.route_floors(row, "middle")["scan"] == pytest.approx(920.0)
+
+
+def test_the_pieces_model_runs_blocked_whole_on_cacheds_pieces(bench) -> None:  # type: ignore[no-untyped-def]
+    """``blocked whole (pieces)``: the blocked level on each of ``cached``'s pieces, one Scan
+    step each (tests/conftest.py: pieces of 256 bytes), tiles of rows on a last axis and
+    chunks of a first axis; it runs and keeps x's shape, and it is its own route's floor."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    for shape, axis, pieces, piece in [((8, 64), 1, 8, [1, 64, 1]), ((64, 1), 0, 2, [32, 1])]:
+        model = bench.floor_models(onnx.TensorProto.INT64, shape, axis)["blocked whole (pieces)"]
+        (scan,) = [n for n in model.graph.node if n.op_type == "Scan"]
+        body = next(a.g for a in scan.attribute if a.name == "body")
+        assert [d.dim_value for d in body.input[0].type.tensor_type.shape.dim] == piece
+        (cut,) = [t for t in model.graph.initializer if t.name == "pieces"]
+        assert list(onnx.numpy_helper.to_array(cut)) == [pieces, *piece]
+        x = np.arange(np.prod(shape), dtype=np.int64).reshape(shape)
+        session = ort.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        (y,) = session.run(None, bench.floor_feeds(model, x))
+        assert y.shape == x.shape
+    row = _row(native=100.0, auto=500.0, scan=5000.0, position="last")
+    assert "pieces" not in bench.route_floors(row, "last")
+    row["us"].update({"blocked whole (pieces)": 300.0, "blocked level 2": 40.0})
+    assert bench.route_floors(row, "last")["pieces"] == pytest.approx(340.0)
+    assert bench.floor_of(row, "last") == (pytest.approx(340.0), "pieces")

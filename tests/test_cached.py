@@ -1,11 +1,14 @@
-"""``cached``: carry on tiles of rows inside a Scan (rewriter/lowerings/cached.py).
+"""``cached``: carry on tiles of rows or chunks of an outermost axis inside a Scan
+(rewriter/lowerings/cached.py).
 
-Its branches: the tile size (``tile_rows``: a divisor of o, two tiles at least, not under a
-quarter of TILE_BYTES), the fall-back to plain ``carry`` where the view does not tile, the
-Scan over the tiles (every type, exclusive / reverse, middle and last axes), the refusal on
-runtimes it was not measured on, and ``auto``'s pick of it on onnxruntime (tensors of 16 MiB
-or more, tiles of at most 4 MiB). References: numpy (integers, with wraparound, in their own
-type) and onnxruntime's native CumProd; tests/conftest.py makes tiles of 256 bytes.
+Its branches: the tile and chunk sizes (``tile_rows`` / ``chunk_length``: a divisor, two
+pieces at least, not under a quarter of the byte size), the fall-back to plain ``carry``
+where the view does not cut, the Scan over tiles (middle and last axes) and over chunks with
+the product so far as its state (first axes), for every type, exclusive / reverse, the
+refusal on runtimes it was not measured on, and ``auto``'s pick of it on onnxruntime (tensors
+of 16 MiB or more, tiles of at most 4 MiB). References: numpy (integers, with wraparound, in
+their own type) and onnxruntime's native CumProd; tests/conftest.py makes pieces of 256
+bytes.
 """
 
 from __future__ import annotations
@@ -70,14 +73,42 @@ def test_tile_rows_needs_static_dims() -> None:
     assert cached.tile_rows((ir.Value(name="o"), 512, 1), 8) is None
 
 
+@pytest.mark.parametrize(
+    ("dims", "itemsize", "chunk_bytes", "length"),
+    [
+        ((1, 65536, 64), 8, 4 << 20, 8192),  # 512-byte positions: 8192 make 4 MiB
+        ((1, 65536, 16), 4, 4 << 20, 32768),  # at most half of n
+        ((1, 33, 6), 8, 256, 3),  # 48-byte positions: 5 would fit, 3 divides 33
+        ((1, 7, 5), 8, 256, None),  # 7 is prime: one position (40 bytes) < a quarter of 256
+        ((2, 64, 8), 8, 256, None),  # o = 2: rows to tile, not an outermost axis
+        ((1, 1, 8), 8, 256, None),
+        ((1, 64, 0), 8, 256, None),
+    ],
+)
+def test_chunk_length(
+    dims: tuple[int, int, int],
+    itemsize: int,
+    chunk_bytes: int,
+    length: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cached, "CHUNK_BYTES", chunk_bytes)
+    assert cached.chunk_length(dims, itemsize) == length
+    assert cached.chunk_length((1, ir.Value(name="n"), 8), itemsize) is None
+
+
 CELLS = [
-    # (shape, axis, tiles of 256 bytes): middle and last axes, and a first axis (o = 1)
+    # (shape, axis, cut into 256-byte pieces): tiles of rows on middle and last axes
     ((12, 33), 1, True),
     ((12, 33), -1, True),
     ((6, 7, 3), 1, True),
     ((4, 3, 17, 2), 2, True),  # o = 12
     ((40, 5), 1, True),  # r = 4 levels over 5 (padded) in each tile
-    ((33, 6), 0, False),  # the first axis: nothing to tile, carry itself
+    # chunks of a first axis: 11 chunks of 3 positions, 8 of 5 (carry pads each to 8)
+    ((33, 6), 0, True),
+    ((40, 2, 3), 0, True),
+    ((1, 48, 4), 1, True),  # o = 1 on the middle axis: chunks too
+    ((7, 5), 0, False),  # 7 is prime: chunks of one position, too small: carry itself
 ]
 
 
@@ -145,7 +176,9 @@ def test_real_tiles_on_a_32_mib_tensor_match_native(monkeypatch: pytest.MonkeyPa
         (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: no tile fits a cache
         (I64, (8191, 512), 1, "carry"),  # 8191 is prime: tiles of one 4 KiB row
         (I64, (64, 512, 128), 1, "chain"),  # not carry's row of the table: untouched
-        (I64, (65536, 64), 0, "carry"),  # a first axis: o = 1
+        (I64, (65536, 64), 0, "cached"),  # a first axis: chunks of 8192 positions (4 MiB)
+        (TensorProto.FLOAT, (65536, 16), 0, "carry"),  # 4 MiB
+        (I64, (4, 1 << 20), 0, "scan"),  # scan's row: large slabs
         (TensorProto.FLOAT, (8192, 32), 1, "scan"),  # scan's row
     ],
 )

@@ -24,6 +24,13 @@ middle     n <= 512, or n <= 1024 with o * i >=      as for 4-byte types
            2048: chain; else carry
 =========  ========================================  =========================================
 
+Where that gives ``carry`` in a tensor of 16 MiB or more that cuts into pieces of at most
+4 MiB, ``cached`` runs carry on those pieces inside a Scan, so that each level's passes stay
+in cache: tiles of rows (o, :func:`.cached.tile_rows`: about 1 MiB, two tiles at least) on
+middle and last axes, chunks of positions (:func:`.cached.chunk_length`: about 4 MiB) on a
+first axis, whose Scan carries the product so far. See "Sixteenth round" in
+``docs/performance.md`` for the figures.
+
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
 was the pick, 1M / 4M, n = 512-65536: 0.44-1.08x radix's time, median 0.87x; float32 1M
@@ -190,7 +197,7 @@ _PADDED_SCAN_UP_TO = 128  # last axis: Scan where carry would pad
 _MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry; but chain to its MAX_LENGTH ...
 _MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is this or more
 _CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized tiles of rows in tensors this large ...
-_CACHED_TILE_UP_TO = 4 << 20  # ... whose tiles (a row may be more than cached.TILE_BYTES) fit
+_CACHED_PIECE_UP_TO = 4 << 20  # ... whose pieces (a row may be more than cached.TILE_BYTES) fit
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
 _TRACT_INT32_CARRY_FROM = 1024  # last axis, int32: carry where it pads nothing from here
@@ -219,10 +226,13 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     o, n, i = spec.outer, spec.length, spec.inner
     if pick != "carry" or o is None or n is None or i is None:
         return pick
-    # carry on tiles of rows that stay in cache, in a tensor that does not
+    # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
+    # a tensor that does not
     row = n * i * compute_itemsize
     rows = cached.tile_rows((o, n, i), compute_itemsize)
-    fits = rows is not None and rows * row <= _CACHED_TILE_UP_TO
+    length = cached.chunk_length((o, n, i), compute_itemsize) if rows is None else None
+    piece = rows * row if rows is not None else length * i * compute_itemsize if length else None
+    fits = piece is not None and piece <= _CACHED_PIECE_UP_TO
     return "cached" if fits and o * row >= _CACHED_FROM_BYTES else pick
 
 

@@ -1,31 +1,37 @@
-"""``cached``: ``carry`` run on cache-sized tiles of independent rows, one Scan step per tile.
+"""``cached``: ``carry`` run on cache-sized pieces of x, one Scan step per piece.
 
-Formula, on the (o, n, i) view of x, all three static, T = :func:`tile_rows` (a divisor of o)::
+Formula, on the (o, n, i) view of x, all three static::
 
-    tiles = x viewed (o / T, T, n, i)
-    Scan over the o / T tiles (no state): y_tile = carry(tile), the scan along axis 1 of its
-        (T, n, i) view, exclusive / reverse as asked
-    y = the Scan's output viewed (o, n, i)
-    where o / T < 2, or no divisor of o makes a tile of a quarter of TILE_BYTES or more
-    (tiles that small cost a Scan step for little work), or a dim is not static: ``carry``
+    o >= 2, T = tile_rows (a divisor of o, at most o / 2):   tiles of independent rows
+        Scan over the (o / T, T, n, i) view (no state): y_tile = carry(tile), the scan along
+        axis 1 of its (T, n, i) view, exclusive / reverse as asked
+    o = 1 (an outermost axis), C = chunk_length (a divisor of n, at most n / 2):   chunks
+        Scan over the (n / C, 1, C, i) view, the state P (1, 1, i) = the product of the
+        chunks scanned so far (ones at first; in reverse the Scan runs from the end):
+        y_chunk = carry(chunk) * P;  P' = y_chunk at the chunk's last position in scan order
+        (exclusive: times the chunk's own factor there)
+    else (a dim not static, pieces under a quarter of their byte size): ``carry``
 
-The rows of the view (its o index) are independent scans, so cutting them into tiles
-changes no product: each tile is ``carry`` on fewer rows. What changes is where the data
-lives: on a tensor larger than the last-level cache, every ``carry`` level's Split, Muls and
-Concat stream their (o * m, r, i) slices through memory, while on a tile of about
+Rows of the view are independent scans, so tiles of rows change no product; along an
+outermost axis each chunk's running products are multiplied by the product of the chunks
+before it, as ``carry`` multiplies its blocks by their carries. What changes is where the
+data lives: on a tensor larger than the last-level cache, every ``carry`` level's Split, Muls
+and Concat stream their (o * m, r, i) slices through memory; on a tile of about
 :data:`TILE_BYTES` (the L2 of the machine measured) they stay in cache between the nodes.
 On onnxruntime 1.32 (one thread, 4 * 2^20 elements, last axis) that took int64 n = 512 from
 4.2x native to 2.8x and int32 from 1.9x to 1.5x; on tensors of 8 MiB or less, which stay in
 the last-level cache anyway, it gained nothing (``docs/performance.md``, sixteenth round).
 
-Accuracy: ``carry``'s, element for element (the same multiplications in the same order):
-integers bit-exact with wraparound; floats within the sequential kernel's k - 1 ulps;
-float16 / bfloat16 multiplied in float32 and rounded once.
+Accuracy: integers bit-exact with wraparound (every output is its factors' product, in some
+order); floats: every output its k factors multiplied through a tree of k - 1
+multiplications (the chunk's carry, then the state's product), within the sequential
+kernel's k - 1 ulps; float16 / bfloat16 multiplied in float32 and rounded once.
 
-Cost: ``carry``'s passes, in cache; plus o / T Scan steps of about 3r + 6 nodes per level
-each (onnxruntime runs a Scan body's nodes one by one, about 1-2 us each), and the Scan's
-copy of each tile's result into its output. Needs Scan; onnxruntime targets only (the
-other runtimes' Scans were not measured or tested with it).
+Cost: ``carry``'s passes, in cache, plus for chunks one Mul by the state (in cache); plus a
+Scan step per piece of about 3r + 6 nodes per carry level each (onnxruntime runs a Scan
+body's nodes one by one, about 1-2 us each), and the Scan's copy of each piece's result
+into its output. Needs Scan; onnxruntime targets only (the other runtimes' Scans were not
+measured or tested with it).
 """
 
 from __future__ import annotations
@@ -40,9 +46,19 @@ from rewriter.lowerings.view import Dim, View, one_for
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["TILE_BYTES", "build", "compute_dtype", "max_ulps", "tile_rows", "unsupported"]
+__all__ = [
+    "CHUNK_BYTES",
+    "TILE_BYTES",
+    "build",
+    "chunk_length",
+    "compute_dtype",
+    "max_ulps",
+    "tile_rows",
+    "unsupported",
+]
 
 TILE_BYTES = 1 << 20  # bytes per tile at most: 256 KiB-4 MiB measured, 0.5-1 MiB fastest
+CHUNK_BYTES = 4 << 20  # bytes per chunk of an outermost axis at most
 compute_dtype = carry.compute_dtype
 max_ulps = carry.max_ulps
 
@@ -75,13 +91,40 @@ def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
     return rows
 
 
+def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
+    """C, the positions per chunk of an outermost axis (o = 1): the largest divisor of n up to
+    n / 2 whose chunk of C * i elements takes at most :data:`CHUNK_BYTES`; None where the
+    view does not chunk: o is not 1, a dim not static, or chunks under a quarter of
+    CHUNK_BYTES."""
+    o, n, i = dims
+    if o != 1 or not (isinstance(n, int) and isinstance(i, int)) or n * i == 0:
+        return None
+    position = i * itemsize
+    most = min(n // 2, max(1, CHUNK_BYTES // position))  # two chunks at least
+    length = max((c for c in range(1, most + 1) if n % c == 0), default=0)
+    if length == 0 or length * position * 4 < CHUNK_BYTES:
+        return None
+    return length
+
+
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
-    rows = tile_rows(v.dims(), int(v.dtype.itemsize)) if v.dtype is not None else None
-    if rows is None or v.dtype is None:
+    if v.dtype is None:
         return carry.build(b, x3, v)
+    itemsize = int(v.dtype.itemsize)
+    rows = tile_rows(v.dims(), itemsize)
+    if rows is not None:
+        return _tiles(b, x3, v, rows)
+    length = chunk_length(v.dims(), itemsize)
+    if length is not None:
+        return _chunks(b, x3, v, length)
+    return carry.build(b, x3, v)
+
+
+def _tiles(b: Builder, x3: ir.Value, v: View, rows: int) -> ir.Value:
+    """carry on each tile of ``rows`` rows, one Scan step per tile (no state)."""
     o, n, i = v.dims()
-    assert isinstance(o, int) and isinstance(n, int) and isinstance(i, int)
+    assert v.dtype is not None and isinstance(o, int) and isinstance(n, int) and isinstance(i, int)
     tiles = b.reshape(x3, b.const([o // rows, rows, n, i]))
     body = b.child()
     tile = body.value("tile", v.dtype, ir.Shape([rows, n, i]))
@@ -93,3 +136,37 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     graph = body.graph([tile], [out], "cumprod_cached_body")
     y = b.op("Scan", tiles, body=graph, num_scan_inputs=1)
     return b.reshape(y, b.const([o, n, i]))
+
+
+def _chunks(b: Builder, x3: ir.Value, v: View, length: int) -> ir.Value:
+    """carry on each chunk of ``length`` positions of an outermost axis, times the product
+    of the chunks before it (after it, in reverse): the Scan's state."""
+    _, n, i = v.dims()
+    assert v.dtype is not None and isinstance(n, int) and isinstance(i, int)
+    chunks = b.reshape(x3, b.const([n // length, 1, length, i]))
+    flip = v.reverse and not v.target.scan_directions
+    if flip:
+        chunks = b.flip(chunks, 0)
+    body = b.child()
+    state = body.value("before", v.dtype, ir.Shape([1, 1, i]))
+    chunk = body.value("chunk", v.dtype, ir.Shape([1, length, i]))
+    inside = dataclasses.replace(v, length=length, one=one_for(body, chunk, v.dtype))
+    out = body.op("Mul", carry.build(body, chunk, inside), state)
+    edge = 0 if v.reverse else length - 1  # the chunk's last position in scan order
+    after = body.slice_axis(out, 1, edge, edge + 1)
+    if v.exclusive:  # the exclusive product there leaves out the chunk's own last factor
+        after = body.op("Mul", after, body.slice_axis(chunk, 1, edge, edge + 1))
+    for value, shape in ((out, [1, length, i]), (after, [1, 1, i])):
+        value.type = ir.TensorType(v.dtype)
+        value.shape = ir.Shape(shape)
+    graph = body.graph([state, chunk], [after, out], "cumprod_cached_chunk_body")
+    directions = (
+        {"scan_input_directions": [1], "scan_output_directions": [1]}
+        if v.reverse and not flip
+        else {}
+    )
+    ones = b.op("Expand", v.one, b.const([1, 1, i]))
+    _, y = b.op_multi("Scan", ones, chunks, n_out=2, body=graph, num_scan_inputs=1, **directions)
+    if flip:
+        y = b.flip(y, 0)
+    return b.reshape(y, b.const([1, n, i]))
