@@ -847,8 +847,14 @@ MUTANTS = [
     Mutant(
         "auto: cached from just above 16 MiB",
         "rewriter/lowerings/auto.py",
-        '    return "cached" if fits and o * row >= _CACHED_FROM_BYTES else pick\n',
-        '    return "cached" if fits and o * row > _CACHED_FROM_BYTES else pick\n',
+        '    return "cached" if fits and o * row >= least else pick\n',
+        '    return "cached" if fits and o * row > least else pick\n',
+    ),
+    Mutant(
+        "auto: a middle axis cached only from 16 MiB, as the others",
+        "rewriter/lowerings/auto.py",
+        "    least = _CACHED_MIDDLE_FROM_BYTES if o > 1 and i > 1 else _CACHED_FROM_BYTES\n",
+        "    least = _CACHED_FROM_BYTES\n",
     ),
     Mutant(
         "auto: cached whatever the size of its tiles",

@@ -5,10 +5,10 @@ Its branches: the tile and chunk sizes (``tile_rows`` / ``chunk_length``: a divi
 pieces at least, not under a quarter of the byte size), the fall-back to plain ``carry``
 where the view does not cut, the Scan over tiles (middle and last axes) and over chunks with
 the product so far as its state (first axes), for every type, exclusive / reverse, the
-refusal on runtimes it was not measured on, and ``auto``'s pick of it on onnxruntime (tensors
-of 16 MiB or more, tiles of at most 4 MiB). References: numpy (integers, with wraparound, in
-their own type) and onnxruntime's native CumProd; tests/conftest.py makes pieces of 256
-bytes.
+refusal on runtimes it was not measured on, and ``auto``'s pick of it on onnxruntime
+(tensors of 16 MiB or more, 4 MiB on a middle axis, pieces of at most 4 MiB). References:
+numpy (integers, with wraparound, in their own type) and onnxruntime's native CumProd;
+tests/conftest.py makes pieces of 256 bytes.
 """
 
 from __future__ import annotations
@@ -176,6 +176,9 @@ def test_real_tiles_on_a_32_mib_tensor_match_native(monkeypatch: pytest.MonkeyPa
         (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: no tile fits a cache
         (I64, (8191, 512), 1, "carry"),  # 8191 is prime: tiles of one 4 KiB row
         (I64, (64, 512, 128), 1, "chain"),  # not carry's row of the table: untouched
+        (TensorProto.FLOAT, (16, 4096, 16), 1, "cached"),  # a middle axis from 4 MiB
+        (TensorProto.FLOAT, (16, 4095, 16), 1, "carry"),  # just under
+        (TensorProto.FLOAT, (1024, 1024), 1, "carry"),  # 4 MiB on a last axis: 16 needed
         (I64, (65536, 64), 0, "cached"),  # a first axis: chunks of 8192 positions (4 MiB)
         (TensorProto.FLOAT, (65536, 16), 0, "carry"),  # 4 MiB
         (I64, (4, 1 << 20), 0, "scan"),  # scan's row: large slabs

@@ -24,12 +24,12 @@ middle     n <= 512, or n <= 1024 with o * i >=      as for 4-byte types
            2048: chain; else carry
 =========  ========================================  =========================================
 
-Where that gives ``carry`` in a tensor of 16 MiB or more that cuts into pieces of at most
-4 MiB, ``cached`` runs carry on those pieces inside a Scan, so that each level's passes stay
-in cache: tiles of rows (o, :func:`.cached.tile_rows`: about 1 MiB, two tiles at least) on
-middle and last axes, chunks of positions (:func:`.cached.chunk_length`: about 4 MiB) on a
-first axis, whose Scan carries the product so far. See "Sixteenth round" in
-``docs/performance.md`` for the figures.
+Where that gives ``carry`` in a tensor of 16 MiB or more (4 MiB on a middle axis) that cuts
+into pieces of at most 4 MiB, ``cached`` runs carry on those pieces inside a Scan, so that
+each level's passes stay in cache: tiles of rows (o; :func:`.cached.tile_rows`, about 1 MiB,
+two tiles at least) on middle and last axes, chunks of positions
+(:func:`.cached.chunk_length`, about 4 MiB) on a first axis, whose Scan carries the product
+so far. See "Sixteenth round" in ``docs/performance.md`` for the figures.
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
@@ -196,7 +196,8 @@ _TILED_LAST_UP_TO = 64  # last axis, 4-byte types: tiled from _SCAN_LAST_BELOW t
 _PADDED_SCAN_UP_TO = 128  # last axis: Scan where carry would pad
 _MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry; but chain to its MAX_LENGTH ...
 _MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is this or more
-_CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized tiles of rows in tensors this large ...
+_CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized pieces in tensors this large ...
+_CACHED_MIDDLE_FROM_BYTES = 4 << 20  # ... or this large, on a middle axis (o, i >= 2) ...
 _CACHED_PIECE_UP_TO = 4 << 20  # ... whose pieces (a row may be more than cached.TILE_BYTES) fit
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
@@ -233,7 +234,8 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     length = cached.chunk_length((o, n, i), compute_itemsize) if rows is None else None
     piece = rows * row if rows is not None else length * i * compute_itemsize if length else None
     fits = piece is not None and piece <= _CACHED_PIECE_UP_TO
-    return "cached" if fits and o * row >= _CACHED_FROM_BYTES else pick
+    least = _CACHED_MIDDLE_FROM_BYTES if o > 1 and i > 1 else _CACHED_FROM_BYTES
+    return "cached" if fits and o * row >= least else pick
 
 
 def _onnxruntime_route(spec: ScanSpec, compute_itemsize: int) -> str:
