@@ -18,9 +18,15 @@ before it, as ``carry`` multiplies its blocks by their carries. What changes is 
 data lives: on a tensor larger than the last-level cache, every ``carry`` level's Split, Muls
 and Concat stream their (o * m, r, i) slices through memory; on a tile of about
 :data:`TILE_BYTES` (the L2 of the machine measured) they stay in cache between the nodes.
-On onnxruntime 1.32 (one thread, 4 * 2^20 elements, last axis) that took int64 n = 512 from
-4.2x native to 2.8x and int32 from 1.9x to 1.5x; on tensors of 8 MiB or less, which stay in
-the last-level cache anyway, it gained nothing (``docs/performance.md``, sixteenth round).
+On onnxruntime 1.32 (one thread, thread clock; ``docs/performance.md``, sixteenth round):
+on 4 * 2^20 elements, last axis, int64 n = 512 went from 4.2x native to 2.8x and int32 from
+1.9x to 1.5x (ad hoc, 1 MiB tiles; 16-row tiles were slower than none); on last axes of
+4-8 MiB (in the last-level cache anyway) tiles took 0.85-1.08x carry's time (5 cells, where
+two timings of one graph differed by up to 14 %), at 16 MiB 0.77x; middle axes gained from
+4 MiB: 0.77-1.06x carry's time on 16 cells of 2^20 and 2 * 2^20 elements (13 below 1).
+First-axis chunks took 0.71-1.06x carry's time on 24 held-out cells of 4 and 8 * 2^20
+elements, but 0.79-1.54x on 2^20 and 2 * 2^20.
+Where ``auto`` takes it: :mod:`.auto`.
 
 Accuracy: integers bit-exact with wraparound (every output is its factors' product, in some
 order); floats: every output its k factors multiplied through a tree of k - 1
