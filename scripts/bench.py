@@ -455,40 +455,25 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         upper = upper_level_lengths(m, r)
         if upper:
             models["blocked levels 3+"] = _levels_model(elem_type, outer, upper, inner, r)
-        piece = _piece(elem_type, (outer, n, inner))
-        if piece is not None:
-            piece_shape, pieces = piece
-            # carry's view of one piece: (T, n, i) for a tile, (1, C, i) for a chunk
-            piece_dims = piece_shape if len(piece_shape) == 3 else (1, *piece_shape)
-            narrow_piece = carry.narrow(piece_dims, carry.compute_dtype(ir.DataType(elem_type)))  # type: ignore[arg-type]
-            rp = min(piece_dims[1], carry.NARROW_RADIX if narrow_piece else carry.RADIX)
-            rows = piece_dims[0] * piece_dims[1]
-            if rows % rp == 0 and rp < piece_dims[1]:
+        compute = carry.compute_dtype(ir.DataType(elem_type))
+        assert compute is not None
+        piece = cached.pieces((outer, n, inner), int(compute.itemsize))
+        if piece is not None:  # carry's view of one of cached's pieces: (T, n, i) or (1, C, i)
+            dims, count = piece
+            rp = min(dims[1], carry.NARROW_RADIX if carry.narrow(dims, compute) else carry.RADIX)
+            rows = dims[0] * dims[1]
+            if rows % rp == 0 and rp < dims[1]:
+                shape_of_piece = dims if outer > 1 else dims[1:]  # a chunk: (C, i)
                 level = _level_model(
-                    elem_type, piece_shape, [rows // rp, rp, inner], rp, carries=True
+                    elem_type, shape_of_piece, [rows // rp, rp, inner], rp, carries=True
                 )
-                models["blocked whole (pieces)"] = _pieces_model(elem_type, shape, level, pieces)
+                models["blocked whole (pieces)"] = _pieces_model(elem_type, shape, level, count)
     if outer > 1:
         models["transpose back"] = _swap_model(elem_type, shape, [n, outer, inner])
     if axis != 0:
         models["scan whole"] = _scan_route_model(elem_type, shape, axis, scan_axes=False)
         models["scan whole (axes)"] = _scan_route_model(elem_type, shape, axis, scan_axes=True)
     return models
-
-
-def _piece(elem_type: int, dims: tuple[int, int, int]) -> tuple[tuple[int, ...], int] | None:
-    """The shape of ``cached``'s pieces of the (o, n, i) view and their count: tiles of
-    (T, n, i) rows, or chunks of (C, i) positions of an outermost axis; None where it cuts
-    none (it is ``carry`` there)."""
-    o, n, i = dims
-    itemsize = int(carry.compute_dtype(ir.DataType(elem_type)).itemsize)  # type: ignore[union-attr]
-    rows = cached.tile_rows(dims, itemsize)
-    if rows is not None:
-        return (rows, n, i), o // rows
-    length = cached.chunk_length(dims, itemsize)
-    if length is not None:
-        return (length, i), n // length
-    return None
 
 
 def _step_body(elem_type: int, slab: list[int]) -> onnx.GraphProto:

@@ -829,8 +829,8 @@ MUTANTS = [
     Mutant(
         "cached: a single tile of every row allowed",
         "rewriter/lowerings/cached.py",
-        "    most = min(o // 2, max(1, TILE_BYTES // row))  # two tiles at least\n",
-        "    most = min(o, max(1, TILE_BYTES // row))\n",
+        "    most = min(count // 2, max(1, limit // unit))\n",
+        "    most = min(count, max(1, limit // unit))\n",
     ),
     Mutant(
         "cached: an exclusive chunk passes on its product without its own last factor",
@@ -847,8 +847,8 @@ MUTANTS = [
     Mutant(
         "auto: cached from just above 16 MiB",
         "rewriter/lowerings/auto.py",
-        '    return "cached" if fits and o * row >= least else pick\n',
-        '    return "cached" if fits and o * row > least else pick\n',
+        '    return "cached" if fits and o * n * i * compute_itemsize >= least else pick\n',
+        '    return "cached" if fits and o * n * i * compute_itemsize > least else pick\n',
     ),
     Mutant(
         "auto: a middle axis cached only from 16 MiB, as the others",
@@ -859,7 +859,8 @@ MUTANTS = [
     Mutant(
         "auto: cached whatever the size of its tiles",
         "rewriter/lowerings/auto.py",
-        "    fits = piece is not None and piece <= _CACHED_PIECE_UP_TO\n",
+        "    fits = piece is not None and math.prod(piece[0]) * compute_itemsize"
+        " <= _CACHED_PIECE_UP_TO\n",
         "    fits = piece is not None\n",
     ),
 ]

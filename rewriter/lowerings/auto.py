@@ -175,6 +175,8 @@ floats.
 
 from __future__ import annotations
 
+import math
+
 import onnx_ir as ir
 
 from rewriter.lowerings import cached, carry, chain, radix
@@ -229,13 +231,10 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
         return pick
     # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
     # a tensor that does not
-    row = n * i * compute_itemsize
-    rows = cached.tile_rows((o, n, i), compute_itemsize)
-    length = cached.chunk_length((o, n, i), compute_itemsize) if rows is None else None
-    piece = rows * row if rows is not None else length * i * compute_itemsize if length else None
-    fits = piece is not None and piece <= _CACHED_PIECE_UP_TO
+    piece = cached.pieces((o, n, i), compute_itemsize)
+    fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= _CACHED_PIECE_UP_TO
     least = _CACHED_MIDDLE_FROM_BYTES if o > 1 and i > 1 else _CACHED_FROM_BYTES
-    return "cached" if fits and o * row >= least else pick
+    return "cached" if fits and o * n * i * compute_itemsize >= least else pick
 
 
 def _onnxruntime_route(spec: ScanSpec, compute_itemsize: int) -> str:

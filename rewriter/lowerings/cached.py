@@ -59,6 +59,7 @@ __all__ = [
     "chunk_length",
     "compute_dtype",
     "max_ulps",
+    "pieces",
     "tile_rows",
     "unsupported",
 ]
@@ -80,6 +81,17 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return carry.unsupported(spec, target)
 
 
+def _divisor_piece(count: int, unit: int, limit: int) -> int | None:
+    """The largest divisor k of ``count`` up to count / 2 (two pieces at least) with
+    k * ``unit`` bytes at most ``limit`` (one unit may take more); None where there is none,
+    or its piece takes under a quarter of ``limit``."""
+    if unit == 0:
+        return None
+    most = min(count // 2, max(1, limit // unit))
+    k = max((d for d in range(1, most + 1) if count % d == 0), default=0)
+    return None if k == 0 or k * unit * 4 < limit else k
+
+
 def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
     """T, the rows per tile: the largest divisor of o up to o / 2 whose tile of T * n * i
     elements takes at most :data:`TILE_BYTES` (a single row may take more); None where the
@@ -87,14 +99,7 @@ def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
     o, n, i = dims
     if not (isinstance(o, int) and isinstance(n, int) and isinstance(i, int)):
         return None
-    row = n * i * itemsize
-    if row == 0:
-        return None
-    most = min(o // 2, max(1, TILE_BYTES // row))  # two tiles at least
-    rows = max((t for t in range(1, most + 1) if o % t == 0), default=0)
-    if rows == 0 or rows * row * 4 < TILE_BYTES:
-        return None
-    return rows
+    return _divisor_piece(o, n * i * itemsize, TILE_BYTES)
 
 
 def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
@@ -103,28 +108,34 @@ def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
     view does not chunk: o is not 1, a dim not static, or chunks under a quarter of
     CHUNK_BYTES."""
     o, n, i = dims
-    if o != 1 or not (isinstance(n, int) and isinstance(i, int)) or n * i == 0:
+    if o != 1 or not (isinstance(n, int) and isinstance(i, int)):
         return None
-    position = i * itemsize
-    most = min(n // 2, max(1, CHUNK_BYTES // position))  # two chunks at least
-    length = max((c for c in range(1, most + 1) if n % c == 0), default=0)
-    if length == 0 or length * position * 4 < CHUNK_BYTES:
-        return None
-    return length
+    return _divisor_piece(n, i * itemsize, CHUNK_BYTES)
+
+
+def pieces(dims: tuple[Dim, Dim, Dim], itemsize: int) -> tuple[tuple[int, int, int], int] | None:
+    """``carry``'s view of one piece and how many there are: a tile (T, n, i) of
+    :func:`tile_rows`, or a chunk (1, C, i) of :func:`chunk_length`; None where :func:`build`
+    runs ``carry`` on the whole view."""
+    o, n, i = dims
+    rows = tile_rows(dims, itemsize)
+    if rows is not None:
+        assert isinstance(o, int) and isinstance(n, int) and isinstance(i, int)
+        return (rows, n, i), o // rows
+    length = chunk_length(dims, itemsize)
+    if length is not None:
+        assert isinstance(n, int) and isinstance(i, int)
+        return (1, length, i), n // length
+    return None
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
-    if v.dtype is None:
+    piece = pieces(v.dims(), int(v.dtype.itemsize)) if v.dtype is not None else None
+    if piece is None:
         return carry.build(b, x3, v)
-    itemsize = int(v.dtype.itemsize)
-    rows = tile_rows(v.dims(), itemsize)
-    if rows is not None:
-        return _tiles(b, x3, v, rows)
-    length = chunk_length(v.dims(), itemsize)
-    if length is not None:
-        return _chunks(b, x3, v, length)
-    return carry.build(b, x3, v)
+    (rows, length, _), _ = piece
+    return _chunks(b, x3, v, length) if v.outer == 1 else _tiles(b, x3, v, rows)
 
 
 def _tiles(b: Builder, x3: ir.Value, v: View, rows: int) -> ir.Value:
@@ -150,9 +161,7 @@ def _chunks(b: Builder, x3: ir.Value, v: View, length: int) -> ir.Value:
     _, n, i = v.dims()
     assert v.dtype is not None and isinstance(n, int) and isinstance(i, int)
     chunks = b.reshape(x3, b.const([n // length, 1, length, i]))
-    flip = v.reverse and not v.target.scan_directions
-    if flip:
-        chunks = b.flip(chunks, 0)
+    assert v.target.scan_directions  # onnxruntime targets only (unsupported)
     body = b.child()
     state = body.value("before", v.dtype, ir.Shape([1, 1, i]))
     chunk = body.value("chunk", v.dtype, ir.Shape([1, length, i]))
@@ -166,13 +175,7 @@ def _chunks(b: Builder, x3: ir.Value, v: View, length: int) -> ir.Value:
         value.type = ir.TensorType(v.dtype)
         value.shape = ir.Shape(shape)
     graph = body.graph([state, chunk], [after, out], "cumprod_cached_chunk_body")
-    directions = (
-        {"scan_input_directions": [1], "scan_output_directions": [1]}
-        if v.reverse and not flip
-        else {}
-    )
+    directions = {"scan_input_directions": [1], "scan_output_directions": [1]} if v.reverse else {}
     ones = b.op("Expand", v.one, b.const([1, 1, i]))
     _, y = b.op_multi("Scan", ones, chunks, n_out=2, body=graph, num_scan_inputs=1, **directions)
-    if flip:
-        y = b.flip(y, 0)
     return b.reshape(y, b.const([1, n, i]))
