@@ -114,15 +114,7 @@ def plan_cumprods(
                 where.location,
                 f"CumProd needs ai.onnx opset >= 26, found {where.opset}",
             )
-        site = inspect_cumprod(
-            where.node,
-            location=where.location,
-            opset=where.opset,
-            scope=where.scope,
-            types=types,
-            in_scan=where.in_scan,
-            name=where.name,
-        )
+        site = inspect_cumprod(where, types)
         if max_length is not None and site.spec.length is None and site.spec.max_length is None:
             site = dataclasses.replace(
                 site, spec=dataclasses.replace(site.spec, max_length=max_length)

@@ -155,15 +155,7 @@ class CumProdRule(RewriteRuleClassBase):
                 drop_unconfirmed_shapes(facts.model, facts.types)
             types = facts.types
         try:
-            site = inspect_cumprod(
-                node,
-                location=where.location,
-                opset=where.opset,
-                scope=where.scope,
-                types=types,
-                in_scan=where.in_scan,
-                name=where.name,
-            )
+            site = inspect_cumprod(where, types)
             if self.max_length is not None and site.spec.max_length is None:
                 spec = dataclasses.replace(site.spec, max_length=self.max_length)
                 site = dataclasses.replace(site, spec=spec)

@@ -14,6 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.errors import InvalidCumProdError
+from rewriter.graphs import Located
 from rewriter.types import TypeTable
 
 __all__ = [
@@ -224,23 +225,15 @@ def _flag(node: ir.Node, name: str, fail: type[Exception] | None = None) -> bool
     return bool(value)
 
 
-def inspect_cumprod(
-    node: ir.Node,
-    *,
-    location: str,
-    opset: int,
-    scope: str,
-    types: TypeTable,
-    in_scan: bool = False,
-    name: str | None = None,
-) -> CumProdSite:
-    """Validate a CumProd node and gather its facts; ``name`` is the node's name in the
-    input model when it differs from ``node.name`` (an inlined copy: ``Located.name``).
+def inspect_cumprod(where: Located, types: TypeTable) -> CumProdSite:
+    """Validate the CumProd node at ``where`` and gather its facts, its types looked up in
+    ``types`` (the scope of its graph or function); errors name it as the input model does
+    (``Located.name``: an inlined copy by its name in the function).
 
     Raises:
         InvalidCumProdError: naming the node and what is wrong with it.
     """
-    name = node.name or "" if name is None else name
+    node, name, location = where.node, where.name, where.location
 
     def fail(problem: str) -> InvalidCumProdError:
         return InvalidCumProdError(name, location, problem)
@@ -259,7 +252,7 @@ def inspect_cumprod(
     except ValueError as exc:
         raise fail(str(exc)) from None
     x, axis_value = node.inputs[0], node.inputs[1]
-    dtype, shape = types.lookup(scope, x)
+    dtype, shape = types.lookup(where.scope, x)
     if dtype is not None and dtype not in CUMPROD_TYPES:
         allowed = ", ".join(sorted(t.name.lower() for t in CUMPROD_TYPES))
         raise fail(f"x has element type {dtype.name.lower()}; CumProd takes {allowed}")
@@ -267,7 +260,7 @@ def inspect_cumprod(
     if rank == 0:
         raise fail("x is a scalar (rank 0); CumProd needs rank >= 1")
 
-    axis_dtype, axis_shape = types.lookup(scope, axis_value)
+    axis_dtype, axis_shape = types.lookup(where.scope, axis_value)
     if axis_dtype is not None and axis_dtype not in _AXIS_TYPES:
         raise fail(f"axis has element type {axis_dtype.name.lower()}; it must be int32 or int64")
     if axis_shape is not None and axis_shape.rank() != 0:
@@ -305,7 +298,7 @@ def inspect_cumprod(
         name=name,
         node=node,
         location=location,
-        opset=opset,
-        in_scan=in_scan,
+        opset=where.opset,
+        in_scan=where.in_scan,
         axis_rank_known=axis_shape is not None or constant is not None,
     )
