@@ -109,6 +109,10 @@ CELLS = [
     ((40, 2, 3), 0, True),
     ((1, 48, 4), 1, True),  # o = 1 on the middle axis: chunks too
     ((7, 5), 0, False),  # 7 is prime: chunks of one position, too small: carry itself
+    # pieces of a single position or row (carry's n = 1 and o = 1 edges): 64 elements of 4 or
+    # 8 bytes fill a 256-byte piece alone
+    ((2, 64), 0, True),
+    ((2, 64), 1, True),
 ]
 
 
