@@ -415,8 +415,9 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             [flat, zero, steps, slabs, ones16],
         ),
     }
-    narrow = carry.narrow((outer, n, inner), carry.compute_dtype(ir.DataType(elem_type)))
-    r = min(n, carry.NARROW_RADIX if narrow else carry.RADIX)
+    compute = carry.compute_dtype(ir.DataType(elem_type))
+    assert compute is not None
+    r = _first_radix((outer, n, inner), compute)
     fine = [outer * n // r, r, inner]
     models["fine split+concat"] = _split_concat(elem_type, shape, fine, r)
     if r < n <= NWAY_UP_TO:
@@ -455,12 +456,10 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         upper = upper_level_lengths(m, r)
         if upper:
             models["blocked levels 3+"] = _levels_model(elem_type, outer, upper, inner, r)
-        compute = carry.compute_dtype(ir.DataType(elem_type))
-        assert compute is not None
         piece = cached.pieces((outer, n, inner), int(compute.itemsize))
         if piece is not None:  # carry's view of one of cached's pieces: (T, n, i) or (1, C, i)
             dims, count = piece
-            rp = min(dims[1], carry.NARROW_RADIX if carry.narrow(dims, compute) else carry.RADIX)
+            rp = _first_radix(dims, compute)
             rows = dims[0] * dims[1]
             if rows % rp == 0 and rp < dims[1]:
                 shape_of_piece = dims if outer > 1 else dims[1:]  # a chunk: (C, i)
@@ -651,6 +650,11 @@ def _level_model(
         slab = [view[0], 1, *view[2:]]
         model.graph.input.append(helper.make_tensor_value_info("carry", elem_type, slab))
     return model
+
+
+def _first_radix(dims: tuple[int, int, int], compute: ir.DataType) -> int:
+    """r of ``carry``'s first level on the (o, n, i) view ``dims`` (n itself where n <= r)."""
+    return min(dims[1], carry.NARROW_RADIX if carry.narrow(dims, compute) else carry.RADIX)
 
 
 def _pieces_model(
