@@ -196,7 +196,9 @@ def test_auto_takes_cached_for_carry_on_large_tensors(
     pick: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # the shipped piece sizes (tests/conftest.py makes them 256 bytes)
     monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
+    monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
     (plan,) = plan_cumprods(ir.serde.deserialize_model(cumprod_model(elem_type, shape, axis)))
     assert plan.lowering.name == pick
 
