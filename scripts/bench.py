@@ -459,7 +459,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         piece = cached.pieces((outer, n, inner), int(compute.itemsize))
         if piece is not None:  # carry's view of one of cached's pieces: (T, n, i) or (1, C, i)
             dims, count = piece
-            rp = _first_radix(dims, compute)
+            rp = min(dims[1], r)  # carry judges the runs on the whole tensor in cached too
             rows = dims[0] * dims[1]
             if rows % rp == 0 and rp < dims[1]:
                 shape_of_piece = dims if outer > 1 else dims[1:]  # a chunk: (C, i)

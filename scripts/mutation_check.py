@@ -83,8 +83,8 @@ MUTANTS = [
     Mutant(
         "carry._scan: the block carries scanned inclusively",
         "rewriter/lowerings/carry.py",
-        "v, exclusive=True, reverse=reverse, levels=rest)",
-        "v, exclusive=exclusive, reverse=reverse, levels=rest)",
+        "v, exclusive=True, reverse=reverse, levels=rest, seed=seed)",
+        "v, exclusive=exclusive, reverse=reverse, levels=rest, seed=seed)",
     ),
     Mutant(
         "carry._scan: padded with zeros, not ones (wrong only in reverse)",
@@ -843,6 +843,39 @@ MUTANTS = [
         "rewriter/lowerings/cached.py",
         "    edge = 0 if v.reverse else length - 1  # the chunk's last position in scan order\n",
         "    edge = length - 1\n",
+    ),
+    Mutant(
+        "carry: a seed left out of the last level's chain",
+        "rewriter/lowerings/carry.py",
+        "            b, chain.split(b, t, 1, n), v, exclusive=exclusive, reverse=reverse,"
+        " seed=seed\n",
+        "            b, chain.split(b, t, 1, n), v, exclusive=exclusive, reverse=reverse\n",
+    ),
+    Mutant(
+        "carry: a seed left out of the block totals' scan",
+        "rewriter/lowerings/carry.py",
+        "    carry = _scan(b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest,"
+        " seed=seed)\n",
+        "    carry = _scan(b, totals, (o, m, i), v, exclusive=True, reverse=reverse,"
+        " levels=rest)\n",
+    ),
+    Mutant(
+        "cached: an exclusive one-position chunk's state output as itself",
+        "rewriter/lowerings/cached.py",
+        '        out = body.op("Identity", state)\n',
+        "        pass\n",
+    ),
+    Mutant(
+        "cached: the tiles' runs judged narrow on the tile",
+        "rewriter/lowerings/cached.py",
+        "    narrow_runs = carry.narrow((o, n, i), v.dtype)  # judged on x, not on the tile\n",
+        "    narrow_runs = carry.narrow((rows, n, i), v.dtype)\n",
+    ),
+    Mutant(
+        "cached: the chunks' runs judged narrow on the chunk",
+        "rewriter/lowerings/cached.py",
+        "    narrow_runs = carry.narrow((1, n, i), v.dtype)  # judged on x, not on the chunk\n",
+        "    narrow_runs = carry.narrow((1, length, i), v.dtype)\n",
     ),
     Mutant(
         "auto: cached from just above 16 MiB",

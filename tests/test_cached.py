@@ -169,6 +169,76 @@ def test_real_tiles_on_a_32_mib_tensor_match_native(monkeypatch: pytest.MonkeyPa
     np.testing.assert_array_equal(y, np.flip(np.cumprod(np.flip(x, 1), axis=1), 1))
 
 
+def _first_split_outputs(lowered: onnx.ModelProto) -> int:
+    """How many slices the first Split of the (single) Scan's body cuts: carry's first r."""
+    (scan,) = _scans(lowered)
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    return len(next(node for node in body.node if node.op_type == "Split").output)
+
+
+@pytest.mark.parametrize(
+    ("elem_type", "shape", "axis", "r"),
+    [
+        # runs of 16 bytes in x of 2^21 elements: narrow (r = 4), though each piece is smaller
+        (TensorProto.INT32, (64, 8192, 4), 1, 4),  # 1 MiB tiles of 8 rows
+        (TensorProto.INT32, (524288, 4), 0, 4),  # two 4 MiB chunks of a first axis
+        (TensorProto.INT32, (1, 524288, 4), 1, 4),  # o = 1 on a middle axis: chunks too
+        # the same runs in x of 2^20 elements: not narrow (r = 16)
+        (TensorProto.INT32, (32, 8192, 4), 1, 16),
+        (TensorProto.INT32, (262144, 4), 0, 16),
+        # runs of 32 bytes: not narrow at any size (r = 16)
+        (TensorProto.INT64, (64, 8192, 4), 1, 16),
+    ],
+)
+def test_pieces_take_the_radix_of_the_whole_tensor(
+    elem_type: int,
+    shape: tuple[int, ...],
+    axis: int,
+    r: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """carry's r in each piece is the one carry takes on the whole x (narrow runs of at most
+    24 bytes in 2^21 elements or more: r = 4; README, docs/performance.md seventeenth round),
+    not the piece's own size; and the pieces are exact there, exclusive and reverse,
+    against numpy with wraparound and onnxruntime's native kernel."""
+    monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
+    monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
+    for exclusive, reverse in ((0, 0), (1, 1)):
+        model = cumprod_model(elem_type, shape, axis, exclusive=exclusive, reverse=reverse)
+        lowered = rewriter.decompose_cumprod(model, strategy="cached")
+        assert isinstance(lowered, onnx.ModelProto)
+        assert _first_split_outputs(lowered) == r
+        x = random_data(elem_type, shape, np.random.default_rng(7))
+        (y,) = run_ort(lowered, {"x": x})
+        (native,) = run_ort(model, {"x": x})
+        np.testing.assert_array_equal(y, native)
+        problem = check_result(
+            elem_type, "cached", y, x, axis, exclusive=exclusive, reverse=reverse
+        )
+        assert problem is None, (shape, axis, exclusive, reverse, problem)
+
+
+@pytest.mark.parametrize(("exclusive", "reverse"), [(0, 0), (1, 1)])
+def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: int) -> None:
+    """The product of the chunks before is one factor of carry's last level (a Mul with one
+    slice of its Split), not a Mul of the whole chunk by it: onnxruntime broadcasts that one
+    run of i elements at a time (1.0-2.3x the chunks' time, docs/performance.md seventeenth
+    round). Its values are checked by the exactness tests above."""
+    model = cumprod_model(I64, (33, 6), 0, exclusive=exclusive, reverse=reverse)
+    lowered = rewriter.decompose_cumprod(model, strategy="cached")
+    assert isinstance(lowered, onnx.ModelProto)
+    (scan,) = _scans(lowered)
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    state = body.input[0].name
+    made_by = {out: node for node in body.node for out in node.output}
+    uses = [node for node in body.node if state in node.input]
+    # exclusive: the first position's output is the state itself (a Concat's input)
+    assert sorted(node.op_type for node in uses) == (["Concat", "Mul"] if exclusive else ["Mul"])
+    (use,) = [node for node in uses if node.op_type == "Mul"]
+    (other,) = [name for name in use.input if name != state]
+    assert made_by[other].op_type == "Split"
+
+
 @pytest.mark.parametrize(
     ("elem_type", "shape", "axis", "pick"),
     [

@@ -8,13 +8,20 @@ Formula, on the (o, n, i) view of x, all three static::
     o = 1 (an outermost axis), C = chunk_length (a divisor of n, at most n / 2):   chunks
         Scan over the (n / C, 1, C, i) view, the state P (1, 1, i) = the product of the
         chunks scanned so far (ones at first; in reverse the Scan runs from the end):
-        y_chunk = carry(chunk) * P;  P' = y_chunk at the chunk's last position in scan order
-        (exclusive: times the chunk's own factor there)
+        y_chunk = carry(chunk) seeded with P (P starts the chain of carry's last level, so
+        its carries multiply P into every position);  P' = y_chunk at the chunk's last
+        position in scan order (exclusive: times the chunk's own factor there)
     else (a dim not static, pieces under a quarter of their byte size): ``carry``
+    carry's r inside a piece: as on the whole view (``carry.narrow`` of x's size, not the
+    piece's)
 
 Rows of the view are independent scans, so tiles of rows change no product; along an
 outermost axis each chunk's running products are multiplied by the product of the chunks
-before it, as ``carry`` multiplies its blocks by their carries. What changes is where the
+before it, as ``carry`` multiplies its blocks by their carries: P enters at the last level,
+on (1, 1, i), and reaches every position through the carries' same-shaped Muls. (One Mul of
+the chunk's result by P instead broadcasts P over the chunk, which onnxruntime does one run
+of i elements at a time: 1.0-2.3x the seeded chunks' time, median 1.6x, on 10 first axes of
+2^21-2^22 elements, the most where i is 2-4; seventeenth round.) What changes is where the
 data lives: on a tensor larger than the last-level cache, every ``carry`` level's Split, Muls
 and Concat stream their (o * m, r, i) slices through memory; on a tile of about
 :data:`TILE_BYTES` (the L2 of the machine measured) they stay in cache between the nodes.
@@ -25,15 +32,18 @@ on 4 * 2^20 elements, last axis, int64 n = 512 went from 4.2x native to 2.8x and
 two timings of one graph differed by up to 14 %), at 16 MiB 0.77x; middle axes gained from
 4 MiB: 0.77-1.06x carry's time on 16 cells of 2^20 and 2 * 2^20 elements (13 below 1).
 First-axis chunks took 0.71-1.06x carry's time on 24 held-out cells of 4 and 8 * 2^20
-elements, but 0.79-1.54x on 2^20 and 2 * 2^20.
+elements, but 0.79-1.54x on 2^20 and 2 * 2^20. Judging narrow runs (r = 4) on the piece
+instead of x left r = 16 in the pieces of narrow-run tensors of 2^21 elements or more:
+r = 4 there took 0.88-1.26x its time on 12 held-out cells (median 0.95x; 0.87-1.26x, median
+0.97x, in a run before the seeded chunks).
 Where ``auto`` takes it: :mod:`.auto`.
 
 Accuracy: integers bit-exact with wraparound (every output is its factors' product, in some
 order); floats: every output its k factors multiplied through a tree of k - 1
-multiplications (the chunk's carry, then the state's product), within the sequential
+multiplications (the state's product is one factor of the chunk's carry), within the sequential
 kernel's k - 1 ulps; float16 / bfloat16 multiplied in float32 and rounded once.
 
-Cost: ``carry``'s passes, in cache, plus for chunks one Mul by the state (in cache); plus a
+Cost: ``carry``'s passes, in cache, plus for chunks one Mul of the state on (1, 1, i); plus a
 Scan step per piece of about 3r + 6 nodes per carry level each (onnxruntime runs a Scan
 body's nodes one by one, about 1-2 us each), and the Scan's copy of each piece's result
 into its output. Needs Scan; onnxruntime targets only (the other runtimes' Scans were not
@@ -147,7 +157,8 @@ def _tiles(b: Builder, x3: ir.Value, v: View, rows: int) -> ir.Value:
     tile = body.value("tile", v.dtype, ir.Shape([rows, n, i]))
     # the body's own 1 (a Constant there), so that it reads nothing from the outer graph
     inside = dataclasses.replace(v, outer=rows, one=one_for(body, tile, v.dtype))
-    out = carry.build(body, tile, inside)
+    narrow_runs = carry.narrow((o, n, i), v.dtype)  # judged on x, not on the tile
+    out = carry.build(body, tile, inside, narrow_runs=narrow_runs)
     out.type = ir.TensorType(v.dtype)
     out.shape = ir.Shape([rows, n, i])
     graph = body.graph([tile], [out], "cumprod_cached_body")
@@ -166,7 +177,10 @@ def _chunks(b: Builder, x3: ir.Value, v: View, length: int) -> ir.Value:
     state = body.value("before", v.dtype, ir.Shape([1, 1, i]))
     chunk = body.value("chunk", v.dtype, ir.Shape([1, length, i]))
     inside = dataclasses.replace(v, length=length, one=one_for(body, chunk, v.dtype))
-    out = body.op("Mul", carry.build(body, chunk, inside), state)
+    narrow_runs = carry.narrow((1, n, i), v.dtype)  # judged on x, not on the chunk
+    out = carry.build(body, chunk, inside, seed=state, narrow_runs=narrow_runs)
+    if out is state:  # an exclusive chunk of one position: a body output of its own
+        out = body.op("Identity", state)
     edge = 0 if v.reverse else length - 1  # the chunk's last position in scan order
     after = body.slice_axis(out, 1, edge, edge + 1)
     if v.exclusive:  # the exclusive product there leaves out the chunk's own last factor

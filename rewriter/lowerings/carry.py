@@ -12,6 +12,9 @@ the element size at most 24 bytes in a tensor of 2^21 elements or more: :func:`n
         P   = the EXCLUSIVE scan of t along m, by this same scheme (recursively)
         y   = Concat_b(c_b * P) along axis 1, viewed (o, m * r, i), Slice [0, n)
         (exclusive: the first slice is P itself);  reverse: every chain runs from the end
+    a seed S (``cached``'s chunks: the product of the chunks before) starts the chain of the
+    last level (n <= r) instead of a slice or the ones, so every P, and every y, has S as a
+    factor: y = S * the scan of x, on (o, 1, i) Muls only
 
 Against ``radix``: the same levels, but the block carries P are multiplied into the r
 slices (r Muls on same-shaped (o * m, 1, i) tensors) before the Concat, instead of one Mul
@@ -125,11 +128,16 @@ def _scan(
     exclusive: bool,
     reverse: bool,
     levels: list[int],
+    seed: ir.Value | None = None,
 ) -> ir.Value:
-    """Scan ``t`` of shape (o, n, i) along its middle axis; n static and at least 1."""
+    """Scan ``t`` of shape (o, n, i) along its middle axis; n static and at least 1. A
+    ``seed`` (broadcast to (o, 1, i)) is the product before the first position: it starts
+    the last level's chain, so the carries multiply it into every output."""
     o, n, i = dims
     if not levels or n <= levels[0]:
-        plain, _ = chain.chain(b, chain.split(b, t, 1, n), v, exclusive=exclusive, reverse=reverse)
+        plain, _ = chain.chain(
+            b, chain.split(b, t, 1, n), v, exclusive=exclusive, reverse=reverse, seed=seed
+        )
         return plain[0] if n == 1 else b.op("Concat", *plain, axis=1)
     r, rest = levels[0], levels[1:]
     m = -(-n // r)
@@ -149,7 +157,7 @@ def _scan(
             outs[k] = running
     assert running is not None
     totals = b.reshape(running, shape_of(b, o, m, i))
-    carry = _scan(b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest)
+    carry = _scan(b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, seed=seed)
     carry = b.reshape(carry, shape_of(b, om, 1, i))
     pieces = [carry if c is None else b.op("Mul", c, carry) for c in outs]
     y = b.reshape(b.op("Concat", *pieces, axis=1), shape_of(b, o, padded, i))
@@ -180,9 +188,20 @@ def _padded(b: Builder, x3: ir.Value, v: View, bound: int) -> ir.Value:
     return b.reshape(y, shape_of(b, v.outer, middle, v.inner))
 
 
-def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
-    """The scan along axis 1 of ``x3`` (in the compute type)."""
+def build(
+    b: Builder,
+    x3: ir.Value,
+    v: View,
+    *,
+    seed: ir.Value | None = None,
+    narrow_runs: bool | None = None,
+) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (in the compute type); ``seed``: the product before
+    its first position (n static; :func:`_scan`); ``narrow_runs``: whether its runs are
+    narrow, when a caller judges that on a larger tensor than ``x3`` (None: :func:`narrow`
+    of ``x3``'s view)."""
     n = v.static_length
+    assert seed is None or n, "a seed needs a static, non-zero length"
     if n is None:
         bound = v.spec.max_length
         if bound is None:
@@ -197,5 +216,8 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
-        levels=carry_levels(n, narrow((v.outer, n, v.inner), v.dtype)),
+        levels=carry_levels(
+            n, narrow((v.outer, n, v.inner), v.dtype) if narrow_runs is None else narrow_runs
+        ),
+        seed=seed,
     )
