@@ -886,20 +886,8 @@ MUTANTS = [
     Mutant(
         "auto: a middle axis cached only from 16 MiB, as the others",
         "rewriter/lowerings/auto.py",
-        "    least = _CACHED_MIDDLE_FROM_BYTES if middle else _CACHED_FROM_BYTES\n",
+        "    least = _CACHED_MIDDLE_FROM_BYTES if o > 1 and i > 1 else _CACHED_FROM_BYTES\n",
         "    least = _CACHED_FROM_BYTES\n",
-    ),
-    Mutant(
-        "auto: a middle axis's chain cached from n = 511",
-        "rewriter/lowerings/auto.py",
-        '    long_chain = pick == "chain" and middle and n >= _CACHED_MIDDLE_CHAIN_FROM\n',
-        '    long_chain = pick == "chain" and middle and n >= _CACHED_MIDDLE_CHAIN_FROM - 1\n',
-    ),
-    Mutant(
-        "auto: a middle axis's chain never cached",
-        "rewriter/lowerings/auto.py",
-        '    long_chain = pick == "chain" and middle and n >= _CACHED_MIDDLE_CHAIN_FROM\n',
-        "    long_chain = False\n",
     ),
     Mutant(
         "auto: cached whatever the size of its tiles",

@@ -667,10 +667,7 @@ AUTO_ROWS = [
     (_8, (2, 512, 2), 1, "chain", "radix"),
     (_8, (2, 513, 2), 1, "carry", "radix"),
     (_4, (2, 512, 4096), 1, "chain", "radix"),  # to 512 the slab's size does not matter
-    # to 1024 on slabs (o * i) of 2048 or more; from n = 512 a middle chain in tensors of 4 MiB
-    # or more is cached where its pieces fit (rows of 4 MiB here), chain where they do not
-    (_4, (2, 1024, 1024), 1, "cached", "radix"),
-    (_4, (2, 1024, 2048), 1, "chain", "radix"),
+    (_4, (2, 1024, 1024), 1, "chain", "radix"),  # to 1024 on slabs (o * i) of 2048 or more
     (_8, (2, 600, 1024), 1, "chain", "radix"),
     (_4, (3, 1024, 682), 1, "cached", "radix"),  # 2046: carry, in tiles (8 MiB, middle)
     (_4, (2, 1025, 1024), 1, "carry", "radix"),

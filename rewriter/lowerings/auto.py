@@ -29,13 +29,7 @@ into pieces of at most 4 MiB, ``cached`` runs carry on those pieces inside a Sca
 each level's passes stay in cache: tiles of rows (o; :func:`.cached.tile_rows`, about 1 MiB,
 two tiles at least) on middle and last axes, chunks of positions
 (:func:`.cached.chunk_length`, about 4 MiB) on a first axis, whose Scan carries the product
-so far. See "Sixteenth round" in ``docs/performance.md`` for the figures. Where it gives
-``chain`` on a middle axis with n >= 512 (to 1024 on large slabs) under the same conditions,
-``cached`` too (seventeenth round): on 7 held-out middle axes of 4.6-28 MiB, n = 768-1000,
-it took 0.69-1.00x chain's time (median 0.87x; at n = 128-384, 0.95-1.21x, median 1.07x),
-on the grid's n = 512 cells 0.66-1.03x and 0.88-1.18x in two runs (medians 0.94x, 1.01x),
-with about 90 nodes where the chain has n + 1: sessions of 3-5 ms to create against 12-46 ms
-(the grid's n = 512: 12-20 ms; held-out n = 768-1000: 23-46 ms).
+so far. See "Sixteenth round" in ``docs/performance.md`` for the figures.
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
@@ -207,7 +201,6 @@ _MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is
 _CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized pieces in tensors this large ...
 _CACHED_MIDDLE_FROM_BYTES = 4 << 20  # ... or this large, on a middle axis (o, i >= 2) ...
 _CACHED_PIECE_UP_TO = 4 << 20  # ... whose pieces (a row may be more than cached.TILE_BYTES) fit
-_CACHED_MIDDLE_CHAIN_FROM = 512  # where the table gives chain on a middle axis: cached from here
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
 _TRACT_INT32_CARRY_FROM = 1024  # last axis, int32: carry where it pads nothing from here
@@ -234,18 +227,13 @@ def _carry_pads(n: int, last_axis: bool = False) -> bool:
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     pick = _onnxruntime_route(spec, compute_itemsize)
     o, n, i = spec.outer, spec.length, spec.inner
-    if o is None or n is None or i is None:
-        return pick
-    middle = o > 1 and i > 1
-    # a long middle-axis chain: cached as fast, with a tenth of its nodes
-    long_chain = pick == "chain" and middle and n >= _CACHED_MIDDLE_CHAIN_FROM
-    if pick != "carry" and not long_chain:
+    if pick != "carry" or o is None or n is None or i is None:
         return pick
     # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
     # a tensor that does not
     piece = cached.pieces((o, n, i), compute_itemsize)
     fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= _CACHED_PIECE_UP_TO
-    least = _CACHED_MIDDLE_FROM_BYTES if middle else _CACHED_FROM_BYTES
+    least = _CACHED_MIDDLE_FROM_BYTES if o > 1 and i > 1 else _CACHED_FROM_BYTES
     return "cached" if fits and o * n * i * compute_itemsize >= least else pick
 
 
