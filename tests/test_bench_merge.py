@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -249,3 +250,23 @@ def test_the_pieces_model_runs_blocked_whole_on_cacheds_pieces(bench) -> None:  
     row["us"].update({"blocked whole (pieces)": 300.0, "blocked level 2": 40.0})
     assert bench.route_floors(row, "last")["pieces"] == pytest.approx(340.0)
     assert bench.floor_of(row, "last") == (pytest.approx(340.0), "pieces")
+
+
+def test_bench_cached_pieces_runs_each_variant_against_native(tmp_path: Path) -> None:
+    """scripts/bench_cached_pieces.py builds every variant it times (the shipped pieces, the
+    piece's own r, the state multiplied after) and checks each against native bit for bit
+    before timing: a tile cell and a chunk cell at the shipped piece sizes, one round."""
+    script = _PATH.parent / "bench_cached_pieces.py"
+    out = tmp_path / "pieces"
+    cells = "int32:8,16384,4;int64:1,131072,2"  # tiles of 4 rows; two 1 MiB chunks
+    done = subprocess.run(
+        [sys.executable, str(script), "--cells", cells, "--rounds", "1", "--out", str(out)],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "pieces.md").read_text()
+    assert "| int32 | (8, 16384, 4) |" in table and "| int64 | (1, 131072, 2) |" in table
+    assert "cached / state after" in table  # the chunk cell had its third variant
