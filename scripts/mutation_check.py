@@ -886,8 +886,27 @@ MUTANTS = [
     Mutant(
         "auto: a middle axis cached only from 16 MiB, as the others",
         "rewriter/lowerings/auto.py",
-        "    least = _CACHED_MIDDLE_FROM_BYTES if o > 1 and i > 1 else _CACHED_FROM_BYTES\n",
+        "    least = _CACHED_MIDDLE_FROM_BYTES if middle_carry else _CACHED_FROM_BYTES\n",
         "    least = _CACHED_FROM_BYTES\n",
+    ),
+    Mutant(
+        "auto: a middle chain of n = 512 cached too",
+        "rewriter/lowerings/auto.py",
+        '    long_chain = pick == "chain" and n > _MIDDLE_CHAIN_UP_TO\n',
+        '    long_chain = pick == "chain" and n >= _MIDDLE_CHAIN_UP_TO\n',
+    ),
+    Mutant(
+        "auto: a long middle chain never cached",
+        "rewriter/lowerings/auto.py",
+        '    long_chain = pick == "chain" and n > _MIDDLE_CHAIN_UP_TO\n',
+        "    long_chain = False\n",
+    ),
+    Mutant(
+        "auto: a long middle chain cached from 4 MiB, as carry on a middle axis",
+        "rewriter/lowerings/auto.py",
+        "    middle_carry = o > 1 and i > 1 and not long_chain"
+        "  # carry on a middle axis: from 4 MiB\n",
+        "    middle_carry = o > 1 and i > 1\n",
     ),
     Mutant(
         "auto: cached whatever the size of its tiles",

@@ -29,7 +29,13 @@ into pieces of at most 4 MiB, ``cached`` runs carry on those pieces inside a Sca
 each level's passes stay in cache: tiles of rows (o; :func:`.cached.tile_rows`, about 1 MiB,
 two tiles at least) on middle and last axes, chunks of positions
 (:func:`.cached.chunk_length`, about 4 MiB) on a first axis, whose Scan carries the product
-so far. See "Sixteenth round" in ``docs/performance.md`` for the figures.
+so far. See "Sixteenth round" in ``docs/performance.md`` for the figures. Where it gives
+``chain`` on a middle axis past n = 512 (slabs of 2048 elements or more) in a tensor of 16
+MiB or more whose pieces fit the same way, ``cached`` as well (seventeenth round): on 12
+held-out cells of 16-24 MiB, n = 600-1024, every type, it took 0.83-0.97x chain's time
+(median 0.89x), with sessions of 4-6 ms to create against 21-41 ms. At n = 512 and on 4-8
+MiB the chain stays: there ``cached`` took 0.94-1.10x (4M) and 1.04-1.28x (1M) chain's time
+on the grid's middle n = 512 cells.
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
@@ -227,13 +233,18 @@ def _carry_pads(n: int, last_axis: bool = False) -> bool:
 def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     pick = _onnxruntime_route(spec, compute_itemsize)
     o, n, i = spec.outer, spec.length, spec.inner
-    if pick != "carry" or o is None or n is None or i is None:
+    if o is None or n is None or i is None:
+        return pick
+    # a middle axis's chain past 512 (on large slabs): cached too, in tensors of 16 MiB or more
+    long_chain = pick == "chain" and n > _MIDDLE_CHAIN_UP_TO
+    if pick != "carry" and not long_chain:
         return pick
     # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
     # a tensor that does not
     piece = cached.pieces((o, n, i), compute_itemsize)
     fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= _CACHED_PIECE_UP_TO
-    least = _CACHED_MIDDLE_FROM_BYTES if o > 1 and i > 1 else _CACHED_FROM_BYTES
+    middle_carry = o > 1 and i > 1 and not long_chain  # carry on a middle axis: from 4 MiB
+    least = _CACHED_MIDDLE_FROM_BYTES if middle_carry else _CACHED_FROM_BYTES
     return "cached" if fits and o * n * i * compute_itemsize >= least else pick
 
 
