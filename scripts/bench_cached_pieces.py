@@ -13,13 +13,14 @@ odd values):
   are narrow but the piece has fewer than 2^21 elements);
 - ``state after`` (chunks only): the chunk's ``carry`` result multiplied by the state, a
   Mul broadcasting (1, 1, i) over (1, C, i), as before the seventeenth round;
-- ``carry`` on the whole x.
+- ``chain`` (middle axes of n <= 1024), and ``carry``, on the whole x.
 
 The default shapes are the round's twelve held-out narrow-run cells (runs of 8-24 bytes,
-2^21-2^22 elements).
+2^21-2^22 elements); with ``--chains``, its twelve held-out middle axes past n = 512 of
+16-24 MiB, where ``auto`` takes ``cached`` instead of ``chain``.
 
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
-    [--rounds 11] [--out scripts/results/NAME]
+    [--chains] [--rounds 11] [--out scripts/results/NAME]
 """
 
 from __future__ import annotations
@@ -38,12 +39,17 @@ import bench  # scripts/bench.py, beside this script
 import numpy as np
 from onnx import TensorProto
 
-from rewriter.lowerings import cached, carry
+from rewriter.lowerings import cached, carry, chain
 
 CELLS = (
     "float32:256,2048,5;float32:128,8192,2;int32:512,1024,6;int64:1024,1024,3;"
     "float64:64,16384,2;float32:2048,256,6;int32:16,131072,2;float64:4096,256,3;"
     "float32:1,524288,4;int64:1,1048576,2;int32:1,786432,3;float64:1,1048576,3"
+)
+CHAIN_CELLS = (
+    "float32:24,640,300;int32:12,700,512;int64:32,600,128;float64:8,900,320;"
+    "float32:64,896,96;int32:20,1024,256;int64:6,1024,400;float64:42,640,80;"
+    "float32:10,800,640;int64:16,960,200;int32:48,680,150;float64:6,1000,400"
 )
 TYPES = {
     "float32": TensorProto.FLOAT,
@@ -77,19 +83,23 @@ def _models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str, Any]
     for variant in ("piece r", "state after") if axis == 0 else ("piece r",):
         with _carry_build(variant):
             models[variant] = bench.lowered(model, "cached")
+    if axis == 1 and shape[1] <= chain.MAX_LENGTH:
+        models["chain"] = bench.lowered(model, "chain")
     models["carry"] = bench.lowered(model, "carry")
     return models
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cells", default=CELLS, help="type:o,n,i;... (o = 1: a first axis)")
+    parser.add_argument("--cells", help="type:o,n,i;... (o = 1: a first axis)")
+    parser.add_argument("--chains", action="store_true", help="the middle-chain cells")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
     args = parser.parse_args()
     bench.CLOCK["now"] = time.thread_time
-    rows, lines = [], []
-    for cell in args.cells.split(";"):
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for cell in (args.cells or (CHAIN_CELLS if args.chains else CELLS)).split(";"):
         name, dims = cell.split(":")
         o, n, i = (int(d) for d in dims.split(","))
         elem_type = TYPES[name]
@@ -120,20 +130,20 @@ def main() -> None:
         )
         line = f"| {name} | ({o}, {n}, {i}) | {times['native'] * 1e6:.0f} | " + " | ".join(
             f"{ratio[k]:.2f}×" if k in ratio else "-"
-            for k in ("cached", "piece r", "state after", "carry")
+            for k in ("cached", "piece r", "state after", "chain", "carry")
         )
         lines.append(line + f" | {ratio['cached'] / ratio['piece r']:.2f} |")
         print(lines[-1], flush=True)
     summary = "; ".join(
         f"cached / {other}: median {statistics.median(got):.3f}, {min(got):.2f}-{max(got):.2f}"
-        for other in ("piece r", "state after")
+        for other in ("piece r", "state after", "chain")
         if (got := [r["x"]["cached"] / r["x"][other] for r in rows if other in r["x"]])
     )
     print(summary)
     if args.out:
-        head = "| type | (o, n, i) | native µs | cached | piece r | state after | carry |"
+        head = "| type | (o, n, i) | native µs | cached | piece r | state after | chain | carry |"
         head += " cached / piece r |"
-        table = [head, "|" + "---|" * 8, *lines, "", summary, ""]
+        table = [head, "|" + "---|" * 9, *lines, "", summary, ""]
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         intro = f"{when}, onnxruntime, one thread, thread clock, {args.rounds} rounds; × native\n\n"
         Path(args.out + ".md").write_text(intro + "\n".join(table))
