@@ -179,9 +179,9 @@ AUTO_BEFORE = "auto_before"
 
 
 def _table_before(spec: ScanSpec, compute_itemsize: int) -> str:
-    """``auto``'s onnxruntime table before this round (commit 2452b94): the same routes, but
-    ``carry`` where the table now takes ``cached`` (its tiles, in tensors of 16 MiB or
-    more)."""
+    """``auto``'s onnxruntime table before the sixteenth round (commit 2452b94): the same
+    routes, but ``carry`` (or, since the seventeenth, a middle-axis ``chain`` past n = 512)
+    where the table now takes ``cached``."""
     return auto._onnxruntime_route(spec, compute_itemsize)
 
 
