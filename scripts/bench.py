@@ -180,8 +180,8 @@ AUTO_BEFORE = "auto_before"
 
 def _table_before(spec: ScanSpec, compute_itemsize: int) -> str:
     """``auto``'s onnxruntime table before the sixteenth round (commit 2452b94): the same
-    routes, but ``carry`` (or, since the seventeenth, a middle-axis ``chain`` past n = 512)
-    where the table now takes ``cached``."""
+    routes, but ``carry`` (or a middle-axis ``chain`` from n = 512: past it since the
+    seventeenth round, at it since the eighteenth) where the table now takes ``cached``."""
     return auto._onnxruntime_route(spec, compute_itemsize)
 
 

@@ -17,10 +17,12 @@ odd values):
 
 The default shapes are the round's twelve held-out narrow-run cells (runs of 8-24 bytes,
 2^21-2^22 elements); with ``--chains``, its twelve held-out middle axes past n = 512 of
-16-24 MiB, where ``auto`` takes ``cached`` instead of ``chain``.
+16-24 MiB, where ``auto`` takes ``cached`` instead of ``chain``; with ``--chains-512``, the
+eighteenth round's fourteen held-out middle axes of n = 384-512 and 16-20 MiB (``cached``
+from n = 512 only).
 
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
-    [--chains] [--rounds 11] [--out scripts/results/NAME]
+    [--chains | --chains-512] [--rounds 11] [--out scripts/results/NAME]
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ CHAIN_CELLS = (
     "float32:24,640,300;int32:12,700,512;int64:32,600,128;float64:8,900,320;"
     "float32:64,896,96;int32:20,1024,256;int64:6,1024,400;float64:42,640,80;"
     "float32:10,800,640;int64:16,960,200;int32:48,680,150;float64:6,1000,400"
+)
+CHAIN_512_CELLS = (
+    "float32:40,512,210;int32:100,512,90;int64:48,512,100;float64:12,512,400;"
+    "float32:20,512,420;int64:160,512,30;float32:128,448,80;int32:16,480,600;"
+    "int64:96,448,56;float64:80,480,60;float32:24,384,480;int32:60,400,200;"
+    "int64:20,400,300;float64:36,384,180"
 )
 TYPES = {
     "float32": TensorProto.FLOAT,
@@ -92,14 +100,16 @@ def _models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str, Any]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cells", help="type:o,n,i;... (o = 1: a first axis)")
-    parser.add_argument("--chains", action="store_true", help="the middle-chain cells")
+    parser.add_argument("--chains", action="store_true", help="the middle chains past 512")
+    parser.add_argument("--chains-512", action="store_true", help="the middle chains of 384-512")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
     args = parser.parse_args()
     bench.CLOCK["now"] = time.thread_time
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
-    for cell in (args.cells or (CHAIN_CELLS if args.chains else CELLS)).split(";"):
+    default = CHAIN_512_CELLS if args.chains_512 else (CHAIN_CELLS if args.chains else CELLS)
+    for cell in (args.cells or default).split(";"):
         name, dims = cell.split(":")
         o, n, i = (int(d) for d in dims.split(","))
         elem_type = TYPES[name]

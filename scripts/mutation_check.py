@@ -890,15 +890,21 @@ MUTANTS = [
         "    least = _CACHED_FROM_BYTES\n",
     ),
     Mutant(
-        "auto: a middle chain of n = 512 cached too",
+        "auto: a middle chain of n = 512 left a chain (cached only past it)",
         "rewriter/lowerings/auto.py",
-        '    long_chain = pick == "chain" and n > _MIDDLE_CHAIN_UP_TO\n',
-        '    long_chain = pick == "chain" and n >= _MIDDLE_CHAIN_UP_TO\n',
+        '    long_chain = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
+        '    long_chain = pick == "chain" and n > _CACHED_CHAIN_FROM\n',
+    ),
+    Mutant(
+        "auto: a middle chain shorter than 512 cached too",
+        "rewriter/lowerings/auto.py",
+        '    long_chain = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
+        '    long_chain = pick == "chain" and n >= 384\n',
     ),
     Mutant(
         "auto: a long middle chain never cached",
         "rewriter/lowerings/auto.py",
-        '    long_chain = pick == "chain" and n > _MIDDLE_CHAIN_UP_TO\n',
+        '    long_chain = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
         "    long_chain = False\n",
     ),
     Mutant(

@@ -249,8 +249,11 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
         (TensorProto.FLOAT, (8, 65536, 8), 1, "cached"),  # rows of 2 MiB, one per tile
         (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: no tile fits a cache
         (I64, (8191, 512), 1, "carry"),  # 8191 is prime: tiles of one 4 KiB row
-        (I64, (64, 512, 128), 1, "chain"),  # chain's row at n = 512: untouched
-        # chain's row past n = 512 (slabs of 2048 or more): cached from 16 MiB
+        # chain's row from n = 512: cached from 16 MiB
+        (TensorProto.FLOAT, (64, 512, 128), 1, "cached"),  # 16 MiB exactly
+        (TensorProto.FLOAT, (63, 512, 128), 1, "chain"),  # 15.75 MiB
+        (I64, (64, 511, 128), 1, "chain"),  # 32 MiB, n under 512
+        (I64, (48, 448, 100), 1, "chain"),  # n = 448 (held-out: no gain)
         (TensorProto.FLOAT, (10, 800, 640), 1, "cached"),  # 19.5 MiB
         (TensorProto.FLOAT, (8, 800, 640), 1, "chain"),  # 15.6 MiB
         (TensorProto.FLOAT, (8, 1024, 512), 1, "cached"),  # 16 MiB exactly

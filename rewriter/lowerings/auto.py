@@ -30,12 +30,14 @@ each level's passes stay in cache: tiles of rows (o; :func:`.cached.tile_rows`, 
 two tiles at least) on middle and last axes, chunks of positions
 (:func:`.cached.chunk_length`, about 4 MiB) on a first axis, whose Scan carries the product
 so far. See "Sixteenth round" in ``docs/performance.md`` for the figures. Where it gives
-``chain`` on a middle axis past n = 512 (slabs of 2048 elements or more) in a tensor of 16
-MiB or more whose pieces fit the same way, ``cached`` as well (seventeenth round): on 12
-held-out cells of 16-24 MiB, n = 600-1024, every type, it took 0.83-0.97x chain's time
-(median 0.89x), with sessions of 4-6 ms to create against 21-41 ms. At n = 512 and on 4-8
-MiB the chain stays: there ``cached`` took 0.94-1.10x (4M) and 1.04-1.28x (1M) chain's time
-on the grid's middle n = 512 cells.
+``chain`` on a middle axis from n = 512 in a tensor of 16 MiB or more whose pieces fit the
+same way, ``cached`` as well: past n = 512 (slabs of 2048 elements or more; seventeenth
+round) on 12 held-out cells of 16-24 MiB, n = 600-1024, every type, it took 0.83-0.97x
+chain's time (median 0.89x), with sessions of 4-6 ms to create against 21-41 ms; at n = 512
+(eighteenth round) on 6 held-out cells of 16-20 MiB 0.83-0.94x (median 0.87x), but at
+n = 384-480 0.71-1.12x (8 cells, two above 1.05), where the chain stays. Under 16 MiB it
+stays too: on the grid's 1M middle n = 512 cells (4-8 MiB) ``cached`` took 1.04-1.28x
+chain's time.
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
@@ -207,6 +209,7 @@ _MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is
 _CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized pieces in tensors this large ...
 _CACHED_MIDDLE_FROM_BYTES = 4 << 20  # ... or this large, on a middle axis (o, i >= 2) ...
 _CACHED_PIECE_UP_TO = 4 << 20  # ... whose pieces (a row may be more than cached.TILE_BYTES) fit
+_CACHED_CHAIN_FROM = 512  # ... and in place of a middle axis's chain this long, from 16 MiB
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
 _TRACT_INT32_CARRY_FROM = 1024  # last axis, int32: carry where it pads nothing from here
@@ -235,8 +238,8 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     o, n, i = spec.outer, spec.length, spec.inner
     if o is None or n is None or i is None:
         return pick
-    # a middle axis's chain past 512 (on large slabs): cached too, in tensors of 16 MiB or more
-    long_chain = pick == "chain" and n > _MIDDLE_CHAIN_UP_TO
+    # a middle axis's chain from n = 512: cached too, in tensors of 16 MiB or more
+    long_chain = pick == "chain" and n >= _CACHED_CHAIN_FROM
     if pick != "carry" and not long_chain:
         return pick
     # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
