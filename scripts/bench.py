@@ -900,6 +900,12 @@ def main() -> None:
         help="only re-render the markdown of earlier runs (merged; with --floors, the median "
         "of the runs' ratios per cell)",
     )
+    parser.add_argument(
+        "--band",
+        nargs="+",
+        help="with --floors --from-json: runs of some of those cells timed again (e.g. with "
+        "more rounds), merged the same way, whose rows replace theirs",
+    )
     parser.add_argument("--dtypes", default="float32,float64,int32,int64")
     parser.add_argument("--totals", default="1,4", help="total elements, in units of 2^20")
     parser.add_argument(
@@ -932,9 +938,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.from_json and args.floors:
-        _write_floors(
-            merge_floor_runs([json.loads(Path(f).read_text()) for f in args.from_json]), args.out
-        )
+        rows = merge_floor_runs([json.loads(Path(f).read_text()) for f in args.from_json])
+        if args.band:
+            band = merge_floor_runs([json.loads(Path(f).read_text()) for f in args.band])
+            rows = overlay_floor_rows(rows, band)
+        _write_floors(rows, args.out)
         return
     if args.from_json:
         parts = [json.loads(Path(f).read_text()) for f in args.from_json]
@@ -1052,6 +1060,7 @@ def main() -> None:
 
 
 GOAL_WORST = 4.0  # issue 13: no cell worse than 4x native
+GOAL_MEDIAN = 2.0  # ... and 2x native at the median
 
 
 def _write_floors(rows: list[dict], out: str) -> None:
@@ -1085,6 +1094,34 @@ def merge_floor_runs(runs: list[list[dict]]) -> list[dict]:
         row["floor_us"], row["floor_route"] = floor_of(row, str(row["position"]))
         merged.append(row)
     return merged
+
+
+def overlay_floor_rows(rows: list[dict], band: list[dict]) -> list[dict]:
+    """``rows`` with each cell that ``band`` also has replaced by the band's row, in the
+    order of ``rows`` (the band: the cells near 4x timed again with more rounds; the
+    verdicts then take its medians for those cells and the grid's for the rest)."""
+
+    def cell(row: dict) -> tuple:
+        return (row["dtype"], row["total"], row["n"], row["position"])
+
+    again = {cell(r): r for r in band}
+    return [again.get(cell(r), r) for r in rows]
+
+
+def floors_summary(rows: list[dict]) -> str:
+    """One line: each contender's median / worst ratio to native over ``rows`` with the
+    cells within 2x and 4x, and how many floors are below 2x (the median goal needs half
+    the cells there)."""
+    parts = []
+    for name in (k for k in ("auto", AUTO_BEFORE) if any(k in r["us"] for r in rows)):
+        ratios = [r["us"][name] / r["native_us"] for r in rows if name in r["us"]]
+        within = [sum(x <= goal for x in ratios) for goal in (GOAL_MEDIAN, GOAL_WORST)]
+        parts.append(
+            f"{name} {statistics.median(ratios):.2f}× / {max(ratios):.2f}× "
+            f"({within[0]} within 2×, {within[1]} within 4×)"
+        )
+    below = sum(r["floor_us"] / r["native_us"] < GOAL_MEDIAN for r in rows)
+    return "; ".join([*parts, f"{below} of {len(rows)} floors below 2×"])
 
 
 def floor_verdict(row: dict) -> str:
@@ -1128,6 +1165,8 @@ def floors_markdown(rows: list[dict]) -> str:
     lines += [
         "",
         ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)),
+        "",
+        floors_summary(rows),
         "",
     ]
     return "\n".join(lines) + "\n"

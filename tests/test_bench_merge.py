@@ -73,6 +73,25 @@ def test_cells_are_merged_separately(bench) -> None:  # type: ignore[no-untyped-
     assert bench.floor_verdict(rows["middle"]) == "not explained (floor 3.2×)"
 
 
+def test_the_band_replaces_its_cells_and_the_summary_counts_them(bench) -> None:  # type: ignore[no-untyped-def]
+    grid = bench.merge_floor_runs([[_row(100.0, 500.0, 300.0), _row(100.0, 200.0, 300.0, "last")]])
+    band = bench.merge_floor_runs(
+        [[_row(100.0, 390.0, 300.0)], [_row(100.0, 410.0, 300.0)], [_row(100.0, 370.0, 300.0)]]
+    )
+    rows = bench.overlay_floor_rows(grid, band)
+    assert [r["position"] for r in rows] == ["middle", "last"]  # the grid's order
+    assert rows[0]["runs"] == 3 and rows[0]["us"]["auto"] == pytest.approx(390.0)
+    assert rows[1] is grid[1]  # not in the band: the grid's row
+    assert [bench.floor_verdict(r) for r in rows] == ["meets 4×", "meets 4×"]
+    # auto 3.9x and 2.0x (within 2x: the goal's bound counts): median 2.95x, worst 3.9x;
+    # both floors 3.2x
+    assert bench.floors_summary(rows) == (
+        "auto 2.95× / 3.90× (1 within 2×, 2 within 4×); 0 of 2 floors below 2×"
+    )
+    markdown = bench.floors_markdown(rows)
+    assert "2 meets 4×" in markdown and bench.floors_summary(rows) in markdown
+
+
 def test_a_routes_level_timed_whole_raises_its_floor(bench) -> None:  # type: ignore[no-untyped-def]
     """chain / blocked take the larger of their parts' sum and their level timed as one graph
     (``chain whole`` / ``blocked whole``), when the cell has it."""
