@@ -16,9 +16,10 @@ equal column blocks: the same products.
 
 Cost: n - 1 Muls over one slice each, one Split and one Concat (two passes over memory), no
 loop at all: n + 2 nodes, so only for short axes (``auto`` on onnxruntime: middle axes up to
-n = 512, and to 1024 on slabs of 2048 elements or more; a session of a 512-chain takes 14-19
-ms to create, of a 1024-chain 26-40 ms, of a 4096-chain about 200). Needs a static length n
-(outer and inner may be known only at run time).
+n = 512, and to 1024 on slabs of 2048 elements or more, but from n = 512 in tensors of 16 MiB
+or more ``cached`` instead; a session of a 512-chain takes 14-19 ms to create, of a
+1024-chain 26-40 ms, of a 4096-chain about 200). Needs a static length n (outer and inner
+may be known only at run time).
 """
 
 from __future__ import annotations
