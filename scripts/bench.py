@@ -1069,6 +1069,11 @@ def _write_floors(rows: list[dict], out: str) -> None:
     print(floors_markdown(rows))
 
 
+def _cell(row: dict) -> tuple:
+    """A floor row's cell: (type, total, n, position)."""
+    return (row["dtype"], row["total"], row["n"], row["position"])
+
+
 def merge_floor_runs(runs: list[list[dict]]) -> list[dict]:
     """Floor rows of several runs of the same cells, one row per cell: each contender's
     ratio to native is the median over the runs that timed it (native's µs the median of
@@ -1077,8 +1082,7 @@ def merge_floor_runs(runs: list[list[dict]]) -> list[dict]:
     by_cell: dict[tuple, list[dict]] = {}
     for run in runs:
         for row in run:
-            key = (row["dtype"], row["total"], row["n"], row["position"])
-            by_cell.setdefault(key, []).append(row)
+            by_cell.setdefault(_cell(row), []).append(row)
     merged = []
     for rows in by_cell.values():
         native = statistics.median(r["native_us"] for r in rows)
@@ -1100,12 +1104,8 @@ def overlay_floor_rows(rows: list[dict], band: list[dict]) -> list[dict]:
     """``rows`` with each cell that ``band`` also has replaced by the band's row, in the
     order of ``rows`` (the band: the cells near 4x timed again with more rounds; the
     verdicts then take its medians for those cells and the grid's for the rest)."""
-
-    def cell(row: dict) -> tuple:
-        return (row["dtype"], row["total"], row["n"], row["position"])
-
-    again = {cell(r): r for r in band}
-    return [again.get(cell(r), r) for r in rows]
+    again = {_cell(r): r for r in band}
+    return [again.get(_cell(r), r) for r in rows]
 
 
 def floors_summary(rows: list[dict]) -> str:
