@@ -892,25 +892,25 @@ MUTANTS = [
     Mutant(
         "auto: a middle chain of n = 512 left a chain (cached only past it)",
         "rewriter/lowerings/auto.py",
-        '    long_chain = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
-        '    long_chain = pick == "chain" and n > _CACHED_CHAIN_FROM\n',
+        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
+        '    chain_to_cache = pick == "chain" and n > _CACHED_CHAIN_FROM\n',
     ),
     Mutant(
         "auto: a middle chain shorter than 512 cached too",
         "rewriter/lowerings/auto.py",
-        '    long_chain = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
-        '    long_chain = pick == "chain" and n >= 384\n',
+        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
+        '    chain_to_cache = pick == "chain" and n >= 384\n',
     ),
     Mutant(
         "auto: a long middle chain never cached",
         "rewriter/lowerings/auto.py",
-        '    long_chain = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
-        "    long_chain = False\n",
+        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
+        "    chain_to_cache = False\n",
     ),
     Mutant(
         "auto: a long middle chain cached from 4 MiB, as carry on a middle axis",
         "rewriter/lowerings/auto.py",
-        "    middle_carry = o > 1 and i > 1 and not long_chain"
+        "    middle_carry = o > 1 and i > 1 and not chain_to_cache"
         "  # carry on a middle axis: from 4 MiB\n",
         "    middle_carry = o > 1 and i > 1\n",
     ),

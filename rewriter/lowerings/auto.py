@@ -240,14 +240,14 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     if o is None or n is None or i is None:
         return pick
     # a middle axis's chain from n = 512: cached too, in tensors of 16 MiB or more
-    long_chain = pick == "chain" and n >= _CACHED_CHAIN_FROM
-    if pick != "carry" and not long_chain:
+    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM
+    if pick != "carry" and not chain_to_cache:
         return pick
     # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
     # a tensor that does not
     piece = cached.pieces((o, n, i), compute_itemsize)
     fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= _CACHED_PIECE_UP_TO
-    middle_carry = o > 1 and i > 1 and not long_chain  # carry on a middle axis: from 4 MiB
+    middle_carry = o > 1 and i > 1 and not chain_to_cache  # carry on a middle axis: from 4 MiB
     least = _CACHED_MIDDLE_FROM_BYTES if middle_carry else _CACHED_FROM_BYTES
     return "cached" if fits and o * n * i * compute_itemsize >= least else pick
 
