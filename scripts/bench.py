@@ -663,7 +663,9 @@ def _pieces_model(
     """``piece`` (a floor model of one piece of x) run on each of x's ``pieces`` pieces along
     its first axis, one Scan step per piece, as ``cached`` runs ``carry``: its graph inputs
     but x (the carries) read from the outer graph, the pieces' results put back in x's
-    shape."""
+    shape. Where the piece ends in a Reshape of its Concat, the body's output is the Concat
+    itself, as in ``cached`` since the nineteenth round (onnxruntime copies a Reshape's
+    result into the Scan's output; a Concat writes there in place)."""
     body = onnx.GraphProto()
     body.CopyFrom(piece.graph)
     body.name = "piece"
@@ -671,9 +673,17 @@ def _pieces_model(
     others = [value for value in body.input if value.name != "x"]
     del body.input[:]
     body.input.append(x)
-    dims = [d.dim_value for d in x.type.tensor_type.shape.dim]
+    dims = out_dims = [d.dim_value for d in x.type.tensor_type.shape.dim]
+    last = body.node[-1]
+    if last.op_type == "Reshape" and body.node[-2].op_type == "Concat":
+        (view,) = [t for t in piece.graph.initializer if t.name == "view"]
+        slab = list(onnx.numpy_helper.to_array(view))
+        slab[1] = len(body.node[-2].input)  # the Concat's r slices along axis 1
+        body.node[-2].output[0] = last.output[0]
+        body.node.remove(last)
+        out_dims = [int(d) for d in slab]
     del body.output[:]
-    body.output.append(helper.make_tensor_value_info("y", elem_type, dims))
+    body.output.append(helper.make_tensor_value_info("y", elem_type, out_dims))
     model = _graph_model(
         [
             helper.make_node("Reshape", ["x", "pieces"], ["xp"]),

@@ -2,7 +2,7 @@
 docs/performance.md (seventeenth round), on onnxruntime.
 
 For each (o, n, i) view scanned along axis 1 (o = 1: a first axis, cut into chunks; else
-tiles of rows) and element type, four graphs are timed against the native CumProd by
+tiles of rows) and element type, these graphs are timed against the native CumProd by
 ``bench.interleaved`` (one intra-op thread, the calling thread's CPU time, shuffled
 interleaved rounds, medians), each checked against native first (integers bit for bit, on
 odd values):
@@ -11,6 +11,9 @@ odd values):
   ``carry``'s r judged on the narrow runs of the whole x);
 - ``piece r``: ``carry``'s r judged on the piece's own size instead (r = 16 where x's runs
   are narrow but the piece has fewer than 2^21 elements);
+- ``reshaped``: the Scan body's output viewed as the piece, (T, n, i) or (1, C, i), by a
+  Reshape of ``carry``'s first-level Concat, as before the nineteenth round (onnxruntime
+  copies a Reshape's result into the Scan's output; the Concat writes there in place);
 - ``state after`` (chunks only): the chunk's ``carry`` result multiplied by the state, a
   Mul broadcasting (1, 1, i) over (1, C, i), as before the seventeenth round;
 - ``chain`` (middle axes of n <= 1024), and ``carry``, on the whole x.
@@ -19,10 +22,13 @@ The default shapes are the round's twelve held-out narrow-run cells (runs of 8-2
 2^21-2^22 elements); with ``--chains``, its twelve held-out middle axes past n = 512 of
 16-24 MiB, where ``auto`` takes ``cached`` instead of ``chain``; with ``--chains-512``, the
 eighteenth round's fourteen held-out middle axes of n = 384-512 and 16-20 MiB (``cached``
-from n = 512 only).
+from n = 512 only); with ``--grid``, the (o, n, i) views of the benchmark grid's cells where
+``auto`` takes ``cached`` (``scripts/bench.py``'s shapes; a last axis as (o, n, 1)).
+
+With ``--copy``, only :func:`copy_probe`: what a Reshape as the Scan body's output costs.
 
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
-    [--chains | --chains-512] [--rounds 11] [--out scripts/results/NAME]
+    [--chains | --chains-512 | --grid | --copy] [--rounds 11] [--out scripts/results/NAME]
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ from typing import Any
 
 import bench  # scripts/bench.py, beside this script
 import numpy as np
-from onnx import TensorProto
+import onnx_ir as ir
+from onnx import TensorProto, helper
 
 from rewriter.lowerings import cached, carry, chain
 
@@ -72,11 +79,21 @@ def _carry_build(variant: str) -> Iterator[None]:
     """``carry.build`` as ``cached`` calls it, changed for ``variant`` while a graph is built."""
     shipped = carry.build
 
-    def build(b: Any, x3: Any, v: Any, *, seed: Any = None, narrow_runs: Any = None) -> Any:
+    def build(
+        b: Any, x3: Any, v: Any, *, seed: Any = None, narrow_runs: Any = None, blocks: Any = False
+    ) -> Any:
         if variant == "piece r":
-            return shipped(b, x3, v, seed=seed)
-        out = shipped(b, x3, v, narrow_runs=narrow_runs)  # "state after"
-        return out if seed is None else b.op("Mul", out, seed)
+            return shipped(b, x3, v, seed=seed, blocks=blocks)
+        if variant == "reshaped":  # the result viewed as the piece, as a Scan body's output
+            out = shipped(b, x3, v, seed=seed, narrow_runs=narrow_runs)
+            out.type, out.shape = ir.TensorType(v.dtype), ir.Shape(list(v.dims()))
+            return out
+        out = shipped(b, x3, v, narrow_runs=narrow_runs, blocks=blocks)  # "state after"
+        if seed is None:
+            return out
+        after = b.op("Mul", out, seed)
+        after.type, after.shape = out.type, out.shape
+        return after
 
     carry.build = build  # type: ignore[assignment]
     try:
@@ -88,7 +105,7 @@ def _carry_build(variant: str) -> Iterator[None]:
 def _models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str, Any]:
     model = bench.model_for(elem_type, shape, axis, 0, 0)
     models = {"native": model, "cached": bench.lowered(model, "cached")}
-    for variant in ("piece r", "state after") if axis == 0 else ("piece r",):
+    for variant in ("piece r", "reshaped", "state after") if axis == 0 else ("piece r", "reshaped"):
         with _carry_build(variant):
             models[variant] = bench.lowered(model, "cached")
     if axis == 1 and shape[1] <= chain.MAX_LENGTH:
@@ -97,18 +114,104 @@ def _models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str, Any]
     return models
 
 
+def grid_cells() -> str:
+    """The grid's cells (``scripts/bench.py``: 1M and 4M elements, n = 8 ... 65536, first,
+    middle and last axis, the four types) where ``auto`` takes ``cached``, as type:o,n,i."""
+    cells = []
+    for name, elem_type in TYPES.items():
+        for total in (1 << 20, 1 << 22):
+            for n in (8, 64, 512, 4096, 65536):
+                for position in ("first", "middle", "last"):
+                    shape, axis = bench.shape_for(total, n, position)
+                    model = bench.model_for(elem_type, shape, axis, 0, 0)
+                    if bench._auto_pick(model) == "cached":
+                        o, m, i = bench._view(shape, axis)
+                        cells.append(f"{name}:{o},{m},{i}")
+    return ";".join(cells)
+
+
+def copy_probe(rounds: int) -> str:
+    """A Scan over the eight 2 MiB rows of a float32 (8, 65536, 8) tensor whose body is one
+    Neg, its result the body's output three ways: the Neg's own (``direct``), viewed back
+    as the row by a Reshape (``reshaped``: onnxruntime copies it into the Scan's output), or
+    the Neg of the row viewed as carry's blocks (4096, 16, 8), the outer Reshape viewing
+    them as x (``blocks``, as ``cached``'s body). x's scan is followed by a Neg, so that the
+    outer Reshape's result is no graph output (onnxruntime copies a graph output's)."""
+    f32 = TensorProto.FLOAT
+    row, blocks = [1, 65536, 8], [4096, 16, 8]
+    forms = {
+        "direct": ([helper.make_node("Neg", ["t"], ["u"])], row),
+        "reshaped": (
+            [
+                helper.make_node("Reshape", ["t", "blocks"], ["tb"]),
+                helper.make_node("Neg", ["tb"], ["nb"]),
+                helper.make_node("Reshape", ["nb", "row"], ["u"]),
+            ],
+            row,
+        ),
+        "blocks": (
+            [
+                helper.make_node("Reshape", ["t", "blocks"], ["tb"]),
+                helper.make_node("Neg", ["tb"], ["u"]),
+            ],
+            blocks,
+        ),
+    }
+    shapes = [
+        helper.make_tensor("blocks", TensorProto.INT64, [3], blocks),
+        helper.make_tensor("row", TensorProto.INT64, [3], row),
+    ]
+    x = np.random.default_rng(0).standard_normal((8, 65536, 8)).astype(np.float32)
+    runs: dict[str, Callable[[], object]] = {}
+    for name, (nodes, shape) in forms.items():
+        body = helper.make_graph(
+            nodes,
+            "body",
+            [helper.make_tensor_value_info("t", f32, row)],
+            [helper.make_tensor_value_info("u", f32, shape)],
+            shapes if name != "direct" else [],
+        )
+        graph = helper.make_graph(
+            [
+                helper.make_node("Reshape", ["x", "rows"], ["xr"]),
+                helper.make_node("Scan", ["xr"], ["yr"], body=body, num_scan_inputs=1),
+                helper.make_node("Reshape", ["yr", "whole"], ["y"]),
+                helper.make_node("Neg", ["y"], ["z"]),
+            ],
+            name,
+            [helper.make_tensor_value_info("x", f32, list(x.shape))],
+            [helper.make_tensor_value_info("z", f32, list(x.shape))],
+            [
+                helper.make_tensor("rows", TensorProto.INT64, [4], [8, *row]),
+                helper.make_tensor("whole", TensorProto.INT64, [3], list(x.shape)),
+            ],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+        session, _ = bench.session(model, 1)
+        assert np.array_equal(session.run(None, {"x": x})[0], x)
+        runs[name] = functools.partial(session.run, None, {"x": x})
+    times = bench.interleaved(runs, rounds)
+    return " | ".join(f"{name} {seconds * 1e6:.0f} µs" for name, seconds in times.items())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cells", help="type:o,n,i;... (o = 1: a first axis)")
     parser.add_argument("--chains", action="store_true", help="the middle chains past 512")
     parser.add_argument("--chains-512", action="store_true", help="the middle chains of 384-512")
+    parser.add_argument("--grid", action="store_true", help="the grid's cells where auto caches")
+    parser.add_argument("--copy", action="store_true", help="only the Scan output's copy")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
     args = parser.parse_args()
     bench.CLOCK["now"] = time.thread_time
+    if args.copy:
+        print(copy_probe(args.rounds))
+        return
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
     default = CHAIN_512_CELLS if args.chains_512 else (CHAIN_CELLS if args.chains else CELLS)
+    default = grid_cells() if args.grid else default
     for cell in (args.cells or default).split(";"):
         name, dims = cell.split(":")
         o, n, i = (int(d) for d in dims.split(","))
@@ -140,20 +243,24 @@ def main() -> None:
         )
         line = f"| {name} | ({o}, {n}, {i}) | {times['native'] * 1e6:.0f} | " + " | ".join(
             f"{ratio[k]:.2f}×" if k in ratio else "-"
-            for k in ("cached", "piece r", "state after", "chain", "carry")
+            for k in ("cached", "piece r", "reshaped", "state after", "chain", "carry")
         )
-        lines.append(line + f" | {ratio['cached'] / ratio['piece r']:.2f} |")
+        lines.append(
+            line
+            + f" | {ratio['cached'] / ratio['piece r']:.2f}"
+            + f" | {ratio['cached'] / ratio['reshaped']:.2f} |"
+        )
         print(lines[-1], flush=True)
     summary = "; ".join(
         f"cached / {other}: median {statistics.median(got):.3f}, {min(got):.2f}-{max(got):.2f}"
-        for other in ("piece r", "state after", "chain")
+        for other in ("piece r", "reshaped", "state after", "chain")
         if (got := [r["x"]["cached"] / r["x"][other] for r in rows if other in r["x"]])
     )
     print(summary)
     if args.out:
-        head = "| type | (o, n, i) | native µs | cached | piece r | state after | chain | carry |"
-        head += " cached / piece r |"
-        table = [head, "|" + "---|" * 9, *lines, "", summary, ""]
+        head = "| type | (o, n, i) | native µs | cached | piece r | reshaped | state after |"
+        head += " chain | carry | cached / piece r | cached / reshaped |"
+        table = [head, "|" + "---|" * 11, *lines, "", summary, ""]
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         intro = f"{when}, onnxruntime, one thread, thread clock, {args.rounds} rounds; × native\n\n"
         Path(args.out + ".md").write_text(intro + "\n".join(table))

@@ -872,6 +872,26 @@ MUTANTS = [
         "    narrow_runs = carry.narrow((rows, n, i), v.dtype)\n",
     ),
     Mutant(
+        "cached: the tiles' result viewed as the tile (a Reshape copied into the Scan's output)",
+        "rewriter/lowerings/cached.py",
+        "    out = carry.build(body, tile, inside, narrow_runs=narrow_runs, blocks=True)\n",
+        "    out = carry.build(body, tile, inside, narrow_runs=narrow_runs)\n"
+        "    out.type, out.shape = ir.TensorType(v.dtype), ir.Shape([rows, n, i])\n",
+    ),
+    Mutant(
+        "cached: a chunk's state sliced from its blocks as if they were the chunk",
+        "rewriter/lowerings/cached.py",
+        "    whole = out if out.shape == [1, length, i] else body.reshape(out, body.const([1, length,"
+        " i]))\n",
+        "    whole = out\n",
+    ),
+    Mutant(
+        "carry: the blocks' shape from r = 16 whatever the runs",
+        "rewriter/lowerings/carry.py",
+        "    levels = carry_levels(n, narrow_runs)\n    if levels and n % levels[0] == 0:\n",
+        "    levels = carry_levels(n)\n    if levels and n % levels[0] == 0:\n",
+    ),
+    Mutant(
         "cached: the chunks' runs judged narrow on the chunk",
         "rewriter/lowerings/cached.py",
         "    narrow_runs = carry.narrow((1, n, i), v.dtype)  # judged on x, not on the chunk\n",

@@ -246,7 +246,8 @@ def test_the_scan_route_timed_whole_is_the_scan_and_raises_its_floor(bench) -> N
 def test_the_pieces_model_runs_blocked_whole_on_cacheds_pieces(bench) -> None:  # type: ignore[no-untyped-def]
     """``blocked whole (pieces)``: the blocked level on each of ``cached``'s pieces, one Scan
     step each (tests/conftest.py: pieces of 256 bytes), tiles of rows on a last axis and
-    chunks of a first axis; it runs and keeps x's shape, and it is its own route's floor."""
+    chunks of a first axis; the body's output is its Concat, as in ``cached``; it runs and
+    keeps x's shape, and it is its own route's floor."""
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -256,6 +257,7 @@ def test_the_pieces_model_runs_blocked_whole_on_cacheds_pieces(bench) -> None:  
         (scan,) = [n for n in model.graph.node if n.op_type == "Scan"]
         body = next(a.g for a in scan.attribute if a.name == "body")
         assert [d.dim_value for d in body.input[0].type.tensor_type.shape.dim] == piece
+        assert body.node[-1].op_type == "Concat" and body.node[-1].output[0] == body.output[0].name
         (cut,) = [t for t in model.graph.initializer if t.name == "pieces"]
         assert list(onnx.numpy_helper.to_array(cut)) == [pieces, *piece]
         x = np.arange(np.prod(shape), dtype=np.int64).reshape(shape)
@@ -273,8 +275,9 @@ def test_the_pieces_model_runs_blocked_whole_on_cacheds_pieces(bench) -> None:  
 
 def test_bench_cached_pieces_runs_each_variant_against_native(tmp_path: Path) -> None:
     """scripts/bench_cached_pieces.py builds every variant it times (the shipped pieces, the
-    piece's own r, the state multiplied after) and checks each against native bit for bit
-    before timing: a tile cell and a chunk cell at the shipped piece sizes, one round."""
+    piece's own r, the body's output reshaped, the state multiplied after) and checks each
+    against native bit for bit before timing: a tile cell and a chunk cell at the shipped
+    piece sizes, one round."""
     script = _PATH.parent / "bench_cached_pieces.py"
     out = tmp_path / "pieces"
     cells = "int32:8,16384,4;int64:1,131072,2"  # tiles of 4 rows; two 1 MiB chunks
@@ -289,3 +292,4 @@ def test_bench_cached_pieces_runs_each_variant_against_native(tmp_path: Path) ->
     table = (tmp_path / "pieces.md").read_text()
     assert "| int32 | (8, 16384, 4) |" in table and "| int64 | (1, 131072, 2) |" in table
     assert "cached / state after" in table  # the chunk cell had its third variant
+    assert "cached / reshaped" in table

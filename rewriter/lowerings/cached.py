@@ -45,9 +45,13 @@ kernel's k - 1 ulps; float16 / bfloat16 multiplied in float32 and rounded once.
 
 Cost: ``carry``'s passes, in cache, plus for chunks one Mul of the state on (1, 1, i); plus a
 Scan step per piece of about 3r + 6 nodes per carry level each (onnxruntime runs a Scan
-body's nodes one by one, about 1-2 us each), and the Scan's copy of each piece's result
-into its output. Needs Scan; onnxruntime targets only (the other runtimes' Scans were not
-measured or tested with it).
+body's nodes one by one, about 1-2 us each). The body's result is ``carry``'s first-level
+Concat in its blocks' shape ((T * n / r, r, i); carry's ``blocks``), which onnxruntime
+writes into the Scan's output in place, where a Reshape of it to the piece (until the
+nineteenth round) is copied there: a Scan of one Neg per 2 MiB piece took 2.4-2.8 ms on
+16 MiB, 3.1-3.8 ms with that Reshape; on the whole lowering no gain showed within the
+noise (``docs/performance.md``). Needs Scan; onnxruntime targets only (the other runtimes'
+Scans were not measured or tested with it).
 """
 
 from __future__ import annotations
@@ -158,9 +162,9 @@ def _tiles(b: Builder, x3: ir.Value, v: View, rows: int) -> ir.Value:
     # the body's own 1 (a Constant there), so that it reads nothing from the outer graph
     inside = dataclasses.replace(v, outer=rows, one=one_for(body, tile, v.dtype))
     narrow_runs = carry.narrow((o, n, i), v.dtype)  # judged on x, not on the tile
-    out = carry.build(body, tile, inside, narrow_runs=narrow_runs)
-    out.type = ir.TensorType(v.dtype)
-    out.shape = ir.Shape([rows, n, i])
+    # the blocks of carry's first level, not viewed (rows, n, i): the Scan's output slice
+    # is then written by the Concat itself, where a Reshape's result would be copied there
+    out = carry.build(body, tile, inside, narrow_runs=narrow_runs, blocks=True)
     graph = body.graph([tile], [out], "cumprod_cached_body")
     y = b.op("Scan", tiles, body=graph, num_scan_inputs=1)
     return b.reshape(y, b.const([o, n, i]))
@@ -178,16 +182,17 @@ def _chunks(b: Builder, x3: ir.Value, v: View, length: int) -> ir.Value:
     chunk = body.value("chunk", v.dtype, ir.Shape([1, length, i]))
     inside = dataclasses.replace(v, length=length, one=one_for(body, chunk, v.dtype))
     narrow_runs = carry.narrow((1, n, i), v.dtype)  # judged on x, not on the chunk
-    out = carry.build(body, chunk, inside, seed=state, narrow_runs=narrow_runs)
+    # the blocks of carry's first level, as in _tiles (a Reshape of them is no body output)
+    out = carry.build(body, chunk, inside, seed=state, narrow_runs=narrow_runs, blocks=True)
     if out is state:  # an exclusive chunk of one position: a body output of its own
         out = body.op("Identity", state)
+        out.type, out.shape = ir.TensorType(v.dtype), ir.Shape([1, 1, i])
+    whole = out if out.shape == [1, length, i] else body.reshape(out, body.const([1, length, i]))
     edge = 0 if v.reverse else length - 1  # the chunk's last position in scan order
-    after = body.slice_axis(out, 1, edge, edge + 1)
+    after = body.slice_axis(whole, 1, edge, edge + 1)
     if v.exclusive:  # the exclusive product there leaves out the chunk's own last factor
         after = body.op("Mul", after, body.slice_axis(chunk, 1, edge, edge + 1))
-    for value, shape in ((out, [1, length, i]), (after, [1, 1, i])):
-        value.type = ir.TensorType(v.dtype)
-        value.shape = ir.Shape(shape)
+    after.type, after.shape = ir.TensorType(v.dtype), ir.Shape([1, 1, i])
     graph = body.graph([state, chunk], [after, out], "cumprod_cached_chunk_body")
     directions = {"scan_input_directions": [1], "scan_output_directions": [1]} if v.reverse else {}
     ones = b.op("Expand", v.one, b.const([1, 1, i]))

@@ -64,6 +64,7 @@ __all__ = [
     "NARROW_RADIX",
     "NARROW_RUN_BYTES",
     "RADIX",
+    "blocks_shape",
     "build",
     "carry_levels",
     "compute_dtype",
@@ -129,10 +130,12 @@ def _scan(
     reverse: bool,
     levels: list[int],
     seed: ir.Value | None = None,
+    blocks: bool = False,
 ) -> ir.Value:
     """Scan ``t`` of shape (o, n, i) along its middle axis; n static and at least 1. A
     ``seed`` (broadcast to (o, 1, i)) is the product before the first position: it starts
-    the last level's chain, so the carries multiply it into every output."""
+    the last level's chain, so the carries multiply it into every output. ``blocks``: the
+    first level's Concat itself where r divides n (of shape :func:`blocks_shape`)."""
     o, n, i = dims
     if not levels or n <= levels[0]:
         plain, _ = chain.chain(
@@ -160,8 +163,22 @@ def _scan(
     carry = _scan(b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, seed=seed)
     carry = b.reshape(carry, shape_of(b, om, 1, i))
     pieces = [carry if c is None else b.op("Mul", c, carry) for c in outs]
-    y = b.reshape(b.op("Concat", *pieces, axis=1), shape_of(b, o, padded, i))
+    y = b.op("Concat", *pieces, axis=1)
+    if blocks and padded == n:
+        return y
+    y = b.reshape(y, shape_of(b, o, padded, i))
     return y if padded == n else b.slice_axis(y, 1, 0, n)
+
+
+def blocks_shape(dims: tuple[int, int, int], narrow_runs: bool) -> tuple[int, int, int]:
+    """The shape of :func:`build`'s result with ``blocks=True`` on the static (o, n, i) view
+    ``dims``: (o * n / r, r, i), the first level's blocks, where n > r and r divides n; else
+    (o, n, i)."""
+    o, n, i = dims
+    levels = carry_levels(n, narrow_runs)
+    if levels and n % levels[0] == 0:
+        return o * n // levels[0], levels[0], i
+    return dims
 
 
 def _padded(b: Builder, x3: ir.Value, v: View, bound: int) -> ir.Value:
@@ -195,13 +212,37 @@ def build(
     *,
     seed: ir.Value | None = None,
     narrow_runs: bool | None = None,
+    blocks: bool = False,
 ) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type); ``seed``: the product before
     its first position (n static; :func:`_scan`); ``narrow_runs``: whether its runs are
     narrow, when a caller judges that on a larger tensor than ``x3`` (None: :func:`narrow`
-    of ``x3``'s view)."""
+    of ``x3``'s view); ``blocks`` (all dims static, none 0): the result in the shape of
+    :func:`blocks_shape`, which it carries, the first level's Concat without its Reshape to
+    (o, n, i) (for a Scan body's output, where onnxruntime copies a Reshape's result but
+    lets a Concat write in place)."""
     n = v.static_length
     assert seed is None or n, "a seed needs a static, non-zero length"
+    if narrow_runs is None:
+        narrow_runs = narrow((v.outer, n, v.inner), v.dtype) if n is not None else False
+    if blocks:
+        o, i = v.outer, v.inner
+        assert n and isinstance(o, int) and isinstance(i, int) and o and i
+        y = _scan(
+            b,
+            x3,
+            (o, n, i),
+            v,
+            exclusive=v.exclusive,
+            reverse=v.reverse,
+            levels=carry_levels(n, narrow_runs),
+            seed=seed,
+            blocks=True,
+        )
+        if v.dtype is not None:
+            y.type = ir.TensorType(v.dtype)
+        y.shape = ir.Shape(blocks_shape((o, n, i), narrow_runs))
+        return y
     if n is None:
         bound = v.spec.max_length
         if bound is None:
@@ -216,8 +257,6 @@ def build(
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
-        levels=carry_levels(
-            n, narrow((v.outer, n, v.inner), v.dtype) if narrow_runs is None else narrow_runs
-        ),
+        levels=carry_levels(n, narrow_runs),
         seed=seed,
     )
