@@ -464,7 +464,12 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             if rows % rp == 0 and rp < dims[1]:
                 shape_of_piece = dims if outer > 1 else dims[1:]  # a chunk: (C, i)
                 level = _level_model(
-                    elem_type, shape_of_piece, [rows // rp, rp, inner], rp, carries=True
+                    elem_type,
+                    shape_of_piece,
+                    [rows // rp, rp, inner],
+                    rp,
+                    carries=True,
+                    halves=outer > 1 and cached.halves(dims, int(compute.itemsize)),
                 )
                 models["blocked whole (pieces)"] = _pieces_model(elem_type, shape, level, count)
     if outer > 1:
@@ -607,6 +612,7 @@ def _level_model(
     *,
     carries: bool,
     exclusive: bool = False,
+    halves: bool = False,
 ) -> onnx.ModelProto:
     """One level of an unrolled route as one graph, without its serial dependence: x viewed
     as ``view`` and cut into ``parts`` slices along axis 1, each slice but the first
@@ -617,15 +623,25 @@ def _level_model(
     Reshape to x's shape into the output. The route's reads, writes and launches, run
     together, so that their memory traffic meets in the caches as the route's does.
     ``exclusive``: the last slice is not multiplied (an exclusive scan's n outputs are the
-    ones and the first n - 1 products).
+    ones and the first n - 1 products). ``halves``: the slices cut in two steps, the view's
+    two halves first, as ``carry``'s ``halves`` (``cached``'s 4-byte tiles of 2 MiB or more
+    with runs of 32-64 bytes, nineteenth round).
 
     Until the fourteenth round each slice was multiplied by itself (one tensor read): that
     left out a read per Mul, 3-15 % of a middle-axis ``chain`` (docs/performance.md)."""
     names = [f"s{k}" for k in range(parts)]
-    nodes = [
-        helper.make_node("Reshape", ["x", "view"], ["v"]),
-        helper.make_node("Split", ["v"], names, axis=1, num_outputs=parts),
-    ]
+    nodes = [helper.make_node("Reshape", ["x", "view"], ["v"])]
+    if halves:
+        half = parts // 2
+        nodes.append(helper.make_node("Split", ["v"], ["h0", "h1"], axis=1, num_outputs=2))
+        nodes += [
+            helper.make_node(
+                "Split", [h], names[k * half : (k + 1) * half], axis=1, num_outputs=half
+            )
+            for k, h in enumerate(("h0", "h1"))
+        ]
+    else:
+        nodes.append(helper.make_node("Split", ["v"], names, axis=1, num_outputs=parts))
     multiplied = range(1, parts - 1 if exclusive else parts)
     nodes += [helper.make_node("Mul", [names[k - 1], names[k]], [f"p{k}"]) for k in multiplied]
     products = [f"p{k}" if k in multiplied else names[k] for k in range(parts)]

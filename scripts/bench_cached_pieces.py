@@ -14,6 +14,9 @@ odd values):
 - ``reshaped``: the Scan body's output viewed as the piece, (T, n, i) or (1, C, i), by a
   Reshape of ``carry``'s first-level Concat, as before the nineteenth round (onnxruntime
   copies a Reshape's result into the Scan's output; the Concat writes there in place);
+- ``one split``: ``carry``'s first level cut by one Split where ``cached`` cuts it in halves
+  (``cached.halves``: 4-byte types, tiles of 2 MiB or more, runs of 32-64 bytes), as
+  before the nineteenth round (the same graph as ``cached`` elsewhere);
 - ``state after`` (chunks only): the chunk's ``carry`` result multiplied by the state, a
   Mul broadcasting (1, 1, i) over (1, C, i), as before the seventeenth round;
 - ``chain`` (middle axes of n <= 1024), and ``carry``, on the whole x.
@@ -22,13 +25,16 @@ The default shapes are the round's twelve held-out narrow-run cells (runs of 8-2
 2^21-2^22 elements); with ``--chains``, its twelve held-out middle axes past n = 512 of
 16-24 MiB, where ``auto`` takes ``cached`` instead of ``chain``; with ``--chains-512``, the
 eighteenth round's fourteen held-out middle axes of n = 384-512 and 16-20 MiB (``cached``
-from n = 512 only); with ``--grid``, the (o, n, i) views of the benchmark grid's cells where
-``auto`` takes ``cached`` (``scripts/bench.py``'s shapes; a last axis as (o, n, 1)).
+from n = 512 only); with ``--halves``, the nineteenth round's nineteen held-out middle axes
+of 15-40 MiB with runs of 32-64 bytes (``one split``); with ``--grid``, the (o, n, i) views
+of the benchmark grid's cells where ``auto`` takes ``cached`` (``scripts/bench.py``'s
+shapes; a last axis as (o, n, 1)).
 
 With ``--copy``, only :func:`copy_probe`: what a Reshape as the Scan body's output costs.
 
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
-    [--chains | --chains-512 | --grid | --copy] [--rounds 11] [--out scripts/results/NAME]
+    [--chains | --chains-512 | --halves | --grid | --copy] [--rounds 11]
+    [--out scripts/results/NAME]
 """
 
 from __future__ import annotations
@@ -60,6 +66,13 @@ CHAIN_CELLS = (
     "float32:64,896,96;int32:20,1024,256;int64:6,1024,400;float64:42,640,80;"
     "float32:10,800,640;int64:16,960,200;int32:48,680,150;float64:6,1000,400"
 )
+HALVES_CELLS = (  # the nineteenth round's held-out cells: the first rule's, the second's
+    "float32:4,131072,8;float32:16,32768,16;float32:6,65536,12;int32:10,98304,8;"
+    "int32:8,65536,16;int64:8,65536,6;int64:12,32768,8;float64:6,65536,5;float64:8,65536,6;"
+    "float32:12,65536,10;int64:4,131072,4;"
+    "float32:6,98304,8;int32:16,49152,12;float32:20,32768,16;int32:6,81920,10;"
+    "float32:10,65536,14;int32:14,65536,8;float32:8,73728,9;int32:9,40960,16"
+)
 CHAIN_512_CELLS = (
     "float32:40,512,210;int32:100,512,90;int64:48,512,100;float64:12,512,400;"
     "float32:20,512,420;int64:160,512,30;float32:128,448,80;int32:16,480,600;"
@@ -80,15 +93,17 @@ def _carry_build(variant: str) -> Iterator[None]:
     shipped = carry.build
 
     def build(
-        b: Any, x3: Any, v: Any, *, seed: Any = None, narrow_runs: Any = None, blocks: Any = False
+        b: Any, x3: Any, v: Any, *, seed: Any = None, narrow_runs: Any = None, **kw: Any
     ) -> Any:
         if variant == "piece r":
-            return shipped(b, x3, v, seed=seed, blocks=blocks)
+            return shipped(b, x3, v, seed=seed, **kw)
         if variant == "reshaped":  # the result viewed as the piece, as a Scan body's output
-            out = shipped(b, x3, v, seed=seed, narrow_runs=narrow_runs)
+            out = shipped(
+                b, x3, v, seed=seed, narrow_runs=narrow_runs, halves=kw.get("halves", False)
+            )
             out.type, out.shape = ir.TensorType(v.dtype), ir.Shape(list(v.dims()))
             return out
-        out = shipped(b, x3, v, narrow_runs=narrow_runs, blocks=blocks)  # "state after"
+        out = shipped(b, x3, v, narrow_runs=narrow_runs, **kw)  # "state after"
         if seed is None:
             return out
         after = b.op("Mul", out, seed)
@@ -102,12 +117,25 @@ def _carry_build(variant: str) -> Iterator[None]:
         carry.build = shipped  # type: ignore[assignment]
 
 
+@contextlib.contextmanager
+def _one_split() -> Iterator[None]:
+    """``cached`` with carry's first level cut by one Split wherever it takes halves."""
+    shipped = cached.halves
+    cached.halves = lambda tile, itemsize: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        cached.halves = shipped  # type: ignore[assignment]
+
+
 def _models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str, Any]:
     model = bench.model_for(elem_type, shape, axis, 0, 0)
     models = {"native": model, "cached": bench.lowered(model, "cached")}
     for variant in ("piece r", "reshaped", "state after") if axis == 0 else ("piece r", "reshaped"):
         with _carry_build(variant):
             models[variant] = bench.lowered(model, "cached")
+    with _one_split():
+        models["one split"] = bench.lowered(model, "cached")
     if axis == 1 and shape[1] <= chain.MAX_LENGTH:
         models["chain"] = bench.lowered(model, "chain")
     models["carry"] = bench.lowered(model, "carry")
@@ -201,6 +229,7 @@ def main() -> None:
     parser.add_argument("--chains-512", action="store_true", help="the middle chains of 384-512")
     parser.add_argument("--grid", action="store_true", help="the grid's cells where auto caches")
     parser.add_argument("--copy", action="store_true", help="only the Scan output's copy")
+    parser.add_argument("--halves", action="store_true", help="the halves' held-out cells")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
     args = parser.parse_args()
@@ -211,7 +240,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
     default = CHAIN_512_CELLS if args.chains_512 else (CHAIN_CELLS if args.chains else CELLS)
-    default = grid_cells() if args.grid else default
+    default = grid_cells() if args.grid else (HALVES_CELLS if args.halves else default)
     for cell in (args.cells or default).split(";"):
         name, dims = cell.split(":")
         o, n, i = (int(d) for d in dims.split(","))
@@ -243,24 +272,28 @@ def main() -> None:
         )
         line = f"| {name} | ({o}, {n}, {i}) | {times['native'] * 1e6:.0f} | " + " | ".join(
             f"{ratio[k]:.2f}×" if k in ratio else "-"
-            for k in ("cached", "piece r", "reshaped", "state after", "chain", "carry")
+            for k in ("cached", "piece r", "reshaped", "one split", "state after", "chain", "carry")
         )
         lines.append(
             line
-            + f" | {ratio['cached'] / ratio['piece r']:.2f}"
-            + f" | {ratio['cached'] / ratio['reshaped']:.2f} |"
+            + "".join(
+                f" | {ratio['cached'] / ratio[other]:.2f}"
+                for other in ("piece r", "reshaped", "one split")
+            )
+            + " |"
         )
         print(lines[-1], flush=True)
     summary = "; ".join(
         f"cached / {other}: median {statistics.median(got):.3f}, {min(got):.2f}-{max(got):.2f}"
-        for other in ("piece r", "reshaped", "state after", "chain")
+        for other in ("piece r", "reshaped", "one split", "state after", "chain")
         if (got := [r["x"]["cached"] / r["x"][other] for r in rows if other in r["x"]])
     )
     print(summary)
     if args.out:
-        head = "| type | (o, n, i) | native µs | cached | piece r | reshaped | state after |"
-        head += " chain | carry | cached / piece r | cached / reshaped |"
-        table = [head, "|" + "---|" * 11, *lines, "", summary, ""]
+        head = "| type | (o, n, i) | native µs | cached | piece r | reshaped | one split |"
+        head += " state after | chain | carry | cached / piece r | cached / reshaped |"
+        head += " cached / one split |"
+        table = [head, "|" + "---|" * 13, *lines, "", summary, ""]
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         intro = f"{when}, onnxruntime, one thread, thread clock, {args.rounds} rounds; × native\n\n"
         Path(args.out + ".md").write_text(intro + "\n".join(table))

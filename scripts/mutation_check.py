@@ -874,15 +874,17 @@ MUTANTS = [
     Mutant(
         "cached: the tiles' result viewed as the tile (a Reshape copied into the Scan's output)",
         "rewriter/lowerings/cached.py",
-        "    out = carry.build(body, tile, inside, narrow_runs=narrow_runs, blocks=True)\n",
-        "    out = carry.build(body, tile, inside, narrow_runs=narrow_runs)\n"
+        "        body, tile, inside, narrow_runs=narrow_runs, blocks=True, halves=split_in_halves\n"
+        "    )\n",
+        "        body, tile, inside, narrow_runs=narrow_runs, halves=split_in_halves\n"
+        "    )\n"
         "    out.type, out.shape = ir.TensorType(v.dtype), ir.Shape([rows, n, i])\n",
     ),
     Mutant(
         "cached: a chunk's state sliced from its blocks as if they were the chunk",
         "rewriter/lowerings/cached.py",
-        "    whole = out if out.shape == [1, length, i] else body.reshape(out, body.const([1, length,"
-        " i]))\n",
+        "    whole = out if out.shape == [1, length, i] else body.reshape(out, body.const([1,"
+        " length, i]))\n",
         "    whole = out\n",
     ),
     Mutant(
@@ -890,6 +892,30 @@ MUTANTS = [
         "rewriter/lowerings/carry.py",
         "    levels = carry_levels(n, narrow_runs)\n    if levels and n % levels[0] == 0:\n",
         "    levels = carry_levels(n)\n    if levels and n % levels[0] == 0:\n",
+    ),
+    Mutant(
+        "carry: the second half's slices first",
+        "rewriter/lowerings/carry.py",
+        "    return chain.split(b, first, 1, half) + chain.split(b, second, 1, half)\n",
+        "    return chain.split(b, second, 1, half) + chain.split(b, first, 1, half)\n",
+    ),
+    Mutant(
+        "cached: halves from runs of 24 bytes (carry's narrow runs)",
+        "rewriter/lowerings/cached.py",
+        "HALVES_RUN_BYTES = (32, 64)  # (least, most) bytes of a run of i elements\n",
+        "HALVES_RUN_BYTES = (24, 64)\n",
+    ),
+    Mutant(
+        "cached: halves under 2 MiB too",
+        "rewriter/lowerings/cached.py",
+        "        and rows * n * i * itemsize >= HALVES_FROM_BYTES\n",
+        "        and rows * n * i * itemsize >= HALVES_FROM_BYTES // 2\n",
+    ),
+    Mutant(
+        "cached: halves on 8-byte types too",
+        "rewriter/lowerings/cached.py",
+        "        itemsize == 4\n",
+        "        itemsize in (4, 8)\n",
     ),
     Mutant(
         "cached: the chunks' runs judged narrow on the chunk",

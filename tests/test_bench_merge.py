@@ -273,6 +273,36 @@ def test_the_pieces_model_runs_blocked_whole_on_cacheds_pieces(bench) -> None:  
     assert bench.floor_of(row, "last") == (pytest.approx(340.0), "pieces")
 
 
+def test_the_pieces_model_cuts_its_slices_in_halves_where_cached_does(  # type: ignore[no-untyped-def]
+    bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``cached`` cuts carry's first level in halves (``cached.halves``; here from
+    64-byte tiles), so does the pieces' floor model (a floor of the route must not do more
+    than the lowering): a Split into two feeding two Splits into r / 2; and it runs."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from rewriter.lowerings import cached
+
+    monkeypatch.setattr(cached, "HALVES_FROM_BYTES", 64)
+    shape = (4, 64, 8)  # float32 rows of 2 KiB: one a tile; runs of 32 bytes
+    model = bench.floor_models(onnx.TensorProto.FLOAT, shape, 1)["blocked whole (pieces)"]
+    (scan,) = [n for n in model.graph.node if n.op_type == "Scan"]
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    splits = [(len(n.input), len(n.output)) for n in body.node if n.op_type == "Split"]
+    assert splits == [(1, 2), (1, 8), (1, 8)]
+    x = np.ones(shape, np.float32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, bench.floor_feeds(model, x))
+    assert y.shape == x.shape
+    monkeypatch.setattr(cached, "HALVES_FROM_BYTES", 4096)  # past the tile: one Split
+    model = bench.floor_models(onnx.TensorProto.FLOAT, shape, 1)["blocked whole (pieces)"]
+    (scan,) = [n for n in model.graph.node if n.op_type == "Scan"]
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    assert [len(n.output) for n in body.node if n.op_type == "Split"] == [16]
+
+
 def test_bench_cached_pieces_runs_each_variant_against_native(tmp_path: Path) -> None:
     """scripts/bench_cached_pieces.py builds every variant it times (the shipped pieces, the
     piece's own r, the body's output reshaped, the state multiplied after) and checks each

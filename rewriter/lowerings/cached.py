@@ -68,10 +68,13 @@ from rewriter.targets import Target
 
 __all__ = [
     "CHUNK_BYTES",
+    "HALVES_FROM_BYTES",
+    "HALVES_RUN_BYTES",
     "TILE_BYTES",
     "build",
     "chunk_length",
     "compute_dtype",
+    "halves",
     "max_ulps",
     "pieces",
     "tile_rows",
@@ -80,6 +83,8 @@ __all__ = [
 
 TILE_BYTES = 1 << 20  # bytes per tile at most: 256 KiB-4 MiB measured, 0.5-1 MiB fastest
 CHUNK_BYTES = 4 << 20  # bytes per chunk of an outermost axis at most
+HALVES_FROM_BYTES = 2 << 20  # tiles this large with runs of HALVES_RUN_BYTES: Split in halves
+HALVES_RUN_BYTES = (32, 64)  # (least, most) bytes of a run of i elements
 compute_dtype = carry.compute_dtype
 max_ulps = carry.max_ulps
 
@@ -143,6 +148,22 @@ def pieces(dims: tuple[Dim, Dim, Dim], itemsize: int) -> tuple[tuple[int, int, i
     return None
 
 
+def halves(tile: tuple[int, int, int], itemsize: int) -> bool:
+    """Whether carry's first level cuts the (T, n, i) ``tile`` into its slices in two
+    steps (``carry``'s ``halves``): 4-byte compute types, tiles of
+    :data:`HALVES_FROM_BYTES` or more (past the L2 cache of the machine measured) whose
+    runs of i elements take :data:`HALVES_RUN_BYTES`. Held-out rounds (nineteenth,
+    ``docs/performance.md``): 4-byte cells 0.77-0.96x the one Split's time; 8-byte ones
+    0.84-1.19x, so not there."""
+    rows, n, i = tile
+    least, most = HALVES_RUN_BYTES
+    return (
+        itemsize == 4
+        and rows * n * i * itemsize >= HALVES_FROM_BYTES
+        and least <= i * itemsize <= most
+    )
+
+
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
     piece = pieces(v.dims(), int(v.dtype.itemsize)) if v.dtype is not None else None
@@ -164,7 +185,10 @@ def _tiles(b: Builder, x3: ir.Value, v: View, rows: int) -> ir.Value:
     narrow_runs = carry.narrow((o, n, i), v.dtype)  # judged on x, not on the tile
     # the blocks of carry's first level, not viewed (rows, n, i): the Scan's output slice
     # is then written by the Concat itself, where a Reshape's result would be copied there
-    out = carry.build(body, tile, inside, narrow_runs=narrow_runs, blocks=True)
+    split_in_halves = halves((rows, n, i), int(v.dtype.itemsize))
+    out = carry.build(
+        body, tile, inside, narrow_runs=narrow_runs, blocks=True, halves=split_in_halves
+    )
     graph = body.graph([tile], [out], "cumprod_cached_body")
     y = b.op("Scan", tiles, body=graph, num_scan_inputs=1)
     return b.reshape(y, b.const([o, n, i]))

@@ -131,11 +131,13 @@ def _scan(
     levels: list[int],
     seed: ir.Value | None = None,
     blocks: bool = False,
+    halves: bool = False,
 ) -> ir.Value:
     """Scan ``t`` of shape (o, n, i) along its middle axis; n static and at least 1. A
     ``seed`` (broadcast to (o, 1, i)) is the product before the first position: it starts
     the last level's chain, so the carries multiply it into every output. ``blocks``: the
-    first level's Concat itself where r divides n (of shape :func:`blocks_shape`)."""
+    first level's Concat itself where r divides n (of shape :func:`blocks_shape`).
+    ``halves``: the first level's Split in two steps (:func:`_split_in_halves`)."""
     o, n, i = dims
     if not levels or n <= levels[0]:
         plain, _ = chain.chain(
@@ -148,7 +150,8 @@ def _scan(
     if padded != n:
         t = b.op("Pad", t, b.const([0, 0, 0, 0, padded - n, 0]), v.one)
     om = times(b, o, m)
-    slices = chain.split(b, b.reshape(t, shape_of(b, om, r, i)), 1, r)
+    view = b.reshape(t, shape_of(b, om, r, i))
+    slices = _split_in_halves(b, view, r) if halves else chain.split(b, view, 1, r)
     outs: list[ir.Value | None] = [None] * r
     running: ir.Value | None = None
     for k in range(r - 1, -1, -1) if reverse else range(r):
@@ -168,6 +171,19 @@ def _scan(
         return y
     y = b.reshape(y, shape_of(b, o, padded, i))
     return y if padded == n else b.slice_axis(y, 1, 0, n)
+
+
+def _split_in_halves(b: Builder, view: ir.Value, r: int) -> list[ir.Value]:
+    """The r slices of the (o * m, r, i) ``view`` along axis 1 in two steps: its two halves
+    (o * m, r / 2, i) first, runs of r / 2 * i elements, then each cut into its r / 2
+    slices. The same slices as one Split; on onnxruntime a Split reads each output's runs
+    of i elements from the whole view in turn, so with runs under a cache line (64 bytes)
+    each line is read once per slice it holds, from memory where the view outgrows the
+    cache; the halves' lines stay in it (:mod:`.cached`)."""
+    assert r % 2 == 0, r
+    half = r // 2
+    first, second = chain.split(b, view, 1, 2, size=half)
+    return chain.split(b, first, 1, half) + chain.split(b, second, 1, half)
 
 
 def blocks_shape(dims: tuple[int, int, int], narrow_runs: bool) -> tuple[int, int, int]:
@@ -213,6 +229,7 @@ def build(
     seed: ir.Value | None = None,
     narrow_runs: bool | None = None,
     blocks: bool = False,
+    halves: bool = False,
 ) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type); ``seed``: the product before
     its first position (n static; :func:`_scan`); ``narrow_runs``: whether its runs are
@@ -220,7 +237,9 @@ def build(
     of ``x3``'s view); ``blocks`` (all dims static, none 0): the result in the shape of
     :func:`blocks_shape`, which it carries, the first level's Concat without its Reshape to
     (o, n, i) (for a Scan body's output, where onnxruntime copies a Reshape's result but
-    lets a Concat write in place)."""
+    lets a Concat write in place); ``halves`` (n static): the first level's Split in two
+    steps (:func:`_split_in_halves`; ``cached`` on pieces of 2 MiB or more with runs of 32-64
+    bytes)."""
     n = v.static_length
     assert seed is None or n, "a seed needs a static, non-zero length"
     if narrow_runs is None:
@@ -238,6 +257,7 @@ def build(
             levels=carry_levels(n, narrow_runs),
             seed=seed,
             blocks=True,
+            halves=halves,
         )
         if v.dtype is not None:
             y.type = ir.TensorType(v.dtype)
@@ -259,4 +279,5 @@ def build(
         reverse=v.reverse,
         levels=carry_levels(n, narrow_runs),
         seed=seed,
+        halves=halves,
     )
