@@ -13,7 +13,8 @@ Formula, on the (o, n, i) view of x, all three static::
         position in scan order (exclusive: times the chunk's own factor there)
     else (a dim not static, pieces under a quarter of their byte size): ``carry``
     carry's r inside a piece: as on the whole view (``carry.narrow`` of x's size, not the
-    piece's)
+    piece's); in tiles of :func:`halves` (4-byte types, 2 MiB or more, runs of 32-64
+    bytes) its first level's Split cut in two steps (``carry``'s ``halves``)
 
 Rows of the view are independent scans, so tiles of rows change no product; along an
 outermost axis each chunk's running products are multiplied by the product of the chunks
@@ -152,9 +153,10 @@ def halves(tile: tuple[int, int, int], itemsize: int) -> bool:
     """Whether carry's first level cuts the (T, n, i) ``tile`` into its slices in two
     steps (``carry``'s ``halves``): 4-byte compute types, tiles of
     :data:`HALVES_FROM_BYTES` or more (past the L2 cache of the machine measured) whose
-    runs of i elements take :data:`HALVES_RUN_BYTES`. Held-out rounds (nineteenth,
-    ``docs/performance.md``): 4-byte cells 0.77-0.96x the one Split's time; 8-byte ones
-    0.84-1.19x, so not there."""
+    runs of i elements take :data:`HALVES_RUN_BYTES`. Two held-out rounds (nineteenth,
+    ``docs/performance.md``): 4-byte cells 0.77-1.06x the one Split's time (the second
+    round's eight: median 0.90x), 8-byte ones 0.84-1.19x (two of five above 1.05), so not
+    there."""
     rows, n, i = tile
     least, most = HALVES_RUN_BYTES
     return (
