@@ -693,11 +693,9 @@ def _pieces_model(
     last = body.node[-1]
     if last.op_type == "Reshape" and body.node[-2].op_type == "Concat":
         (view,) = [t for t in piece.graph.initializer if t.name == "view"]
-        slab = list(onnx.numpy_helper.to_array(view))
-        slab[1] = len(body.node[-2].input)  # the Concat's r slices along axis 1
-        body.node[-2].output[0] = last.output[0]
+        body.node[-2].output[0] = last.output[0]  # the Concat of the view's slices
         body.node.remove(last)
-        out_dims = [int(d) for d in slab]
+        out_dims = [int(d) for d in onnx.numpy_helper.to_array(view)]
     del body.output[:]
     body.output.append(helper.make_tensor_value_info("y", elem_type, out_dims))
     model = _graph_model(

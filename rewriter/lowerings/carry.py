@@ -238,31 +238,12 @@ def build(
     :func:`blocks_shape`, which it carries, the first level's Concat without its Reshape to
     (o, n, i) (for a Scan body's output, where onnxruntime copies a Reshape's result but
     lets a Concat write in place); ``halves`` (n static): the first level's Split in two
-    steps (:func:`_split_in_halves`; ``cached`` on pieces of 2 MiB or more with runs of 32-64
-    bytes)."""
+    steps (:func:`_split_in_halves`; ``cached``'s tiles of 4-byte types of 2 MiB or more
+    with runs of 32-64 bytes)."""
     n = v.static_length
     assert seed is None or n, "a seed needs a static, non-zero length"
-    if narrow_runs is None:
-        narrow_runs = narrow((v.outer, n, v.inner), v.dtype) if n is not None else False
-    if blocks:
-        o, i = v.outer, v.inner
-        assert n and isinstance(o, int) and isinstance(i, int) and o and i
-        y = _scan(
-            b,
-            x3,
-            (o, n, i),
-            v,
-            exclusive=v.exclusive,
-            reverse=v.reverse,
-            levels=carry_levels(n, narrow_runs),
-            seed=seed,
-            blocks=True,
-            halves=halves,
-        )
-        if v.dtype is not None:
-            y.type = ir.TensorType(v.dtype)
-        y.shape = ir.Shape(blocks_shape((o, n, i), narrow_runs))
-        return y
+    o, i = v.outer, v.inner
+    assert not blocks or (n and isinstance(o, int) and isinstance(i, int) and o and i)
     if n is None:
         bound = v.spec.max_length
         if bound is None:
@@ -270,14 +251,23 @@ def build(
         return _padded(b, x3, v, max(bound, 1))
     if any(d == 0 for d in v.dims()):
         return b.op("Identity", x3)  # empty: the result is x itself
-    return _scan(
+    if narrow_runs is None:
+        narrow_runs = narrow((o, n, i), v.dtype)
+    y = _scan(
         b,
         x3,
-        (v.outer, n, v.inner),
+        (o, n, i),
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
         levels=carry_levels(n, narrow_runs),
         seed=seed,
+        blocks=blocks,
         halves=halves,
     )
+    if blocks:
+        assert isinstance(o, int) and isinstance(i, int)
+        if v.dtype is not None:
+            y.type = ir.TensorType(v.dtype)
+        y.shape = ir.Shape(blocks_shape((o, n, i), narrow_runs))
+    return y
