@@ -74,6 +74,14 @@ def model_for(
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
 
 
+# The benchmark grid: the defaults of --dtypes, --totals (units of 2^20 elements), --lengths
+# and --positions.
+GRID_DTYPES = "float32,float64,int32,int64"
+GRID_TOTALS = "1,4"
+GRID_LENGTHS = "8,64,512,4096,65536"
+GRID_POSITIONS = "last,first,middle"
+
+
 def shape_for(total: int, n: int, position: str) -> tuple[tuple[int, ...], int]:
     rest = max(total // n, 1)
     if position == "last":
@@ -930,15 +938,15 @@ def main() -> None:
         help="with --floors --from-json: runs of some of those cells timed again (e.g. with "
         "more rounds), merged the same way, whose rows replace theirs",
     )
-    parser.add_argument("--dtypes", default="float32,float64,int32,int64")
-    parser.add_argument("--totals", default="1,4", help="total elements, in units of 2^20")
+    parser.add_argument("--dtypes", default=GRID_DTYPES)
+    parser.add_argument("--totals", default=GRID_TOTALS, help="total elements, in units of 2^20")
     parser.add_argument(
         "--elements",
         help="total elements, exactly (comma-separated; overrides --totals): e.g. 1000000, "
         "whose row counts are not powers of two",
     )
-    parser.add_argument("--lengths", default="8,64,512,4096,65536")
-    parser.add_argument("--positions", default="last,first,middle")
+    parser.add_argument("--lengths", default=GRID_LENGTHS)
+    parser.add_argument("--positions", default=GRID_POSITIONS)
     parser.add_argument(
         "--attributes", action="store_true", help="also exclusive=reverse=1 on the last axis"
     )

@@ -146,12 +146,12 @@ def grid_cells() -> str:
     """The grid's cells (``scripts/bench.py``: 1M and 4M elements, n = 8 ... 65536, first,
     middle and last axis, the four types) where ``auto`` takes ``cached``, as type:o,n,i."""
     cells = []
-    for name, elem_type in TYPES.items():
-        for total in (1 << 20, 1 << 22):
-            for n in (8, 64, 512, 4096, 65536):
-                for position in ("first", "middle", "last"):
-                    shape, axis = bench.shape_for(total, n, position)
-                    model = bench.model_for(elem_type, shape, axis, 0, 0)
+    for name in bench.GRID_DTYPES.split(","):
+        for total in bench.int_list(bench.GRID_TOTALS):
+            for n in bench.int_list(bench.GRID_LENGTHS):
+                for position in bench.GRID_POSITIONS.split(","):
+                    shape, axis = bench.shape_for(total << 20, n, position)
+                    model = bench.model_for(bench.DTYPES[name], shape, axis, 0, 0)
                     if bench._auto_pick(model) == "cached":
                         o, m, i = bench._view(shape, axis)
                         cells.append(f"{name}:{o},{m},{i}")
