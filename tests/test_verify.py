@@ -1148,3 +1148,28 @@ def test_verify_gives_each_target_warning_once(
     assert not [m for m in messages if "graph 'site'" in m], messages
     assert len([m for m in messages if "flushes subnormal" in m]) == 1, messages
     assert logging.getLogger("rewriter").level == before
+
+
+@pytest.mark.parametrize("spread", ["shipped", "2^U(-1, 1)"])
+def test_a_long_float_axis_is_fed_products_in_range(
+    tmp_path: Path, spread: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """float32 along 65536 positions (a product tree under ``auto``): the random floats'
+    spread shrinks with the longest dim, so that the running products stay in range and
+    --verify does not refuse a right rewrite for a difference at the range's edge, which the
+    README allows (a tree finite where the sequential kernel overflowed for a while). With
+    the short axes' spread, 2^U(-1, 1), these feeds leave the range and the same rewrite is
+    refused: the case the spread is for."""
+    from rewriter import verify
+
+    if spread != "shipped":
+        monkeypatch.setattr(verify, "_random_spread", lambda dtype, shape: 1.0)
+    model = cumprod_model(TensorProto.FLOAT, (4, 65536), 1)
+    result = _verify_as_the_command_does(*_rewrite(model, tmp_path, "long"))
+    feeds = random_inputs(model, np.random.default_rng(0))
+    reach = np.abs(np.cumsum(np.log2(np.abs(feeds["x"].astype(np.float64))), axis=1)).max()
+    if spread == "shipped":
+        assert result.ok, [c.detail for c in result.mismatches()]
+        assert reach < 126 / 2
+    else:
+        assert not result.ok and reach > 126
