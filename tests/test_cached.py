@@ -183,7 +183,7 @@ def test_the_scan_writes_carrys_blocks_in_place(
 ) -> None:
     """The Scan body's result is carry's first-level Concat in its (o * m, r, i) blocks, not
     a Reshape of it to the piece: onnxruntime copies a Reshape's result into the Scan's
-    output (a copy of x, 0.7-0.9 ms on 16 MiB, docs/performance.md nineteenth round), where
+    output (a copy of x, 0.7-1.0 ms on 16 MiB, docs/performance.md nineteenth round), where
     the Concat writes there itself; the outer Reshape views the blocks as x. Where r does
     not divide the length the padded result is cut back by a Slice (a copy either way)."""
     for exclusive, reverse in itertools.product((0, 1), (0, 1)):
