@@ -569,18 +569,23 @@ def _ints(
     return rng.integers(0, 4, shape).astype(np_type)
 
 
+def _in_range_spread(emin: int, n: int) -> float:
+    """s such that the product of n factors of magnitude 2^U(-s, s) stays in a range of
+    smallest normal exponent ``emin``: 1, or less so that s * sqrt(n) stays under a quarter
+    of |emin| (the log2 of the running product is a random walk of n steps in [-s, s])."""
+    return float(min(1.0, -emin / (4 * np.sqrt(max(n, 1)) + 1)))
+
+
 def _random_spread(dtype: ir.DataType, shape: tuple[int, ...]) -> float:
     """s of the random floats sign * 2^U(-s, s): 1, less along a long dim, so that a running
     product along it stays in the normal range of the type the lowerings multiply in (float32
-    for float16 / bfloat16): its log2 is a random walk of n steps in [-s, s], and s * sqrt(n)
-    stays under a quarter of the range's exponent |emin|. Where it leaves the range
-    for a while, a product tree and the sequential kernel give inf and a finite value at the
-    same position, as the README allows at the range's edge, and --verify would refuse a
-    right rewrite (float32 along 65536 positions with s = 1 did)."""
+    for float16 / bfloat16; :func:`_in_range_spread` of the longest dim). Where it leaves
+    the range for a while, a product tree and the sequential kernel give inf and a finite
+    value at the same position, as the README allows at the range's edge, and --verify
+    would refuse a right rewrite (float32 along 65536 positions with s = 1 did)."""
     _, emin = PRECISION[dtype]
     emin = min(emin, PRECISION[ir.DataType.FLOAT][1])  # float16 is multiplied in float32
-    n = max(shape, default=1)
-    return float(min(1.0, -emin / (4 * np.sqrt(n) + 1)))
+    return _in_range_spread(emin, max(shape, default=1))
 
 
 def _tensor(
@@ -1181,7 +1186,7 @@ def _site_values(
     n = max(shape[axis], 1)
     big = 2.0 ** (-emin // 2 + 4)  # big * big is past the largest finite value
     # regular values whose products stay in range over the whole axis
-    spread = min(1.0, -emin / (4 * np.sqrt(n) + 1))
+    spread = _in_range_spread(emin, n)
     regular = np.exp2(rng.uniform(-spread, spread, shape)) * rng.choice([-1.0, 1.0], shape)
     # specials: ±1 with a few exact specials per line (so no transient overflow)
     specials = _sprinkle(rng.choice([-1.0, 1.0], shape), _SPECIALS, _SPECIALS, rng, 2.0 / n)
