@@ -938,6 +938,12 @@ def main() -> None:
         help="with --floors --from-json: runs of some of those cells timed again (e.g. with "
         "more rounds), merged the same way, whose rows replace theirs",
     )
+    parser.add_argument(
+        "--band-cells",
+        action="store_true",
+        help="with --floors --from-json: print, one line per cell, the options that select "
+        "each cell near 4x (bench.band_cells) instead of writing the markdown",
+    )
     parser.add_argument("--dtypes", default=GRID_DTYPES)
     parser.add_argument("--totals", default=GRID_TOTALS, help="total elements, in units of 2^20")
     parser.add_argument(
@@ -971,6 +977,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.from_json and args.floors:
         rows = merge_floor_runs([json.loads(Path(f).read_text()) for f in args.from_json])
+        if args.band_cells:
+            for row in band_cells(rows):
+                print(band_arguments(row))
+            return
         if args.band:
             band = merge_floor_runs([json.loads(Path(f).read_text()) for f in args.band])
             rows = overlay_floor_rows(rows, band)
@@ -1130,6 +1140,31 @@ def merge_floor_runs(runs: list[list[dict]]) -> list[dict]:
         row["floor_us"], row["floor_route"] = floor_of(row, str(row["position"]))
         merged.append(row)
     return merged
+
+
+BAND_AUTO = (3.4, 4.8)  # the band: auto's ratio to native within this range ...
+BAND_FLOOR = (3.4, 4.5)  # ... or the floor's within this one (fourteenth round on)
+
+
+def band_cells(rows: list[dict]) -> list[dict]:
+    """The rows whose verdict against 4x a single run may not settle: ``auto`` within
+    :data:`BAND_AUTO` of native, or the floor within :data:`BAND_FLOOR` (the cells timed
+    again, one per call with more rounds, for ``--band``)."""
+    picked = []
+    for r in rows:
+        auto = r["us"].get("auto")
+        floor = r["floor_us"] / r["native_us"]
+        near = auto is not None and BAND_AUTO[0] <= auto / r["native_us"] <= BAND_AUTO[1]
+        if near or BAND_FLOOR[0] <= floor <= BAND_FLOOR[1]:
+            picked.append(r)
+    return picked
+
+
+def band_arguments(row: dict) -> str:
+    """bench.py's options that select ``row``'s cell alone."""
+    total = row["total"]
+    size = f"--totals {total >> 20}" if total % (1 << 20) == 0 else f"--elements {total}"
+    return f"--dtypes {row['dtype']} {size} --lengths {row['n']} --positions {row['position']}"
 
 
 def overlay_floor_rows(rows: list[dict], band: list[dict]) -> list[dict]:

@@ -323,3 +323,32 @@ def test_bench_cached_pieces_runs_each_variant_against_native(tmp_path: Path) ->
     assert "| int32 | (8, 16384, 4) |" in table and "| int64 | (1, 131072, 2) |" in table
     assert "cached / state after" in table  # the chunk cell had its third variant
     assert "cached / reshaped" in table
+
+
+def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """auto within 3.4-4.8x, or the floor within 3.4-4.5x; the command prints each picked
+    cell's options, which select it alone."""
+    rows = bench.merge_floor_runs(
+        [
+            [
+                _row(100.0, 500.0, 300.0, "middle"),  # auto 5.0x, floor 3.2x: neither
+                _row(100.0, 470.0, 300.0, "last"),  # auto 4.7x: by auto
+                _row(100.0, 200.0, 400.0, "first"),  # auto 2.0x, scan route 4.0x: by floor
+            ]
+        ]
+    )
+    floors = {r["position"]: r["floor_us"] / r["native_us"] for r in rows}
+    assert floors["middle"] == pytest.approx(3.2) and 3.4 <= floors["first"] <= 4.5
+    assert [r["position"] for r in bench.band_cells(rows)] == ["last", "first"]
+    grid = tmp_path / "grid.json"
+    grid.write_text(bench.json.dumps([dict(r) for r in rows]))
+    printed = subprocess.run(
+        [sys.executable, str(_PATH), "--floors", "--from-json", str(grid), "--band-cells"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert printed == [
+        "--dtypes int32 --totals 1 --lengths 8 --positions last",
+        "--dtypes int32 --totals 1 --lengths 8 --positions first",
+    ]
