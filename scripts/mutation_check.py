@@ -930,10 +930,24 @@ MUTANTS = [
         '    return "cached" if fits and o * n * i * compute_itemsize > least else pick\n',
     ),
     Mutant(
-        "auto: a middle axis cached only from 16 MiB, as the others",
+        "auto: a middle or first axis cached only from 16 MiB, as a last axis",
         "rewriter/lowerings/auto.py",
-        "    least = _CACHED_MIDDLE_FROM_BYTES if middle_carry else _CACHED_FROM_BYTES\n",
+        "    least = _CACHED_INNER_FROM_BYTES if inner_carry else _CACHED_FROM_BYTES\n",
         "    least = _CACHED_FROM_BYTES\n",
+    ),
+    Mutant(
+        "auto: a first axis cached only from 16 MiB (before the twentieth round)",
+        "rewriter/lowerings/auto.py",
+        "    inner_carry = i > 1 and not chain_to_cache"
+        "  # carry on a middle or first axis: from 4 MiB\n",
+        "    inner_carry = o > 1 and i > 1 and not chain_to_cache\n",
+    ),
+    Mutant(
+        "auto: a last axis cached from 4 MiB, as the others",
+        "rewriter/lowerings/auto.py",
+        "    inner_carry = i > 1 and not chain_to_cache"
+        "  # carry on a middle or first axis: from 4 MiB\n",
+        "    inner_carry = not chain_to_cache\n",
     ),
     Mutant(
         "auto: a middle chain of n = 512 left a chain (cached only past it)",
@@ -956,9 +970,9 @@ MUTANTS = [
     Mutant(
         "auto: a long middle chain cached from 4 MiB, as carry on a middle axis",
         "rewriter/lowerings/auto.py",
-        "    middle_carry = o > 1 and i > 1 and not chain_to_cache"
-        "  # carry on a middle axis: from 4 MiB\n",
-        "    middle_carry = o > 1 and i > 1\n",
+        "    inner_carry = i > 1 and not chain_to_cache"
+        "  # carry on a middle or first axis: from 4 MiB\n",
+        "    inner_carry = i > 1\n",
     ),
     Mutant(
         "auto: cached whatever the size of its tiles",

@@ -372,7 +372,10 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
         (TensorProto.FLOAT, (16, 4095, 16), 1, "carry"),  # just under
         (TensorProto.FLOAT, (1024, 1024), 1, "carry"),  # 4 MiB on a last axis: 16 needed
         (I64, (65536, 64), 0, "cached"),  # a first axis: chunks of 8192 positions (4 MiB)
-        (TensorProto.FLOAT, (65536, 16), 0, "carry"),  # 4 MiB
+        (TensorProto.FLOAT, (65536, 16), 0, "cached"),  # a first axis from 4 MiB: 2 chunks
+        (TensorProto.FLOAT, (65535, 16), 0, "carry"),  # just under (3 chunks would fit)
+        (I64, (16384, 32), 0, "cached"),  # 8-byte: 4 MiB too
+        (TensorProto.FLOAT, (1 << 20,), 0, "carry"),  # one axis of 4 MiB is a last axis
         (I64, (4, 1 << 20), 0, "scan"),  # scan's row: large slabs
         (TensorProto.FLOAT, (8192, 32), 1, "scan"),  # scan's row
     ],

@@ -24,21 +24,25 @@ middle     n <= 512, or n <= 1024 with o * i >=      as for 4-byte types
            2048: chain; else carry
 =========  ========================================  =========================================
 
-Where that gives ``carry`` in a tensor of 16 MiB or more (4 MiB on a middle axis) that cuts
-into pieces of at most 4 MiB, ``cached`` runs carry on those pieces inside a Scan, so that
-each level's passes stay in cache: tiles of rows (o; :func:`.cached.tile_rows`, about 1 MiB,
-two tiles at least) on middle and last axes, chunks of positions
+Where that gives ``carry`` in a tensor of 16 MiB or more (4 MiB on a middle or first axis)
+that cuts into pieces of at most 4 MiB, ``cached`` runs carry on those pieces inside a Scan,
+so that each level's passes stay in cache: tiles of rows (o; :func:`.cached.tile_rows`, about
+1 MiB, two tiles at least) on middle and last axes, chunks of positions
 (:func:`.cached.chunk_length`, about 4 MiB) on a first axis, whose Scan carries the product
-so far. See "Sixteenth round" in ``docs/performance.md`` for the figures. Where it gives
-``chain`` on a middle axis from n = 512 in a tensor of 16 MiB or more whose pieces fit the
-same way, ``cached`` as well: past n = 512 (slabs of 2048 elements or more; seventeenth
-round) on 12 held-out cells of 16-24 MiB, n = 600-1024, every type, it took 0.83-0.97x
-chain's time (median 0.89x), with sessions of 4-6 ms to create against 21-41 ms; at n = 512
-(eighteenth round) on 6 held-out cells of 16-20 MiB 0.83-0.94x (median 0.87x), but at
-n = 384-480 0.71-1.12x (8 cells, two above 1.05), where the chain stays. On the grid's four
-4M middle n = 512 cells (16-32 MiB) the two tie: 0.91-1.05x in five runs of each (ten of
-the 4-byte ones), with a tenth of the chain's nodes. Under 16 MiB the chain stays too: on
-the grid's 1M middle n = 512 cells (4-8 MiB) ``cached`` took 1.04-1.28x chain's time.
+so far. See "Sixteenth round" in ``docs/performance.md`` for the figures. First axes took it
+from 16 MiB until the twentieth round; since the seventeenth round's seeded chunks, on 36
+held-out first axes of 4-12 MiB (n = 4096-65536, every type; the rule declared first) it
+took 0.76-1.05x carry's time (4-byte median 0.85x-0.88x in two runs, 8-byte 0.85x), and
+0.76-0.95x on the grid's eight 1M first cells of n = 4096 and 65536 ("Twentieth round").
+Where it gives ``chain`` on a middle axis from n = 512 in a tensor of 16 MiB or more whose
+pieces fit the same way, ``cached`` as well: past n = 512 (slabs of 2048 elements or more;
+seventeenth round) on 12 held-out cells of 16-24 MiB, n = 600-1024, every type, it took
+0.83-0.97x chain's time (median 0.89x), with sessions of 4-6 ms to create against 21-41 ms; at
+n = 512 (eighteenth round) on 6 held-out cells of 16-20 MiB 0.83-0.94x (median 0.87x), but at n
+= 384-480 0.71-1.12x (8 cells, two above 1.05), where the chain stays. On the grid's four 4M
+middle n = 512 cells (16-32 MiB) the two tie: 0.91-1.05x in five runs of each (ten of the
+4-byte ones), with a tenth of the chain's nodes. Under 16 MiB the chain stays too: on the
+grid's 1M middle n = 512 cells (4-8 MiB) ``cached`` took 1.04-1.28x chain's time.
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
@@ -208,7 +212,7 @@ _PADDED_SCAN_UP_TO = 128  # last axis: Scan where carry would pad
 _MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry; but chain to its MAX_LENGTH ...
 _MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is this or more
 _CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized pieces in tensors this large ...
-_CACHED_MIDDLE_FROM_BYTES = 4 << 20  # ... or this large, on a middle axis (o, i >= 2) ...
+_CACHED_INNER_FROM_BYTES = 4 << 20  # ... or this large, on a middle or first axis (i >= 2) ...
 _CACHED_PIECE_UP_TO = 4 << 20  # ... whose pieces (a row may be more than cached.TILE_BYTES) fit
 _CACHED_CHAIN_FROM = 512  # ... and in place of a middle axis's chain this long, from 16 MiB
 # the other runtimes
@@ -247,8 +251,8 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     # a tensor that does not
     piece = cached.pieces((o, n, i), compute_itemsize)
     fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= _CACHED_PIECE_UP_TO
-    middle_carry = o > 1 and i > 1 and not chain_to_cache  # carry on a middle axis: from 4 MiB
-    least = _CACHED_MIDDLE_FROM_BYTES if middle_carry else _CACHED_FROM_BYTES
+    inner_carry = i > 1 and not chain_to_cache  # carry on a middle or first axis: from 4 MiB
+    least = _CACHED_INNER_FROM_BYTES if inner_carry else _CACHED_FROM_BYTES
     return "cached" if fits and o * n * i * compute_itemsize >= least else pick
 
 

@@ -32,11 +32,12 @@ on 4 * 2^20 elements, last axis, int64 n = 512 went from 4.2x native to 2.8x and
 4-8 MiB (in the last-level cache anyway) tiles took 0.85-1.08x carry's time (5 cells, where
 two timings of one graph differed by up to 14 %), at 16 MiB 0.77x; middle axes gained from
 4 MiB: 0.77-1.06x carry's time on 16 cells of 2^20 and 2 * 2^20 elements (13 below 1).
-First-axis chunks took 0.71-1.06x carry's time on 24 held-out cells of 4 and 8 * 2^20
-elements, but 0.79-1.54x on 2^20 and 2 * 2^20. Judging narrow runs (r = 4) on the piece
-instead of x left r = 16 in the pieces of narrow-run tensors of 2^21 elements or more:
-r = 4 there took 0.88-1.26x its time on 12 held-out cells (median 0.95x; 0.87-1.26x, median
-0.97x, in a run before the seeded chunks).
+First-axis chunks took 0.71-1.06x carry's time on 24 held-out cells of 4 and 8 * 2^20 elements,
+but 0.79-1.54x on 2^20 and 2 * 2^20; after the seventeenth round's seeded chunks, 0.76-1.05x on
+36 held-out first axes of 4-12 MiB (twentieth round). Judging narrow runs (r = 4) on the piece
+instead of x left r = 16 in the pieces of narrow-run tensors of 2^21 elements or more: r = 4
+there took 0.88-1.26x its time on 12 held-out cells (median 0.95x; 0.87-1.26x, median 0.97x, in
+a run before the seeded chunks).
 Where ``auto`` takes it: :mod:`.auto`.
 
 Accuracy: integers bit-exact with wraparound (every output is its factors' product, in some
