@@ -38,8 +38,8 @@ Where it gives ``chain`` on a middle axis from n = 512 in a tensor of 16 MiB or 
 pieces fit the same way, ``cached`` as well: past n = 512 (slabs of 2048 elements or more;
 seventeenth round) on 12 held-out cells of 16-24 MiB, n = 600-1024, every type, it took
 0.83-0.97x chain's time (median 0.89x), with sessions of 4-6 ms to create against 21-41 ms; at
-n = 512 (eighteenth round) on 6 held-out cells of 16-20 MiB 0.83-0.94x (median 0.87x), but at n
-= 384-480 0.71-1.12x (8 cells, two above 1.05), where the chain stays. On the grid's four 4M
+n = 512 (eighteenth round) on 6 held-out cells of 16-20 MiB 0.83-0.94x (median 0.87x), but at
+n = 384-480 0.71-1.12x (8 cells, two above 1.05), where the chain stays. On the grid's four 4M
 middle n = 512 cells (16-32 MiB) the two tie: 0.91-1.05x in five runs of each (ten of the
 4-byte ones), with a tenth of the chain's nodes. Under 16 MiB the chain stays too: on the
 grid's 1M middle n = 512 cells (4-8 MiB) ``cached`` took 1.04-1.28x chain's time.
