@@ -936,7 +936,8 @@ def main() -> None:
         "--band",
         nargs="+",
         help="with --floors --from-json: runs of some of those cells timed again (e.g. with "
-        "more rounds), merged the same way, whose rows replace theirs",
+        "more rounds), merged the same way, whose rows replace theirs; the markdown ends "
+        "with how native's time moved between the runs and the band, and the runs' verdicts",
     )
     parser.add_argument(
         "--band-cells",
@@ -981,10 +982,12 @@ def main() -> None:
             for row in band_cells(rows):
                 print(band_arguments(row))
             return
+        note = ""
         if args.band:
             band = merge_floor_runs([json.loads(Path(f).read_text()) for f in args.band])
+            note = band_drift(rows, band)
             rows = overlay_floor_rows(rows, band)
-        _write_floors(rows, args.out)
+        _write_floors(rows, args.out, note)
         return
     if args.from_json:
         parts = [json.loads(Path(f).read_text()) for f in args.from_json]
@@ -1105,10 +1108,10 @@ GOAL_WORST = 4.0  # issue 13: no cell worse than 4x native
 GOAL_MEDIAN = 2.0  # ... and 2x native at the median
 
 
-def _write_floors(rows: list[dict], out: str) -> None:
+def _write_floors(rows: list[dict], out: str, note: str = "") -> None:
     Path(f"{out}.json").write_text(json.dumps(rows, indent=1))
-    Path(f"{out}.md").write_text(floors_markdown(rows))
-    print(floors_markdown(rows))
+    Path(f"{out}.md").write_text(floors_markdown(rows, note))
+    print(floors_markdown(rows, note))
 
 
 def _cell(row: dict) -> tuple:
@@ -1175,6 +1178,31 @@ def overlay_floor_rows(rows: list[dict], band: list[dict]) -> list[dict]:
     return [again.get(_cell(r), r) for r in rows]
 
 
+def band_drift(rows: list[dict], band: list[dict]) -> str:
+    """One line on the machine's state between the floors runs ``rows`` and the ``band``
+    timed after them: native's µs in the band over its µs in the runs, per band cell
+    (1.00 where nothing changed; above 1, the band ran in a slower state), and the verdicts
+    of the runs alone. The band's rows replace the runs' (:func:`overlay_floor_rows`), so a
+    state that changed in between changes the verdicts with it (twentieth round:
+    1.32x on one cell, and three cells the runs left not explained were met or explained
+    in the band)."""
+    runs = {_cell(r): r for r in rows}
+    ratios = [b["native_us"] / runs[_cell(b)]["native_us"] for b in band if _cell(b) in runs]
+    if not ratios:
+        return ""
+    return (
+        f"the band's native time over the floors runs' on its {len(ratios)} cells: median "
+        f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}-{max(ratios):.2f}×); "
+        f"the floors runs alone: {verdict_counts(rows)}"
+    )
+
+
+def verdict_counts(rows: list[dict]) -> str:
+    """How many cells of ``rows`` get each verdict (:func:`floor_verdict`)."""
+    verdicts = [floor_verdict(r).split(" (")[0] for r in rows]
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+
+
 def floors_summary(rows: list[dict]) -> str:
     """One line: each contender's median / worst ratio to native over ``rows`` with the
     cells within 2x and 4x, and how many floors are below 2x (the median goal needs half
@@ -1203,7 +1231,9 @@ def floor_verdict(row: dict) -> str:
     return f"not explained (floor {floor:.1f}×)"
 
 
-def floors_markdown(rows: list[dict]) -> str:
+def floors_markdown(rows: list[dict], note: str = "") -> str:
+    """The floor rows' table, the verdict counts and :func:`floors_summary`; ``note``, a
+    line after them (:func:`band_drift`)."""
     names = list(dict.fromkeys(k for r in rows for k in r["us"]))
     lines = [
         "| type | N | n | axis | native µs | "
@@ -1228,14 +1258,9 @@ def floors_markdown(rows: list[dict]) -> str:
             f"{r['native_us']:.0f} | {cells} | {least} | {r['floor_us'] / r['native_us']:.2f}× "
             f"({r['floor_route']}) | {over} | {floor_verdict(r)} |"
         )
-    verdicts = [floor_verdict(r).split(" (")[0] for r in rows]
-    lines += [
-        "",
-        ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)),
-        "",
-        floors_summary(rows),
-        "",
-    ]
+    lines += ["", verdict_counts(rows), "", floors_summary(rows), ""]
+    if note:
+        lines += [note, ""]
     return "\n".join(lines) + "\n"
 
 

@@ -92,6 +92,23 @@ def test_the_band_replaces_its_cells_and_the_summary_counts_them(bench) -> None:
     assert "2 meets 4×" in markdown and bench.floors_summary(rows) in markdown
 
 
+def test_the_band_says_how_native_moved_and_what_the_runs_alone_gave(bench) -> None:  # type: ignore[no-untyped-def]
+    # the runs: auto 5x over a 3.2x floor (not explained) and 2x; the band, slower (native
+    # 130 and 120 µs against 100 in the runs) puts the first cell's auto at 3.0x
+    grid = bench.merge_floor_runs([[_row(100.0, 500.0, 300.0), _row(100.0, 200.0, 300.0, "last")]])
+    band = bench.merge_floor_runs([[_row(130.0, 390.0, 300.0)], [_row(120.0, 390.0, 300.0)]])
+    note = bench.band_drift(grid, band)
+    assert note == (
+        "the band's native time over the floors runs' on its 1 cells: median 1.25× "
+        "(1.25-1.25×); the floors runs alone: 1 not explained, 1 meets 4×"
+    )
+    rows = bench.overlay_floor_rows(grid, band)
+    markdown = bench.floors_markdown(rows, note)
+    assert markdown.rstrip().endswith(note) and "2 meets 4×" in markdown
+    assert bench.band_drift(grid, []) == ""  # no band: no line
+    assert note not in bench.floors_markdown(rows)
+
+
 def test_a_routes_level_timed_whole_raises_its_floor(bench) -> None:  # type: ignore[no-untyped-def]
     """chain / blocked take the larger of their parts' sum and their level timed as one graph
     (``chain whole`` / ``blocked whole``), when the cell has it."""
