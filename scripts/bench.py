@@ -1183,9 +1183,9 @@ def band_drift(rows: list[dict], band: list[dict]) -> str:
     timed after them: native's µs in the band over its µs in the runs, per band cell
     (1.00 where nothing changed; above 1, the band ran in a slower state), and the verdicts
     of the runs alone. The band's rows replace the runs' (:func:`overlay_floor_rows`), so a
-    state that changed in between changes the verdicts with it (twentieth round:
-    1.32x on one cell, and three cells the runs left not explained were met or explained
-    in the band)."""
+    state that changed in between changes the verdicts with it (the twentieth round's
+    third run: up to 1.75x, and the three cells the runs left not explained were met or
+    explained in the band)."""
     runs = {_cell(r): r for r in rows}
     ratios = [b["native_us"] / runs[_cell(b)]["native_us"] for b in band if _cell(b) in runs]
     if not ratios:
