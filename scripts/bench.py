@@ -1110,8 +1110,9 @@ GOAL_MEDIAN = 2.0  # ... and 2x native at the median
 
 def _write_floors(rows: list[dict], out: str, note: str = "") -> None:
     Path(f"{out}.json").write_text(json.dumps(rows, indent=1))
-    Path(f"{out}.md").write_text(floors_markdown(rows, note))
-    print(floors_markdown(rows, note))
+    text = floors_markdown(rows, note)
+    Path(f"{out}.md").write_text(text)
+    print(text)
 
 
 def _cell(row: dict) -> tuple:
