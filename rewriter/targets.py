@@ -234,6 +234,14 @@ TARGETS: dict[str, Target] = {
                     "products past 2^31 are wrong there",
                 ),
                 Limit(frozenset({_F64}), "OpenVINO computes float64 in float32"),
+                # Its own Cast(float32 -> bfloat16) rounds toward zero in a model with a
+                # symbolic dim (2026.4.1; to nearest over static shapes): the lowering's one
+                # rounding of the float32 product is that Cast, and no older op rounds for it.
+                Limit(
+                    frozenset({ir.DataType.BFLOAT16}),
+                    "OpenVINO's Cast to bfloat16 truncates where shapes are dynamic: results "
+                    "there can be up to 1 ulp off (0.5 where every dim is static)",
+                ),
             ),
         ),
         Target(
