@@ -87,10 +87,10 @@ MUTANTS = [
         "v, exclusive=exclusive, reverse=reverse, levels=rest, seed=seed)",
     ),
     Mutant(
-        "carry._scan: padded with zeros, not ones (wrong only in reverse)",
-        "rewriter/lowerings/carry.py",
-        "0, padded - n, 0]), v.one)",
-        '0, padded - n, 0]), b.op("Sub", v.one, v.one))',
+        "View.pad_ones_after (carry, radix): padded with zeros, not ones (wrong only in reverse)",
+        "rewriter/lowerings/view.py",
+        "0, count, 0]), self.one)",
+        '0, count, 0]), b.op("Sub", self.one, self.one))',
     ),
     Mutant(
         "doubling._blocked: block totals from the last position in reverse too",

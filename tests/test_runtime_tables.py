@@ -554,6 +554,46 @@ def test_iree_8_byte_chain_over_one_row(tmp_path: Path) -> None:
     assert not failures, "\n".join(failures)
 
 
+def test_iree_8_byte_padded_trees_on_two_inputs(tmp_path: Path) -> None:
+    """Found by a review from outside: IREE 3.13 did not compile a model whose two inputs
+    each had an 8-byte ``radix`` or ``carry`` padded with ones by a Pad ("'stream.yield' op
+    used resource not listed in explicit captures"; one such CumProd per model compiled).
+    There the padding is ones Concat-ed after x (``View.pad_ones_after``), as the shifts of
+    ``doubling`` are. One model per type and shape, a CumProd per input."""
+    runtime_harness.require("iree")
+    cases: dict[str, runtime_harness.Case] = {}
+    wants = {}
+    rng = np.random.default_rng(8)
+    for elem_type, (dims, axis, lowering) in itertools.product(
+        (TensorProto.INT64, TensorProto.UINT64, TensorProto.DOUBLE),
+        (([2, 65], 1, "radix"), ([2, 257, 3], 1, "carry")),
+    ):
+        nodes, inputs, outputs, inits = [], [], [], []
+        for k, (ex, rev) in enumerate(((0, 0), (1, 1))):
+            node, x_info, y_info, axis_init = _one_cumprod(elem_type, list(dims), axis, str(k))
+            node.attribute.extend(
+                [helper.make_attribute("exclusive", ex), helper.make_attribute("reverse", rev)]
+            )
+            nodes.append(node)
+            inputs.append(x_info)
+            outputs.append(y_info)
+            inits.append(axis_init)
+        graph = helper.make_graph(nodes, "two", inputs, outputs, inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+        rewrite = rewriter.DecomposeCumProdPass(target="iree")
+        ir_model = ir.serde.deserialize_model(model)
+        rewrite(ir_model)
+        assert {p.lowering.name for p in rewrite.plans} == {lowering}
+        lowered = ir.serde.serialize_model(ir_model)
+        assert "Pad" not in {n.op_type for n in lowered.graph.node}
+        name = f"{TYPE_NAMES[elem_type]}-{'x'.join(map(str, dims))}"
+        xs = [random_data(elem_type, tuple(dims), rng) for _ in range(2)]
+        cases[name] = (lowered, {f"x{k}": x for k, x in enumerate(xs)})
+        wants[name] = [(xs[0], axis, 0, 0, lowering), (xs[1], axis, 1, 1, lowering)]
+    failures = _failures_on("iree", cases, wants, tmp_path)
+    assert not failures, "\n".join(failures)
+
+
 @pytest.mark.parametrize("runtime", ["iree", "openvino", "tract"])
 def test_length_1_with_symbolic_dims(runtime: str, tmp_path: Path) -> None:
     """Found by a review from outside: along an axis of static length 1 with the other dims

@@ -114,7 +114,7 @@ def scan3(
         m = -(-n // size)
         padded = m * size
         if padded != n:
-            t = b.op("Pad", t, b.const([0, 0, 0, 0, padded - n, 0]), one)
+            t = v.pad_ones_after(b, t, padded - n, n)
     else:
         m = b.op("Div", b.op("Add", n, b.const([size - 1])), b.const([size]))
         padded = b.op("Mul", m, b.const([size]))

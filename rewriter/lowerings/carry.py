@@ -148,7 +148,7 @@ def _scan(
     m = -(-n // r)
     padded = m * r
     if padded != n:
-        t = b.op("Pad", t, b.const([0, 0, 0, 0, padded - n, 0]), v.one)
+        t = v.pad_ones_after(b, t, padded - n, n)
     om = times(b, o, m)
     view = b.reshape(t, shape_of(b, om, r, i))
     slices = _split_in_halves(b, view, r) if halves else chain.split(b, view, 1, r)

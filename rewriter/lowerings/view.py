@@ -90,6 +90,16 @@ class View:
         """A tensor of ones shaped like ``like`` (:func:`ones_like`)."""
         return ones_like(b, like, self.one, self.dtype, self.target)
 
+    def pad_ones_after(self, b: Builder, t: ir.Value, count: int, n: int) -> ir.Value:
+        """``t``, (o, n, i), with ``count`` (< n) ones after it along axis 1: a Pad, or where
+        the target's Pad of an 8-byte tensor breaks (``pad_shifts`` false: IREE 3.13 did not
+        compile two such Pads on separate inputs, "'stream.yield' op used resource not listed
+        in explicit captures") the first ``count`` positions' ones Concat-ed after it."""
+        if self.target.pad_shifts or (self.dtype is not None and self.dtype.itemsize < 8):
+            return b.op("Pad", t, b.const([0, 0, 0, 0, count, 0]), self.one)
+        assert 0 < count < n, (count, n)
+        return b.op("Concat", t, self.ones(b, b.slice_axis(t, 1, 0, count)), axis=1)
+
 
 def ones_like(
     b: Builder, like: ir.Value, one: ir.Value, dtype: ir.DataType | None, target: Target
