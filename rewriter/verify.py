@@ -558,8 +558,10 @@ def _ints(
 ) -> np.ndarray:
     np_type = _np_type(dtype)
     info = np.iinfo(np_type)
-    if kind == "extreme":  # the whole range: products wrap around
-        return np.asarray(rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True))
+    if kind in ("extreme", "odd"):  # the whole range: products wrap around
+        values = rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True)
+        # odd: a product never 0 modulo 2^k, so a long axis's late positions are seen too
+        return np.asarray(values | np.array(1, np_type) if kind == "odd" else values)
     if kind in ("special", "finite special"):
         values = [np.array([0, 1, 2], np_type), np.array([info.max, info.min], np_type)]
         if info.min < 0:
@@ -634,7 +636,8 @@ def random_inputs(
     positions: :func:`_random_spread`; integers 0..3), ``special`` (floats
     ±1 mixed with 0, -0.0, ±inf, NaN, subnormals, ±2, 0.5; integers 0, ±1, 2, the type's
     extremes), ``finite special`` (the same floats without inf and NaN), ``extreme``
-    (floats of magnitude 2^4..2^12, integers over the whole range), ``overflow`` /
+    (floats of magnitude 2^4..2^12, integers over the whole range), ``odd`` (integers over
+    the whole range, odd: products wrap but never reach 0; floats as ``random``), ``overflow`` /
     ``underflow`` (floats: powers of two whose products leave the range within a few
     factors; integers as ``random``). An input used as an index, axis, count, shape or
     divisor (see :func:`index_inputs`) always gets its safe value (``richer``: a Loop trip
@@ -1071,6 +1074,10 @@ def verify_model(
 
     worst: dict[str, OutputCheck] = {}
     kinds = ["random"] * runs + ["special", "finite special", "extreme", "overflow", "underflow"]
+    # odd integers: in every other feed an integer product is 0 from about 64 positions on
+    # (a factor 0, or 64 factors of 2), so a wrong rewrite there went unseen (found by a
+    # review from outside)
+    kinds.append("odd")
     # First the richer feeds (each symbolic dim its own size, Loop trip counts 3); if the
     # original fails on them, the plain ones (every other dim 3, safe counts). A run-time
     # CumProd axis is fed 0 and -1 by turns.

@@ -1173,3 +1173,27 @@ def test_a_long_float_axis_is_fed_products_in_range(
         assert reach < 126 / 2
     else:
         assert not result.ok and reach > 126
+
+
+@pytest.mark.parametrize(
+    ("elem_type", "n", "cut"), [(TensorProto.INT64, 200, 100), (TensorProto.INT32, 100, 50)]
+)
+def test_a_wrong_integer_rewrite_past_64_positions_is_seen(
+    tmp_path: Path, elem_type: int, n: int, cut: int
+) -> None:
+    """Found by a review from outside: a rewrite that gave 0 from position ``cut`` on passed
+    the whole-model check (every feed but the odd one gives a product 0 modulo 2^k there: a
+    factor 0 or k factors of 2). The site checks are left out: they lower the node again on
+    their own and do not see the file's graph."""
+    original, rewritten = _rewrite(cumprod_model(elem_type, (4, n), 1), tmp_path, "long")
+
+    def zero_from_cut(model: onnx.ModelProto) -> None:
+        for node in model.graph.node:
+            node.output[:] = ["y_true" if o == "y" else o for o in node.output]
+        mask = (np.arange(n) < cut).astype(helper.tensor_dtype_to_np_dtype(elem_type))
+        model.graph.initializer.append(onnx.numpy_helper.from_array(mask[None, :], "mask"))
+        model.graph.node.append(helper.make_node("Mul", ["y_true", "mask"], ["y"]))
+
+    result = _verify(original, _edit(rewritten, tmp_path, zero_from_cut))
+    assert not result.ok
+    assert not any(o.ok for o in result.outputs), result.outputs
