@@ -559,9 +559,9 @@ def _ints(
     np_type = _np_type(dtype)
     info = np.iinfo(np_type)
     if kind in ("extreme", "odd"):  # the whole range: products wrap around
-        values = rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True)
+        whole = rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True)
         # odd: a product never 0 modulo 2^k, so a long axis's late positions are seen too
-        return np.asarray(values | np.array(1, np_type) if kind == "odd" else values)
+        return np.asarray(whole | np.array(1, np_type) if kind == "odd" else whole)
     if kind in ("special", "finite special"):
         values = [np.array([0, 1, 2], np_type), np.array([info.max, info.min], np_type)]
         if info.min < 0:
