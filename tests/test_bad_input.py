@@ -206,3 +206,21 @@ def test_a_checker_refusal_names_the_node_or_the_value() -> None:
         rewriter.InputModelError, match="output 'y' of graph 'main' has no type \\(Field 'type'"
     ):
         rewriter.decompose_cumprod(model)
+
+
+def test_a_name_that_is_not_utf8_is_one_line_naming_the_node(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Found by a review from outside: one flipped byte made a name invalid UTF-8; the
+    checker raised a UnicodeDecodeError, not a ValidationError, and the line printed was
+    onnx_ir's clone_graph dump, naming neither the node nor the value."""
+    from rewriter.cli import main
+
+    model = cumprod_model(TensorProto.FLOAT, [3, 4], 1)
+    model.graph.node.append(helper.make_node("Mul", ["y", "y"], ["z"], name="mul"))
+    model.graph.output[0].name = "z"
+    data = model.SerializeToString().replace(b"\x0a\x01y\x0a\x01y", b"\x0a\x01y\x0a\x01\xb4")
+    source = tmp_path / "bad.onnx"
+    source.write_bytes(data)
+    assert main([str(source), "-o", str(tmp_path / "out.onnx"), "-q"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"error: {source}: node 'mul' ('Mul'): its input b'\\xb4' is not valid UTF-8"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]
