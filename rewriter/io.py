@@ -495,7 +495,7 @@ def check_write_plan(
         for key in keys:
             outputs[key] = (job, source)
     if report is not None:
-        _check_report(report, inputs, data, outputs)
+        _check_report(report, inputs, data, outputs, [target for _, target in jobs])
 
 
 def _mode(path: Path) -> int | None:
@@ -523,6 +523,7 @@ def _check_report(
     inputs: dict[tuple[object, ...], Path],
     data: dict[tuple[object, ...], tuple[Path, Path]],
     outputs: dict[tuple[object, ...], tuple[int, Path]],
+    targets: Sequence[Path],
 ) -> None:
     where = f"--report {report}"
     if report.is_dir():
@@ -534,6 +535,11 @@ def _check_report(
         raise ModelFileError(f"{where}: is an input's external data file; nothing written")
     if keys & outputs.keys():
         raise ModelFileError(f"{where}: is also a model output; nothing written")
+    # a folder this run makes for its outputs (found by a review from outside: refused
+    # only after the models were written)
+    resolved = report.resolve()
+    if any(resolved in target.resolve().parents for target in targets):
+        raise ModelFileError(f"{where}: is a folder of the model outputs; give a file name")
     if _stream_file(report):  # /dev/stdout, a FIFO: written as it is (write_text)
         if not os.access(report, os.W_OK):
             raise ModelFileError(f"{where}: not writable")

@@ -81,6 +81,19 @@ def test_a_report_over_the_input_is_refused_before_any_work(tmp_path: Path) -> N
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("output", ["out/", "out/deeper/m.onnx"])
+def test_a_report_naming_a_folder_the_outputs_make_is_refused_before_any_work(
+    tmp_path: Path, output: str
+) -> None:
+    """Found by a review from outside: ``-o out/ --report out`` wrote the models, then failed
+    on the report ("Is a directory")."""
+    source = weighted(tmp_path, "m.onnx", "m.bin")
+    before = snapshot(tmp_path)
+    argv = [str(source), "-o", str(tmp_path / output), "--report", str(tmp_path / "out")]
+    assert main(argv) == 2
+    assert snapshot(tmp_path) == before
+
+
 def test_a_report_in_missing_folders_makes_them_as_o_does(tmp_path: Path) -> None:
     """--report refused a folder that did not exist where -o made it (session-32 note)."""
     source = two_data_files(tmp_path, "m.onnx")
