@@ -439,9 +439,8 @@ def test_iree_run_time_length_output_shapes_under_load(
     ]
     for k, (rank, axis, ex, rev) in enumerate(keys):
         dims: list[int | str] = [f"d{k}_{j}" for j in range(rank)]
-        node, x_info, y_info, axis_init = _one_cumprod(TensorProto.UINT32, dims, axis, str(k))
-        node.attribute.extend(
-            [helper.make_attribute("exclusive", ex), helper.make_attribute("reverse", rev)]
+        node, x_info, y_info, axis_init = _one_cumprod(
+            TensorProto.UINT32, dims, axis, str(k), (ex, rev)
         )
         nodes.append(node)
         inputs.append(x_info)
@@ -483,9 +482,24 @@ def _failures_on(
     return failures
 
 
-def _one_cumprod(elem_type: int, dims: list[int | str], axis: int, suffix: str = "") -> tuple:
+def _one_cumprod(
+    elem_type: int,
+    dims: list[int | str],
+    axis: int,
+    suffix: str = "",
+    attrs: tuple[int, int] | None = None,
+) -> tuple:
+    """(node, x's info, y's info, the axis initializer); ``attrs``: (exclusive, reverse),
+    written even when 0."""
     x, y = f"x{suffix}", f"y{suffix}"
     node = helper.make_node("CumProd", [x, f"axis{suffix}"], [y])
+    if attrs is not None:
+        node.attribute.extend(
+            [
+                helper.make_attribute("exclusive", attrs[0]),
+                helper.make_attribute("reverse", attrs[1]),
+            ]
+        )
     return (
         node,
         helper.make_tensor_value_info(x, elem_type, dims),
@@ -570,9 +584,8 @@ def test_iree_8_byte_padded_trees_on_two_inputs(tmp_path: Path) -> None:
     ):
         nodes, inputs, outputs, inits = [], [], [], []
         for k, (ex, rev) in enumerate(((0, 0), (1, 1))):
-            node, x_info, y_info, axis_init = _one_cumprod(elem_type, list(dims), axis, str(k))
-            node.attribute.extend(
-                [helper.make_attribute("exclusive", ex), helper.make_attribute("reverse", rev)]
+            node, x_info, y_info, axis_init = _one_cumprod(
+                elem_type, list(dims), axis, str(k), (ex, rev)
             )
             nodes.append(node)
             inputs.append(x_info)
