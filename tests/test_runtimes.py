@@ -37,7 +37,7 @@ from onnx import TensorProto, helper
 
 import rewriter
 from rewriter.verify import compare
-from tests import runtime_harness
+from tests import bounds, runtime_harness
 from tests.helpers import ALL_TYPES, INTS, TYPE_NAMES, np_dtype, random_data
 
 RUNTIMES = ("openvino", "tract", "tinygrad")
@@ -54,9 +54,7 @@ MAX_LENGTH = 16  # the bound passed for symbolic dims (no runtime here has a Loo
 # Every lowering except the log/exp ones multiplies the k factors with k - 1 roundings, in the
 # element type or a wider one (float16 / bfloat16: in float32, then rounded once).
 MULTIPLY_ULPS = lambda k: (k - 1) + 1.0  # noqa: E731 - float32 / float64 data
-# float16 / bfloat16: a float32 product of k <= 6 factors, rounded once (the README's bound)
-NARROW_ULPS = {TensorProto.FLOAT16: 11, TensorProto.BFLOAT16: 8}  # precision p, in bits
-NARROW_BOUND = lambda p, k: 0.5 + (k - 1) * 2.0 ** (p - 24)  # noqa: E731
+# float16 / bfloat16: a float32 product rounded once, bounds.ulp_bound (the README's bound)
 # logsum: Exp(CumSum(Log|x|)) with the sign from a count of negatives, in float64
 LOGSUM_F64_ULPS = lambda k: 1490.0 * k + 2.0  # noqa: E731 - float64 data
 # logsum32: the same in float32
@@ -100,7 +98,7 @@ def float_bound(elem_type: int, lowering: str, k: np.ndarray) -> np.ndarray:
     if lowering not in LOG_EXP_LOWERINGS | EXACT_LOWERINGS:
         raise KeyError(f"no bound written in this test for lowering {lowering!r}")
     if elem_type in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
-        return NARROW_BOUND(NARROW_ULPS[elem_type], k)
+        return bounds.ulp_bound(lowering, TYPE_NAMES[elem_type], k)
     if lowering in EXACT_LOWERINGS:
         return MULTIPLY_ULPS(k)
     if lowering == "logsum32":
@@ -391,6 +389,12 @@ LIMITED = [
 ]
 
 
+def _one_warning_per_node(lowered: Lowered, runtime: str) -> None:
+    for node in lowered.lowerings:
+        named = [m for m in lowered.warnings if f"'{node}'" in m and runtime in m]
+        assert len(named) == 1, f"warnings for {node}: {lowered.warnings}"
+
+
 @pytest.mark.parametrize(("runtime", "case"), LIMITED)
 def test_runtime_limit_is_warned_and_bounded(runs: Runs, runtime: str, case: Case) -> None:
     """Where the runtime cannot be exact: one warning per node naming it and the runtime, and
@@ -400,9 +404,7 @@ def test_runtime_limit_is_warned_and_bounded(runs: Runs, runtime: str, case: Cas
     lowered = runs.lowered[runtime, case]
     if lowered.model is None:
         pytest.fail(f"lowering for target {runtime!r} failed: {lowered.error}")
-    for node in lowered.lowerings:
-        named = [m for m in lowered.warnings if f"'{node}'" in m and runtime in m]
-        assert len(named) == 1, f"warnings for {node}: {lowered.warnings}"
+    _one_warning_per_node(lowered, runtime)
     elem_type = case[0]
     if elem_type == TensorProto.BFLOAT16:
         result = runs.results[runtime][_key(case)]
@@ -424,10 +426,7 @@ def test_form_limit_still_shows(runs: Runs, runtime: str, elem_type: int, form: 
     runtime_harness.require(runtime)
     over = 0
     for case in [c for c in CASES if c[:2] == (elem_type, form)]:
-        lowered = runs.lowered[runtime, case]
-        for node in lowered.lowerings:
-            named = [m for m in lowered.warnings if f"'{node}'" in m and runtime in m]
-            assert len(named) == 1, f"warnings for {node}: {lowered.warnings}"
+        _one_warning_per_node(runs.lowered[runtime, case], runtime)
         for ex, rev in ATTRS:
             try:
                 _check(runs, runtime, case, ex, rev, strict_narrow=True)
