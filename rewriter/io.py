@@ -386,13 +386,14 @@ def check_model_file(path: str | os.PathLike[str]) -> None:
     except onnx.checker.ValidationError as exc:
         raise ModelFileError(f"{path}: fails the ONNX checker: {_one_line(exc)}") from exc
     except UnicodeDecodeError as exc:  # the checker's, on a name of bytes that are not UTF-8
-        raise ModelFileError(f"{path}: {_not_utf8(_read_proto(path))}") from exc
+        found = _not_utf8(_read_proto(path)) or "a string in it is not valid UTF-8"
+        raise ModelFileError(f"{path}: {found}") from exc
 
 
-def _not_utf8(message: google.protobuf.message.Message, where: str = "the model") -> str:
+def _not_utf8(message: google.protobuf.message.Message, where: str = "the model") -> str | None:
     """Where a string field of ``message`` is not valid UTF-8 (protobuf gives it as bytes;
     found by a review from outside: one flipped byte in a name did it, and the error named
-    nothing), for a one-line error."""
+    nothing), for a one-line error; None when every one is."""
     for field, value in message.ListFields():
         # protobuf 7 dropped ``label`` for ``is_repeated``
         repeated = getattr(field, "is_repeated", None)
@@ -408,9 +409,9 @@ def _not_utf8(message: google.protobuf.message.Message, where: str = "the model"
                 if isinstance(item, onnx.NodeProto):
                     here = f"node {item.name!r} ({item.op_type!r})"
                 found = _not_utf8(item, here)
-                if not found.startswith("a string"):
+                if found:
                     return found
-    return "a string in it is not valid UTF-8"
+    return None
 
 
 def _check_in_memory(model: ir.Model, path: Path) -> None:
