@@ -83,8 +83,44 @@ MUTANTS = [
     Mutant(
         "carry._scan: the block carries scanned inclusively",
         "rewriter/lowerings/carry.py",
-        "v, exclusive=True, reverse=reverse, levels=rest, seed=seed)",
-        "v, exclusive=exclusive, reverse=reverse, levels=rest, seed=seed)",
+        "v, exclusive=True, reverse=reverse, levels=rest, seed=seed\n",
+        "v, exclusive=exclusive, reverse=reverse, levels=rest, seed=seed\n",
+    ),
+    Mutant(
+        "carry._scan: the float64 block carries scanned inclusively",
+        "rewriter/lowerings/carry.py",
+        "w, exclusive=True, reverse=reverse, levels=rest, seed=wide_seed",
+        "w, exclusive=exclusive, reverse=reverse, levels=rest, seed=wide_seed",
+    ),
+    Mutant(
+        "carry._scan: the seed left out of the float64 carries",
+        "rewriter/lowerings/carry.py",
+        "w, exclusive=True, reverse=reverse, levels=rest, seed=wide_seed",
+        "w, exclusive=True, reverse=reverse, levels=rest",
+    ),
+    Mutant(
+        "wide.block_totals: a block's last slice left out of its float64 total",
+        "rewriter/lowerings/wide.py",
+        "        for piece in slices[1:]:\n",
+        "        for piece in slices[1:-1]:\n",
+    ),
+    Mutant(
+        "wide.block_totals: the product over the wrong axis (ReduceProd-18)",
+        "rewriter/lowerings/wide.py",
+        'return b.op("ReduceProd", whole, b.const([1]), keepdims=1)',
+        'return b.op("ReduceProd", whole, b.const([2]), keepdims=1)',
+    ),
+    Mutant(
+        "blocked.scan3: the float64 totals taken from the float32 in-block scan",
+        "rewriter/lowerings/blocked.py",
+        "        totals = block_totals(b, blocks, wide, cut)\n",
+        "        totals = b.cast(totals, wide)\n",
+    ),
+    Mutant(
+        "tiled: the float64 prefixes not cast back (the Mul mixes types)",
+        "rewriter/lowerings/tiled.py",
+        "        prefix = b.cast(prefix, ir.DataType.FLOAT)\n",
+        "        pass\n",
     ),
     Mutant(
         "View.pad_ones_after (carry, radix): padded with zeros, not ones (wrong only in reverse)",
@@ -854,10 +890,8 @@ MUTANTS = [
     Mutant(
         "carry: a seed left out of the block totals' scan",
         "rewriter/lowerings/carry.py",
-        "    carry = _scan(b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest,"
-        " seed=seed)\n",
-        "    carry = _scan(b, totals, (o, m, i), v, exclusive=True, reverse=reverse,"
-        " levels=rest)\n",
+        "(o, m, i), v, exclusive=True, reverse=reverse, levels=rest, seed=seed\n",
+        "(o, m, i), v, exclusive=True, reverse=reverse, levels=rest\n",
     ),
     Mutant(
         "cached: an exclusive one-position chunk's state output as itself",

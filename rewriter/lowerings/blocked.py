@@ -13,7 +13,9 @@ Formula, on the (o, n, i) view of x::
 Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
 (the padding and the exclusive ones multiply by 1 exactly), so integers are bit-exact with
 wraparound and floats keep the sequential kernel's bound, k - 1 ulps (the order differs, so
-not bitwise equal to it); float16 / bfloat16 multiplied in float32, rounded once.
+not bitwise equal to it); float16 / bfloat16 multiplied in float32, rounded once. A float32
+computation on a target that computes float64 takes the block totals from x in float64 and
+computes the levels above in float64 (:mod:`.wide`), so the error does not grow with n.
 
 Cost: B + m Scan iterations instead of n (about 2 sqrt(n) with one level), each over a
 slab of o * m * i (or o * i) elements; passes over memory: Pad (when n is not a multiple of B),
@@ -32,6 +34,7 @@ from rewriter.lowerings import chain, loop
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.scan import scan_front
 from rewriter.lowerings.view import Dim, View, shape_of, times
+from rewriter.lowerings.wide import block_totals, carry_dtype, wide_view
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -65,8 +68,9 @@ def _in_block(
     exclusive: bool,
     reverse: bool,
     method: str,
-) -> tuple[ir.Value, ir.Value]:
-    """Scan ``blocks`` (o*m, B, i) along B: (the running products, the block totals (o*m, i)).
+) -> tuple[ir.Value, ir.Value, list[ir.Value] | None]:
+    """Scan ``blocks`` (o*m, B, i) along B: (the running products, the block totals (o*m, i),
+    the B slices where ``chain`` cut them).
 
     ``scan``: Transpose B to the front and Scan over it (B steps, each over all blocks);
     ``chain``: Split into the B slices and unroll (no Transpose; best for 8-byte types).
@@ -78,10 +82,10 @@ def _in_block(
         )
         assert total is not None
         inner = outs[0] if size == 1 else b.op("Concat", *outs, axis=1)
-        return inner, total  # (o*m, 1, i): the caller reshapes it
+        return inner, total, slices  # total (o*m, 1, i): the caller reshapes it
     front = b.op("Transpose", blocks, perm=[1, 0, 2])  # (B, o*m, i)
     inner, totals = scan_front(b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2)
-    return b.op("Transpose", inner, perm=[1, 0, 2]), totals
+    return b.op("Transpose", inner, perm=[1, 0, 2]), totals, None
 
 
 def scan3(
@@ -94,9 +98,12 @@ def scan3(
     reverse: bool,
     levels: list[int],
     method: str = "scan",
+    wide: ir.DataType | None = None,
 ) -> ir.Value:
     """Scan ``t`` of shape (o, n, i) along its middle axis, blocked by ``levels``. A length n
-    known only at run time is padded at run time (and its last level is a Scan)."""
+    known only at run time is padded at run time (and its last level is a Scan). ``wide``:
+    the block totals taken from ``t`` in that type and the levels above computed in it
+    (:mod:`.wide`)."""
     o, n, i = dims
     if not levels or (isinstance(n, int) and n <= levels[0]):
         if isinstance(n, int) and (n <= _CHAIN_BELOW or method == "chain"):
@@ -122,13 +129,19 @@ def scan3(
         t = b.op("Pad", t, pads, one)
     om = times(b, o, m)
     blocks = b.reshape(t, shape_of(b, om, size, i))
-    inner, totals = _in_block(
+    inner, totals, cut = _in_block(
         b, blocks, size, v, exclusive=exclusive, reverse=reverse, method=method
     )
+    above = v
+    if wide is not None:
+        above = wide_view(b, v, wide)
+        totals = block_totals(b, blocks, wide, cut)
     totals = b.reshape(totals, shape_of(b, o, m, i))
     prefix = scan3(
-        b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, method=method
+        b, totals, (o, m, i), above, exclusive=True, reverse=reverse, levels=rest, method=method
     )
+    if wide is not None:
+        prefix = b.cast(prefix, ir.DataType.FLOAT)  # wide only for a float32 computation
     prefix = b.reshape(prefix, shape_of(b, om, 1, i))
     y = b.reshape(b.op("Mul", inner, prefix), shape_of(b, o, padded, i))
     if isinstance(n, int):
@@ -141,7 +154,15 @@ def lower_3d(b: Builder, x3: ir.Value, v: View, *, levels: list[int], method: st
     if any(d == 0 for d in v.dims()):
         return b.op("Identity", x3)  # empty: the result is x itself
     return scan3(
-        b, x3, v.dims(), v, exclusive=v.exclusive, reverse=v.reverse, levels=levels, method=method
+        b,
+        x3,
+        v.dims(),
+        v,
+        exclusive=v.exclusive,
+        reverse=v.reverse,
+        levels=levels,
+        method=method,
+        wide=carry_dtype(v),
     )
 
 

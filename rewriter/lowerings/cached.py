@@ -43,7 +43,9 @@ Where ``auto`` takes it: :mod:`.auto`.
 Accuracy: integers bit-exact with wraparound (every output is its factors' product, in some
 order); floats: every output its k factors multiplied through a tree of k - 1
 multiplications (the state's product is one factor of the chunk's carry), within the sequential
-kernel's k - 1 ulps; float16 / bfloat16 multiplied in float32 and rounded once.
+kernel's k - 1 ulps; float16 / bfloat16 multiplied in float32 and rounded once. In float32,
+``carry``'s float64 block totals and carries (:mod:`.wide`) inside each piece; a chunk's state
+is its float32 result, rounded once per chunk (chunks of 1-4 MiB: a handful per tensor).
 
 Cost: ``carry``'s passes, in cache, plus for chunks one Mul of the state on (1, 1, i); plus a
 Scan step per piece of about 3r + 6 nodes per carry level each (onnxruntime runs a Scan

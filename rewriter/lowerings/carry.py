@@ -38,7 +38,13 @@ elements or more (a static size); with runs of 32 bytes or more 0.85-1.19x (26 c
 Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
 (the padding and the exclusive ones multiply by 1 exactly): integers bit-exact with
 wraparound; floats within the sequential kernel's k - 1 ulps (not bitwise its order);
-float16 / bfloat16 multiplied in float32 and rounded once.
+float16 / bfloat16 multiplied in float32 and rounded once. A float32 computation on a target
+that computes float64 takes the first level's block totals from x in float64 and scans them
+in float64 (:mod:`.wide`): y = c_b * Cast(P64, float32), whose error does not grow with n
+(float32 carries rounded factors near 1 one way: 2196 ulps against the native kernel's 542
+at n = 20000). Cost: a Cast of x to float64 and a product per block (r Casts and r - 1 Muls
+of the slices on narrow runs, else a ReduceProd), 1.1-2.1x the float32 carries' time on
+onnxruntime (``scripts/bench_wide_carries.py``).
 
 Cost: per level, a Split and a Concat at the chunk size i (the passes that cost most: a Split
 into r slices of an (o * m, r, i) view moves N / i runs of i elements), 2r - 1 Muls over
@@ -56,6 +62,7 @@ import onnx_ir as ir
 from rewriter.lowerings import chain, dynamic, loop
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import Dim, View, guarded_length, shape_of, times
+from rewriter.lowerings.wide import block_totals, carry_dtype, wide_view
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -132,6 +139,7 @@ def _scan(
     seed: ir.Value | None = None,
     blocks: bool = False,
     halves: bool = False,
+    wide: ir.DataType | None = None,
 ) -> ir.Value:
     """Scan ``t`` of shape (o, n, i) along its middle axis; n static and at least 1. A
     ``seed`` (broadcast to (o, 1, i)) is the product before the first position: it starts
@@ -154,16 +162,30 @@ def _scan(
     slices = _split_in_halves(b, view, r) if halves else chain.split(b, view, 1, r)
     outs: list[ir.Value | None] = [None] * r
     running: ir.Value | None = None
-    for k in range(r - 1, -1, -1) if reverse else range(r):
+    order = list(range(r - 1, -1, -1) if reverse else range(r))
+    for k in order:
         if exclusive:
             outs[k] = running  # None for the first: the carry alone
+            if wide is not None and k == order[-1]:
+                break  # the totals come from x in the wide type
         # the slice first: its last use, so onnxruntime may write the product in its place
         running = slices[k] if running is None else b.op("Mul", slices[k], running)
         if not exclusive:
             outs[k] = running
     assert running is not None
-    totals = b.reshape(running, shape_of(b, o, m, i))
-    carry = _scan(b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, seed=seed)
+    if wide is None:
+        totals = b.reshape(running, shape_of(b, o, m, i))
+        carry = _scan(
+            b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, seed=seed
+        )
+    else:
+        w = wide_view(b, v, wide)
+        totals = b.reshape(block_totals(b, view, wide, slices), shape_of(b, o, m, i))
+        wide_seed = None if seed is None else b.cast(seed, wide)
+        carry = _scan(
+            b, totals, (o, m, i), w, exclusive=True, reverse=reverse, levels=rest, seed=wide_seed
+        )
+        carry = b.cast(carry, ir.DataType.FLOAT)  # wide only for a float32 computation
     carry = b.reshape(carry, shape_of(b, om, 1, i))
     pieces = [carry if c is None else b.op("Mul", c, carry) for c in outs]
     y = b.op("Concat", *pieces, axis=1)
@@ -215,6 +237,7 @@ def _padded(b: Builder, x3: ir.Value, v: View, bound: int) -> ir.Value:
         exclusive=v.exclusive,
         reverse=v.reverse,
         levels=carry_levels(bound, narrow((v.outer, bound, v.inner), v.dtype)),
+        wide=carry_dtype(v),
     )
     y = b.op("Slice", y, b.const([0]), n, b.const([1]))
     middle = guarded_length(b, v, n, bound)
@@ -264,6 +287,7 @@ def build(
         seed=seed,
         blocks=blocks,
         halves=halves,
+        wide=carry_dtype(v),
     )
     if blocks:
         assert isinstance(o, int) and isinstance(i, int)

@@ -6,7 +6,8 @@ Transpose + Scan; levels are added until the block count is at most r, whose sca
 too. No Transpose and no loop at all.
 
 Accuracy: as ``blocked``: integers bit-exact with wraparound; floats k - 1 ulps (a tree of
-k - 1 multiplications), not bitwise the sequential kernel's.
+k - 1 multiplications), not bitwise the sequential kernel's; float32 with float64 block
+totals and carries where the target computes float64 (:mod:`.wide`).
 
 Cost: about log_r(n) levels of (Pad, Split, r Muls over a slice each, Concat, Mul); node count
 grows with r * log_r(n) (70-80 nodes at n = 65536). The fastest exact lowering measured for

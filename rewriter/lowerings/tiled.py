@@ -21,7 +21,8 @@ a Split, a chain and a Concat along a strided axis at every level.
 Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
 (padding and exclusive ones multiply by 1 exactly): integers bit-exact with wraparound, floats
 within the sequential kernel's k - 1 ulps (not bitwise its order); float16 / bfloat16
-multiplied in float32, rounded once.
+multiplied in float32, rounded once. float32 on a target that computes float64: the block
+totals taken from x in float64 and the levels above in float64 (:mod:`.wide`).
 
 Cost: passes over memory: Pad (when B does not divide n), Transpose, the Scan (a Mul and a
 copy per element), one Mul, Transpose back, Slice (with padding); B + about
@@ -37,6 +38,7 @@ from rewriter.lowerings import blocked, loop, radix, scan
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.scan import scan_front
 from rewriter.lowerings.view import View, shape_of, times
+from rewriter.lowerings.wide import block_totals, carry_dtype, wide_view
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
@@ -77,21 +79,27 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     if padded != n:
         t = b.op("Pad", t, b.const([0, 0, 0, 0, padded - n, 0]), v.one)
     om = times(b, o, m)
-    front = b.op("Transpose", b.reshape(t, shape_of(b, om, size, i)), perm=[1, 0, 2])
+    blocks = b.reshape(t, shape_of(b, om, size, i))
+    front = b.op("Transpose", blocks, perm=[1, 0, 2])
     inner, totals = scan_front(
         b, front, v, exclusive=v.exclusive, reverse=v.reverse, slice_rank=2
     )  # (B, o*m, i), (o*m, i)
+    wide, above = carry_dtype(v), v
+    if wide is not None:  # float64 totals and carries (:mod:`.wide`)
+        totals, above = block_totals(b, blocks, wide), wide_view(b, v, wide)
     totals = b.reshape(totals, shape_of(b, o, m, i))
     prefix = blocked.scan3(
         b,
         totals,
         (o, m, i),
-        v,
+        above,
         exclusive=True,
         reverse=v.reverse,
         levels=radix.radix_levels(m, last_axis=i == 1),
         method="chain",
     )
+    if wide is not None:
+        prefix = b.cast(prefix, ir.DataType.FLOAT)
     prefix = b.reshape(prefix, shape_of(b, 1, om, i))
     y = b.op("Transpose", b.op("Mul", inner, prefix), perm=[1, 0, 2])  # (o*m, B, i)
     y = b.reshape(y, shape_of(b, o, padded, i))
