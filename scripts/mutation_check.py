@@ -881,6 +881,25 @@ MUTANTS = [
         "    edge = length - 1\n",
     ),
     Mutant(
+        "auto: a float32 last axis keeps carry to n = 256 (no Scan with float64 carries)",
+        "rewriter/lowerings/auto.py",
+        '    if wide_carries and pick == "carry" and i == 1'
+        " and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO:",
+        "    if False:",
+    ),
+    Mutant(
+        "auto: a float32 middle chain from n = 512 cached from 16 MiB (float64 carries)",
+        "rewriter/lowerings/auto.py",
+        " and n >= _CACHED_CHAIN_FROM and not wide_carries\n",
+        " and n >= _CACHED_CHAIN_FROM\n",
+    ),
+    Mutant(
+        "auto: a float32 last axis of n = 64 takes tiled (float64 carries)",
+        "rewriter/lowerings/auto.py",
+        "tiled = not wide and not wide_carries and n <= _TILED_LAST_UP_TO",
+        "tiled = not wide and n <= _TILED_LAST_UP_TO",
+    ),
+    Mutant(
         "carry: a seed left out of the last level's chain",
         "rewriter/lowerings/carry.py",
         "            b, chain.split(b, t, 1, n), v, exclusive=exclusive, reverse=reverse,"
@@ -960,8 +979,8 @@ MUTANTS = [
     Mutant(
         "auto: cached from just above 16 MiB",
         "rewriter/lowerings/auto.py",
-        '    return "cached" if fits and o * n * i * compute_itemsize >= least else pick\n',
-        '    return "cached" if fits and o * n * i * compute_itemsize > least else pick\n',
+        "    if fits and o * n * i * compute_itemsize >= least:\n",
+        "    if fits and o * n * i * compute_itemsize > least:\n",
     ),
     Mutant(
         "auto: a middle or first axis cached only from 16 MiB, as a last axis",
@@ -986,19 +1005,19 @@ MUTANTS = [
     Mutant(
         "auto: a middle chain of n = 512 left a chain (cached only past it)",
         "rewriter/lowerings/auto.py",
-        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
-        '    chain_to_cache = pick == "chain" and n > _CACHED_CHAIN_FROM\n',
+        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM and not wide_carries\n',
+        '    chain_to_cache = pick == "chain" and n > _CACHED_CHAIN_FROM and not wide_carries\n',
     ),
     Mutant(
         "auto: a middle chain shorter than 512 cached too",
         "rewriter/lowerings/auto.py",
-        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
-        '    chain_to_cache = pick == "chain" and n >= 384\n',
+        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM and not wide_carries\n',
+        '    chain_to_cache = pick == "chain" and n >= 384 and not wide_carries\n',
     ),
     Mutant(
         "auto: a long middle chain never cached",
         "rewriter/lowerings/auto.py",
-        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM\n',
+        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM and not wide_carries\n',
         "    chain_to_cache = False\n",
     ),
     Mutant(

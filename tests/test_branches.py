@@ -650,11 +650,17 @@ AUTO_ROWS = [
     (_4, (2, 16), 1, "scan", "chain"),  # last axis, 4-byte: n < 64
     (_4, (2, 48), 1, "scan", "radix"),  # carry would not pad: scan all the same
     (_4, (2, 63), 1, "scan", "radix"),
-    (_4, (2, 64), 1, "tiled", "radix"),  # 64: tiled
-    (_4, (2, 65), 1, "scan", "radix"),  # to 128, scan where carry (r = 4) would pad
-    (_4, (2, 80), 1, "scan", "radix"),  # 4 * 4 * 5 pads with r = 4 (16 * 5 would not)
-    (_4, (2, 128), 1, "carry", "radix"),  # carry pads nothing
-    (_4, (2, 129), 1, "carry", "radix"),  # past 128, carry even padded
+    (I32, (2, 64), 1, "tiled", "radix"),  # 64: tiled
+    (I32, (2, 65), 1, "scan", "radix"),  # to 128, scan where carry (r = 4) would pad
+    (I32, (2, 80), 1, "scan", "radix"),  # 4 * 4 * 5 pads with r = 4 (16 * 5 would not)
+    (I32, (2, 128), 1, "carry", "radix"),  # carry pads nothing
+    (I32, (2, 129), 1, "carry", "radix"),  # past 128, carry even padded
+    # float32 (float64 carries): scan to 256, never tiled
+    (_4, (2, 64), 1, "scan", "radix"),
+    (_4, (2, 128), 1, "scan", "radix"),
+    (_4, (2, 256), 1, "scan", "radix"),
+    (_4, (2, 257), 1, "carry", "radix"),
+    (TensorProto.FLOAT16, (2, 256), 1, "scan", "radix"),  # computed in float32 too
     (_8, (2, 7), 1, "scan", "chain"),  # 8-byte: n < 8
     (_8, (2, 8), 1, "carry", "chain"),
     (_8, (2, 17), 1, "scan", "radix"),  # to 128, scan where carry would pad

@@ -37,6 +37,7 @@ from tests.helpers import (
 )
 
 I64 = TensorProto.INT64
+I32 = TensorProto.INT32
 
 
 def _scans(model: onnx.ModelProto) -> list[onnx.NodeProto]:
@@ -359,15 +360,23 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
         (TensorProto.FLOAT, (8, 65536, 8), 1, "cached"),  # rows of 2 MiB, one per tile
         (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: no tile fits a cache
         (I64, (8191, 512), 1, "carry"),  # 8191 is prime: tiles of one 4 KiB row
-        # chain's row from n = 512: cached from 16 MiB
-        (TensorProto.FLOAT, (64, 512, 128), 1, "cached"),  # 16 MiB exactly
-        (TensorProto.FLOAT, (63, 512, 128), 1, "chain"),  # 15.75 MiB
+        # chain's row from n = 512: cached from 16 MiB (not float32: float64 carries)
+        (I32, (64, 512, 128), 1, "cached"),  # 16 MiB exactly
+        (I32, (63, 512, 128), 1, "chain"),  # 15.75 MiB
+        (TensorProto.FLOAT, (64, 512, 128), 1, "chain"),  # float32: the chain stays
         (I64, (64, 511, 128), 1, "chain"),  # 32 MiB, n under 512
         (I64, (48, 448, 100), 1, "chain"),  # n = 448 (held-out: no gain)
-        (TensorProto.FLOAT, (10, 800, 640), 1, "cached"),  # 19.5 MiB
-        (TensorProto.FLOAT, (8, 800, 640), 1, "chain"),  # 15.6 MiB
-        (TensorProto.FLOAT, (8, 1024, 512), 1, "cached"),  # 16 MiB exactly
-        (TensorProto.FLOAT, (2, 1024, 2048), 1, "chain"),  # rows of 8 MiB: no piece fits
+        (I32, (10, 800, 640), 1, "cached"),  # 19.5 MiB
+        (I32, (8, 800, 640), 1, "chain"),  # 15.6 MiB
+        (TensorProto.FLOAT, (10, 800, 640), 1, "chain"),
+        (I32, (8, 1024, 512), 1, "cached"),  # 16 MiB exactly
+        (I32, (2, 1024, 2048), 1, "chain"),  # rows of 8 MiB: no piece fits
+        # float32 last axis to n = 256: cached from 16 MiB, else scan (not carry)
+        (TensorProto.FLOAT, (32768, 128), 1, "cached"),
+        (TensorProto.FLOAT, (32767, 128), 1, "scan"),
+        (TensorProto.FLOAT, (16384, 256), 1, "cached"),
+        (TensorProto.FLOAT, (8192, 256), 1, "scan"),
+        (I32, (8192, 256), 1, "carry"),
         (TensorProto.FLOAT, (16, 4096, 16), 1, "cached"),  # a middle axis from 4 MiB
         (TensorProto.FLOAT, (16, 4095, 16), 1, "carry"),  # just under
         (TensorProto.FLOAT, (1024, 1024), 1, "carry"),  # 4 MiB on a last axis: 16 needed

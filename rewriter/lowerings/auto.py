@@ -24,6 +24,15 @@ middle     n <= 512, or n <= 1024 with o * i >=      as for 4-byte types
            2048: chain; else carry
 =========  ========================================  =========================================
 
+float32 computations (float32, float16 and bfloat16 inputs) take float64 block totals and
+carries in their trees since 2026-12-04 (:mod:`.wide`: accuracy), which cost 1.2-2.1x the
+float32 carries' time (``scripts/results/bench-wide-carries-2026-12-04*``), so for them: the
+last axis takes ``scan`` up to n = 256 (never ``tiled``) where ``cached`` does not apply
+(scan 0.53-1.25x native against tiled's 0.83-1.38x at n = 64, and 0.49-1.17x against carry's
+0.84-1.34x at 128 and 256, on 10^6 - 6 * 10^6 elements; in 16 MiB or more ``cached`` took
+0.77-1.06x); a middle axis's chain stays a chain from n = 512 in 16 MiB or more (it took
+0.65-0.80x ``cached``'s time on 7 cells of 16-24 MiB, n = 512-1000).
+
 Where that gives ``carry`` in a tensor of 16 MiB or more (4 MiB on a middle or first axis)
 that cuts into pieces of at most 4 MiB, ``cached`` runs carry on those pieces inside a Scan,
 so that each level's passes stay in cache: tiles of rows (o; :func:`.cached.tile_rows`, about
@@ -215,6 +224,7 @@ _CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized pieces in tensors this lar
 _CACHED_INNER_FROM_BYTES = 4 << 20  # ... or this large, on a middle or first axis (i >= 2) ...
 _CACHED_PIECE_UP_TO = 4 << 20  # ... whose pieces (a row may be more than cached.TILE_BYTES) fit
 _CACHED_CHAIN_FROM = 512  # ... and in place of a middle axis's chain this long, from 16 MiB
+_WIDE_CARRIES_SCAN_LAST_UP_TO = 256  # float32 last axis: Scan, not float64 carries, to here
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
 _TRACT_INT32_CARRY_FROM = 1024  # last axis, int32: carry where it pads nothing from here
@@ -238,13 +248,16 @@ def _carry_pads(n: int, last_axis: bool = False) -> bool:
     return radix.pads(n, carry.carry_levels(n, narrow_runs=last_axis))
 
 
-def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
-    pick = _onnxruntime_route(spec, compute_itemsize)
+def _onnxruntime(spec: ScanSpec, compute_itemsize: int, wide_carries: bool = False) -> str:
+    """``wide_carries``: the trees compute float32 with float64 carries (:mod:`.wide`), which
+    costs them a Cast and a product over x, so the sequential routes win more often."""
+    pick = _onnxruntime_route(spec, compute_itemsize, wide_carries)
     o, n, i = spec.outer, spec.length, spec.inner
     if o is None or n is None or i is None:
         return pick
-    # a middle axis's chain from n = 512: cached too, in tensors of 16 MiB or more
-    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM
+    # a middle axis's chain from n = 512: cached too, in tensors of 16 MiB or more (but not
+    # with float64 carries: the chain took 0.65-0.80x cached's time on 7 float32 cells)
+    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM and not wide_carries
     if pick != "carry" and not chain_to_cache:
         return pick
     # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
@@ -253,10 +266,14 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int) -> str:
     fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= _CACHED_PIECE_UP_TO
     inner_carry = i > 1 and not chain_to_cache  # carry on a middle or first axis: from 4 MiB
     least = _CACHED_INNER_FROM_BYTES if inner_carry else _CACHED_FROM_BYTES
-    return "cached" if fits and o * n * i * compute_itemsize >= least else pick
+    if fits and o * n * i * compute_itemsize >= least:
+        return "cached"
+    if wide_carries and pick == "carry" and i == 1 and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO:
+        return "scan"  # float32 last axis, not in pieces: the Scan beat float64 carries
+    return pick
 
 
-def _onnxruntime_route(spec: ScanSpec, compute_itemsize: int) -> str:
+def _onnxruntime_route(spec: ScanSpec, compute_itemsize: int, wide_carries: bool = False) -> str:
     n = spec.length
     if n is None:
         return "dynamic"
@@ -274,7 +291,8 @@ def _onnxruntime_route(spec: ScanSpec, compute_itemsize: int) -> str:
         padded = n <= _PADDED_SCAN_UP_TO and _carry_pads(n, last_axis=True)
         if n < (_WIDE_SCAN_LAST_BELOW if wide else _SCAN_LAST_BELOW) or padded:
             return "scan"
-        return "tiled" if not wide and n <= _TILED_LAST_UP_TO else "carry"
+        tiled = not wide and not wide_carries and n <= _TILED_LAST_UP_TO
+        return "tiled" if tiled else "carry"
     # a middle axis: past 512 the chain's launches pay off on large slabs only
     slab = (spec.outer or 0) * (spec.inner or 0)
     long_chain = n <= chain.MAX_LENGTH and slab >= _MIDDLE_LONG_CHAIN_SLAB
@@ -374,5 +392,7 @@ def pick(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
     """The lowering ``auto`` uses for ``spec`` on ``target``, whose exact lowerings compute
     in ``compute`` (None: the element type is not known)."""
     if target.auto == "onnxruntime":
-        return _onnxruntime(spec, int(compute.itemsize) if compute is not None else 4)
+        itemsize = int(compute.itemsize) if compute is not None else 4
+        wide_carries = compute == ir.DataType.FLOAT and target.float64
+        return _onnxruntime(spec, itemsize, wide_carries)
     return _TABLES[target.auto](spec, target, compute)
