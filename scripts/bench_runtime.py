@@ -15,7 +15,9 @@ The figures that count are the ratios to CumSum measured in the same rounds.
 ``auto`` is not timed separately: for a static length it emits the same graph as the
 lowering it picks (:func:`auto_pick`), whose ratio is reported as auto's. On the targets where
 ``doubling`` runs blocked from some length (``doubling.BLOCKED_FROM``), ``doubling_plain`` is
-its graph without the blocks, timed in the same rounds.
+its graph without the blocks, timed in the same rounds. ``--float32-carries`` adds
+``carry_f32carries`` and ``radix_f32carries`` on float32 cells: those trees with float32 block
+totals and carries, as before ``rewriter/lowerings/wide.py``, timed in the same rounds.
 
 Usage: python scripts/bench_runtime.py --runtime NAME [--dtypes ...] [--lengths ...]
     [--rounds 15] [--max-seconds 10] [--out scripts/results/bench-runtime-NAME-DATE]
@@ -46,7 +48,7 @@ from onnx import TensorProto, helper
 
 import rewriter
 from rewriter.errors import StrategyError
-from rewriter.lowerings import LOWERINGS, doubling
+from rewriter.lowerings import LOWERINGS, blocked, carry, doubling, tiled
 from rewriter.lowerings import auto as auto_module
 from rewriter.site import ScanSpec
 from rewriter.targets import TARGETS
@@ -69,6 +71,21 @@ DEFAULT_SKIP = {"tinygrad": "doubling:512"}
 # the fastest".
 CLEARLY = 1.5
 PLAIN_DOUBLING = "doubling_plain"  # doubling without its blocked form, where it has one
+F32_CARRIES = "_f32carries"  # a tree with float32 block totals and carries (--float32-carries)
+F32_CARRIES_TREES: list[str] = []  # the trees to time that way too (set by --float32-carries)
+
+
+@contextlib.contextmanager
+def _float32_carries() -> Iterator[None]:
+    """The trees as before wide.py: block totals and carries in float32."""
+    saved = [(m, m.carry_dtype) for m in (carry, blocked, tiled)]
+    for module, _ in saved:
+        module.carry_dtype = lambda v: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for module, fn in saved:
+            module.carry_dtype = fn  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
@@ -150,10 +167,15 @@ def prepare_cell(
     models = []
     skipped = [k for k, length in skip.items() if n >= length]
     extra = [PLAIN_DOUBLING] if target in doubling.BLOCKED_FROM else []
+    if elem_type == TensorProto.FLOAT:
+        extra += [tree + F32_CARRIES for tree in F32_CARRIES_TREES]
     for strategy in [*LOWERINGS, *extra]:
         if strategy == PLAIN_DOUBLING:
             with _plain_doubling():
                 rewritten = None if "doubling" in skipped else lowered(model, "doubling", target, n)
+        elif strategy.endswith(F32_CARRIES):
+            with _float32_carries():
+                rewritten = lowered(model, strategy.removesuffix(F32_CARRIES), target, n)
         else:
             rewritten = None if strategy in skipped else lowered(model, strategy, target, n)
         if rewritten is None:
@@ -166,7 +188,8 @@ def prepare_cell(
         }
         onnx.save(rewritten, str(folder / entry["file"]))
         if is_float:
-            kernel = LOWERINGS["doubling" if strategy == PLAIN_DOUBLING else strategy]
+            base = strategy.removesuffix(F32_CARRIES)
+            kernel = LOWERINGS["doubling" if strategy == PLAIN_DOUBLING else base]
             bound = np.asarray(kernel.max_ulps(ir.DataType(elem_type), k), dtype=np.float64)
             np.save(folder / f"{strategy}.bound.npy", bound)
             entry["bound"] = f"{strategy}.bound.npy"
@@ -206,7 +229,10 @@ def analyse(cells: list[dict]) -> None:
             if name != "cumsum" and "s" in m and base:
                 ratios[name] = m["s"] / base
         cell["ratio"] = ratios
-        exact = {k: v for k, v in ratios.items() if models[k].get("ok")}
+        # the float32-carries variants are the trees before a fix, not a choice
+        exact = {
+            k: v for k, v in ratios.items() if models[k].get("ok") and not k.endswith(F32_CARRIES)
+        }
         cell["best"] = min(exact, key=exact.get) if exact else None
         auto_ok = models.get(cell["auto"], {}).get("ok")
         cell["auto_ratio"] = ratios.get(cell["auto"]) if auto_ok else None
@@ -232,7 +258,9 @@ def _fmt(cell: dict, name: str) -> str:
 
 def markdown(result: dict) -> str:
     cells = result["cells"]
-    names = [k for k in (*LOWERINGS, PLAIN_DOUBLING) if any(k in c["models"] for c in cells)]
+    variants = [tree + F32_CARRIES for tree in ("carry", "radix")]
+    known = (*LOWERINGS, PLAIN_DOUBLING, *variants)
+    names = [k for k in known if any(k in c["models"] for c in cells)]
     lines = [
         f"# Per-runtime benchmark: {result['runtime']} ({result['version']})",
         "",
@@ -375,6 +403,11 @@ def main() -> None:
         help="NAME:N,... lowerings not built from length N on (default: tinygrad doubling:512, "
         "whose kernels took minutes to compile at n=4096)",
     )
+    parser.add_argument(
+        "--float32-carries",
+        action="store_true",
+        help="also time carry and radix with float32 carries (before wide.py) on float32 cells",
+    )
     parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
     parser.add_argument(
         "--repick",
@@ -401,6 +434,8 @@ def main() -> None:
         Path(f"{out}.md").write_text(markdown(result))
         print(markdown(result))
         return
+    if args.float32_carries:
+        F32_CARRIES_TREES.extend(["carry", "radix"])
     python = ROOT / f".venv-{args.runtime}" / "bin" / "python"
     if not python.exists():
         parser.error(f"{python} is missing: run scripts/runtimes/{args.runtime}.sh")

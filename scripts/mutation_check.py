@@ -113,7 +113,7 @@ MUTANTS = [
     Mutant(
         "blocked.scan3: the float64 totals taken from the float32 in-block scan",
         "rewriter/lowerings/blocked.py",
-        "        totals = block_totals(b, blocks, wide, cut)\n",
+        "        totals = block_totals(b, blocks, wide, v.target, cut)\n",
         "        totals = b.cast(totals, wide)\n",
     ),
     Mutant(
@@ -898,6 +898,12 @@ MUTANTS = [
         "rewriter/lowerings/auto.py",
         "tiled = not wide and not wide_carries and n <= _TILED_LAST_UP_TO",
         "tiled = not wide and n <= _TILED_LAST_UP_TO",
+    ),
+    Mutant(
+        "auto: tract's float32 last axis takes radix (float32 carries' rule)",
+        "rewriter/lowerings/auto.py",
+        "        if compute == ir.DataType.FLOAT and not target.float64:  # float32 carries\n",
+        "        if compute == ir.DataType.FLOAT:\n",
     ),
     Mutant(
         "carry: a seed left out of the last level's chain",

@@ -25,6 +25,7 @@ SLOW_MODULES = frozenset(
         "test_runtimes.py",  # OpenVINO, tract, tinygrad environments
         "test_runtimes_iree_tflite.py",  # IREE, TFLite environments
         "test_runtime_tables.py",  # OpenVINO, tract, IREE: auto's tables at long axes
+        "test_runtime_accuracy.py",  # tract, IREE, tinygrad, OpenVINO: factors near 1
         "test_pytorch.py",  # torch
     }
 )

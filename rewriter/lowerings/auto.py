@@ -28,7 +28,7 @@ float32 computations (float32, float16 and bfloat16 inputs) take float64 block t
 carries in their trees since 2026-12-04 (:mod:`.wide`: accuracy), which cost 1.2-2.1x the
 float32 carries' time (``scripts/results/bench-wide-carries-2026-12-04*``), so for them: the
 last axis takes ``scan`` up to n = 256 (never ``tiled``) where ``cached`` does not apply
-(scan 0.53-1.25x native against tiled's 0.83-1.38x at n = 64, and 0.49-1.17x against carry's
+(scan 0.53-1.25x native against tiled's 0.83-1.39x at n = 64, and 0.49-1.17x against carry's
 0.84-1.34x at 128 and 256, on 10^6 - 6 * 10^6 elements; in 16 MiB or more ``cached`` took
 0.77-1.06x); a middle axis's chain stays a chain from n = 512 in 16 MiB or more (it took
 0.65-0.80x ``cached``'s time on 7 cells of 16-24 MiB, n = 512-1000).
@@ -148,8 +148,13 @@ where carry took 0.58-0.70x its time (n = 1024, 2048, 4096, 8192; at 512 1.02-1.
 where carry pads, n = 1000, 3000, 5000, 8193, 1.07-1.48x). On 2026-11-30
 (``...-round5-last*``, ``...-round5-long4``) carry had taken 1.00-1.06x scan's time at 2048
 and 4096: per day, the machine moves these figures.
-Beyond 8192 (few rows, so Scan's n steps dominate): ``radix`` for float32, ``carry`` for
-the other types (1.45-1.49x and 2.07-6.25x against scan's 3.7-25.7x at n = 16384 and 65536).
+Since the float64 carries (2026-12-04, :mod:`.wide`) float32 takes the int32 rule up to
+8192: radix went from 1.49-1.50x CumSum to 2.64-2.77x at n = 512-8192, against carry's
+2.10-2.16x and scan's 1.60-2.70x (``...-2026-12-04-wide-carries``; float32 carries timed
+in the same rounds).
+Beyond 8192 (few rows, so Scan's n steps dominate): ``radix`` for float32 (not measured
+again with float64 carries), ``carry`` for the other types (1.45-1.49x and 2.07-6.25x
+against scan's 3.7-25.7x at n = 16384 and 65536).
 ``tiled``, the float32 pick before (1.03-1.29x on 2^20 elements), falls off a cliff at other
 row counts (7.35x at 15625 x 64 and 6.68x at 1953 x 512, 1e6 elements), so it is not used.
 Runs: ``scripts/results/bench-runtime-tract-2026-11-30-round5-*`` (2^20 and 1e6 elements, n
@@ -348,8 +353,10 @@ def _tract(spec: ScanSpec, target: Target, compute: ir.DataType | None) -> str:
             return "chain"
         if n > _TRACT_SCAN_UP_TO:  # few rows: Scan's n steps cost more than unrolled levels
             return "radix" if compute == ir.DataType.FLOAT else "carry"
-        if compute == ir.DataType.FLOAT:
+        if compute == ir.DataType.FLOAT and not target.float64:  # float32 carries
             return "scan" if radix.pads(n, radix.radix_levels(n, last_axis=True)) else "radix"
+        # int32, and float32 with float64 carries (radix 2.64-2.77x CumSum at n = 512-8192,
+        # carry 2.10-2.16x, scan 1.60-2.70x): the int32 rule
         wide = compute is not None and compute.itemsize >= _WIDE
         if (wide or n >= _TRACT_INT32_CARRY_FROM) and not _carry_pads(n, last_axis=True):
             return "carry"

@@ -135,7 +135,7 @@ def scan3(
     above = v
     if wide is not None:
         above = wide_view(b, v, wide)
-        totals = block_totals(b, blocks, wide, cut)
+        totals = block_totals(b, blocks, wide, v.target, cut)
     totals = b.reshape(totals, shape_of(b, o, m, i))
     prefix = scan3(
         b, totals, (o, m, i), above, exclusive=True, reverse=reverse, levels=rest, method=method

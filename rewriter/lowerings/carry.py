@@ -180,7 +180,7 @@ def _scan(
         )
     else:
         w = wide_view(b, v, wide)
-        totals = b.reshape(block_totals(b, view, wide, slices), shape_of(b, o, m, i))
+        totals = b.reshape(block_totals(b, view, wide, v.target, slices), shape_of(b, o, m, i))
         wide_seed = None if seed is None else b.cast(seed, wide)
         carry = _scan(
             b, totals, (o, m, i), w, exclusive=True, reverse=reverse, levels=rest, seed=wide_seed

@@ -86,7 +86,7 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     )  # (B, o*m, i), (o*m, i)
     wide, above = carry_dtype(v), v
     if wide is not None:  # float64 totals and carries (:mod:`.wide`)
-        totals, above = block_totals(b, blocks, wide), wide_view(b, v, wide)
+        totals, above = block_totals(b, blocks, wide, v.target), wide_view(b, v, wide)
     totals = b.reshape(totals, shape_of(b, o, m, i))
     prefix = blocked.scan3(
         b,

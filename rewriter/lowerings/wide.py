@@ -20,8 +20,10 @@ k - 1 of the float32 tree: within the first block P is exactly 1). Measured on t
 stay in range (a block of float32 factors is the ratio of two prefixes: at most 2^277), so a
 partial product no longer overflows above the first level (``README``, Guarantees).
 
-Cost: a Cast of x to float64 and a product over each block (a ReduceProd, or on narrow blocks
-r Casts and r - 1 Muls of the slices); the upper levels on 1 / r of the data in float64.
+Cost: a Cast of x to float64 and a product over each block (a ReduceProd, or r Casts and
+r - 1 Muls of the slices: :func:`block_totals`); the upper levels on 1 / r of the data in
+float64. On onnxruntime 1.32 the trees took 1.2-2.1x the float32 carries' time
+(``scripts/bench_wide_carries.py``), on tract 1.3-3.0x (carry / radix, float32, 2^20 elements).
 """
 
 from __future__ import annotations
@@ -33,12 +35,15 @@ import onnx_ir as ir
 
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View
+from rewriter.targets import Target
 
 __all__ = ["NARROW_SLICES", "block_totals", "carry_dtype", "wide_view"]
 
-# blocks of this many positions or fewer take their totals from the slices: onnxruntime 1.32's
-# ReduceProd over blocks of 4 took 3.3x the time of 4 Casts and 3 Muls of the slices, float32
-# (262144, 4, 1); on (4096, 16, 16) it took 0.66x the slices' time
+# blocks of this many positions or fewer take their totals from the slices on onnxruntime: its
+# ReduceProd (1.32) over blocks of 4 took 3.3x the time of 4 Casts and 3 Muls of the slices,
+# float32 (262144, 4, 1); on (4096, 16, 16) it took 0.66x the slices' time. Other runtimes
+# always take the slices: tract's float64 ReduceProd made radix 2.2x and carry 3.5-4.3x slower
+# than with the slices (scripts/results/bench-runtime-tract-2026-12-04-wide-carries*).
 NARROW_SLICES = 4
 
 
@@ -56,12 +61,17 @@ def wide_view(b: Builder, v: View, wide: ir.DataType) -> View:
 
 
 def block_totals(
-    b: Builder, blocks: ir.Value, wide: ir.DataType, slices: list[ir.Value] | None = None
+    b: Builder,
+    blocks: ir.Value,
+    wide: ir.DataType,
+    target: Target,
+    slices: list[ir.Value] | None = None,
 ) -> ir.Value:
     """The products along axis 1 of the (o * m, r, i) ``blocks`` in ``wide``, (o * m, 1, i):
-    its r ``slices`` (when given, r at most :data:`NARROW_SLICES`) cast and multiplied, else
-    a ReduceProd of the blocks cast."""
-    if slices is not None and len(slices) <= NARROW_SLICES:
+    its r ``slices`` cast and multiplied where they are given (on onnxruntime: r at most
+    :data:`NARROW_SLICES`), else a ReduceProd of the blocks cast."""
+    by_slices = target.auto != "onnxruntime" or len(slices or ()) <= NARROW_SLICES
+    if slices is not None and by_slices:
         total = b.cast(slices[0], wide)
         for piece in slices[1:]:
             total = b.op("Mul", total, b.cast(piece, wide))
