@@ -1,17 +1,19 @@
 """float32 CumProd of factors near 1: each lowering's error against onnxruntime's native kernel.
 
 Products of factors within about 2^-12 of 1 round one way: the exact product 1 + a + b + ab
-loses the cross term ab, always downwards. The native kernel's running product soon drifts
-away from 1 and its roundings stop being one-sided; a product tree's in-block partials start
-at 1 in every block, so its error grows with n instead of about sqrt(n) (README, Guarantees).
+loses the cross term ab. The native kernel's running product soon drifts away from 1 and its
+roundings stop being one-sided; a product tree's in-block partials start at 1 in every
+block, so with float32 block totals and carries its error grew with n instead of about
+sqrt(n) (README, Guarantees).
 
 Part 1 runs the tool (onnxruntime, default target) on x = 1 + N(0, sigma) and prints worst /
-mean errors in float32 ulps of the float64 product, for ``auto``, ``scan`` and ``logsum`` beside
-the native kernel. Part 2 is a numpy prototype of a fix, not in the tool: block totals of
-r = 16 taken from x in float64 and scanned in float64, each block's float32 in-block prefix
-then multiplied by its carry rounded to float32 (``c32 * f32(P64)``), or by the float64 carry
-and rounded once (``f32(c * P64)``), beside numpy's sequential float32 product and a float32
-tree of the same blocks.
+mean errors in float32 ulps of the float64 product, for ``auto``, ``scan``, ``logsum`` and the trees
+beside the native kernel. Part 2 is the numpy prototype of the fix the tool now has
+(``rewriter/lowerings/wide.py``, since 2026-12-04): block totals of r = 16 taken from x in
+float64 and scanned in float64, each block's float32 in-block prefix then multiplied by its
+carry rounded to float32 (``c32 * f32(P64)``, the tool's form), or by the float64 carry and
+rounded once (``f32(c * P64)``), beside numpy's sequential float32 product and a float32 tree
+of the same blocks (the trees before the fix).
 
     .venv/bin/python scripts/accuracy_near_one.py
 """
@@ -54,13 +56,15 @@ def stats(y: np.ndarray, exact: np.ndarray) -> str:
 
 
 def tool_table() -> None:
-    print("| shape | axis | native | auto | scan | logsum |  (worst / mean ulps, sigma 1e-4)")
+    strategies = ("auto", "scan", "logsum", "carry", "blocked", "radix", "tiled", "doubling")
+    header = " | ".join(("shape", "axis", "native", *strategies))
+    print(f"| {header} |  (worst / mean ulps, sigma 1e-4)")
     for shape, axis in (((4, 20000), 1), ((20000, 4), 0), ((16, 1000), 1), ((4, 4000), 1)):
         x = (1 + np.random.default_rng(1).normal(0, 1e-4, shape)).astype(np.float32)
         exact = np.cumprod(x.astype(np.float64), axis=axis)
         model = cumprod_model(shape, axis)
         cells = [stats(run(model, x), exact)]
-        for strategy in ("auto", "scan", "logsum"):
+        for strategy in strategies:
             lowered = rewriter.decompose_cumprod(model, strategy=strategy)
             cells.append(stats(run(lowered, x), exact))
         print(f"| {shape} | {axis} | " + " | ".join(cells) + " |")
