@@ -37,7 +37,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.lowerings import LOWERINGS, auto, cached, carry
+from rewriter.lowerings import LOWERINGS, auto, blocked, cached, carry, tiled
 from rewriter.site import ScanSpec
 from rewriter.verify import ulp_error
 
@@ -186,11 +186,10 @@ _INTS = (TensorProto.INT64, TensorProto.INT32)
 AUTO_BEFORE = "auto_before"
 
 
-def _table_before(spec: ScanSpec, compute_itemsize: int) -> str:
-    """``auto``'s onnxruntime table before the sixteenth round (commit 2452b94): the same
-    routes, but ``carry`` (or a middle-axis ``chain`` from n = 512: past it since the
-    seventeenth round, at it since the eighteenth) where the table now takes ``cached``."""
-    return auto._onnxruntime_route(spec, compute_itemsize)
+def _table_before(spec: ScanSpec, compute_itemsize: int, wide_carries: bool = False) -> str:
+    """``auto``'s onnxruntime table before the twenty-second round (2026-12-04): the same
+    table as if the trees had float32 carries (``wide_carries`` False)."""
+    return _CURRENT_TABLE(spec, compute_itemsize, False)
 
 
 _CURRENT_TABLE = auto._onnxruntime
@@ -198,12 +197,18 @@ _CURRENT_TABLE = auto._onnxruntime
 
 @contextlib.contextmanager
 def _before() -> Iterator[None]:
-    """``auto`` with :func:`_table_before` as its onnxruntime table."""
+    """``auto`` as before the twenty-second round: :func:`_table_before` as its onnxruntime
+    table, and the trees with float32 block totals and carries (``wide.carry_dtype`` None)."""
     auto._onnxruntime = _table_before  # type: ignore[assignment]
+    saved = [(m, m.carry_dtype) for m in (carry, blocked, tiled)]
+    for module, _ in saved:
+        module.carry_dtype = lambda v: None  # type: ignore[assignment]
     try:
         yield
     finally:
         auto._onnxruntime = _CURRENT_TABLE  # type: ignore[assignment]
+        for module, fn in saved:
+            module.carry_dtype = fn  # type: ignore[assignment]
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:
