@@ -196,19 +196,29 @@ _CURRENT_TABLE = auto._onnxruntime
 
 
 @contextlib.contextmanager
-def _before() -> Iterator[None]:
-    """``auto`` as before the twenty-second round: :func:`_table_before` as its onnxruntime
-    table, and the trees with float32 block totals and carries (``wide.carry_dtype`` None)."""
-    auto._onnxruntime = _table_before  # type: ignore[assignment]
+def float32_carries() -> Iterator[None]:
+    """The trees as before ``rewriter/lowerings/wide.py``: block totals and carries in
+    float32 (``carry_dtype`` None where the trees read it)."""
     saved = [(m, m.carry_dtype) for m in (carry, blocked, tiled)]
     for module, _ in saved:
         module.carry_dtype = lambda v: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        auto._onnxruntime = _CURRENT_TABLE  # type: ignore[assignment]
         for module, fn in saved:
             module.carry_dtype = fn  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def _before() -> Iterator[None]:
+    """``auto`` as before the twenty-second round: :func:`_table_before` as its onnxruntime
+    table, and the trees with :func:`float32_carries`."""
+    auto._onnxruntime = _table_before  # type: ignore[assignment]
+    try:
+        with float32_carries():
+            yield
+    finally:
+        auto._onnxruntime = _CURRENT_TABLE  # type: ignore[assignment]
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:

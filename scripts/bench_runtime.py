@@ -48,13 +48,22 @@ from onnx import TensorProto, helper
 
 import rewriter
 from rewriter.errors import StrategyError
-from rewriter.lowerings import LOWERINGS, blocked, carry, doubling, tiled
+from rewriter.lowerings import LOWERINGS, doubling
 from rewriter.lowerings import auto as auto_module
 from rewriter.site import ScanSpec
 from rewriter.targets import TARGETS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import DTYPES, cpu_name, data_for, int_list, model_for, shape_for, size_label
+from bench import (
+    DTYPES,
+    cpu_name,
+    data_for,
+    float32_carries,
+    int_list,
+    model_for,
+    shape_for,
+    size_label,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIMES = ("openvino", "tract", "tinygrad", "iree")
@@ -73,19 +82,6 @@ CLEARLY = 1.5
 PLAIN_DOUBLING = "doubling_plain"  # doubling without its blocked form, where it has one
 F32_CARRIES = "_f32carries"  # a tree with float32 block totals and carries (--float32-carries)
 F32_CARRIES_TREES: list[str] = []  # the trees to time that way too (set by --float32-carries)
-
-
-@contextlib.contextmanager
-def _float32_carries() -> Iterator[None]:
-    """The trees as before wide.py: block totals and carries in float32."""
-    saved = [(m, m.carry_dtype) for m in (carry, blocked, tiled)]
-    for module, _ in saved:
-        module.carry_dtype = lambda v: None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        for module, fn in saved:
-            module.carry_dtype = fn  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
@@ -174,7 +170,7 @@ def prepare_cell(
             with _plain_doubling():
                 rewritten = None if "doubling" in skipped else lowered(model, "doubling", target, n)
         elif strategy.endswith(F32_CARRIES):
-            with _float32_carries():
+            with float32_carries():
                 rewritten = lowered(model, strategy.removesuffix(F32_CARRIES), target, n)
         else:
             rewritten = None if strategy in skipped else lowered(model, strategy, target, n)

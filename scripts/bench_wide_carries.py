@@ -17,10 +17,8 @@ by exact element counts (off the grid).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import bench  # scripts/bench.py, beside this script
@@ -29,22 +27,8 @@ import onnx
 import onnxruntime as ort
 
 import rewriter
-from rewriter.lowerings import blocked, carry, tiled
 
 TREES = ("carry", "cached", "tiled", "dynamic", "blocked", "radix")
-
-
-@contextlib.contextmanager
-def float32_carries() -> Iterator[None]:
-    """The lowerings as they were before wide.py: block totals and carries in float32."""
-    saved = [(m, m.carry_dtype) for m in (carry, blocked, tiled)]
-    for module, _ in saved:
-        module.carry_dtype = lambda v: None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        for module, fn in saved:
-            module.carry_dtype = fn  # type: ignore[assignment]
 
 
 def main() -> None:
@@ -83,7 +67,7 @@ def main() -> None:
                 if pick not in TREES:
                     continue
                 now = rewriter.decompose_cumprod(model)
-                with float32_carries():
+                with bench.float32_carries():
                     before = rewriter.decompose_cumprod(model)
                 sequential = rewriter.decompose_cumprod(model, strategy="scan")
                 x = bench.data_for(onnx.TensorProto.FLOAT, shape, rng)
