@@ -43,8 +43,8 @@ that computes float64 takes the first level's block totals from x in float64 and
 in float64 (:mod:`.wide`): y = c_b * Cast(P64, float32), whose error does not grow with n
 (float32 carries rounded factors near 1 one way: 2196 ulps against the native kernel's 542
 at n = 20000). Cost: a Cast of x to float64 and a product per block (r Casts and r - 1 Muls
-of the slices on narrow runs, else a ReduceProd), 1.1-2.1x the float32 carries' time on
-onnxruntime (``scripts/bench_wide_carries.py``).
+of the slices, or on onnxruntime for r > 4 a ReduceProd: :func:`.wide.block_totals`),
+1.2-2.1x the float32 carries' time on onnxruntime (``scripts/bench_wide_carries.py``).
 
 Cost: per level, a Split and a Concat at the chunk size i (the passes that cost most: a Split
 into r slices of an (o * m, r, i) view moves N / i runs of i elements), 2r - 1 Muls over
