@@ -111,6 +111,12 @@ MUTANTS = [
         'return b.op("ReduceProd", whole, b.const([2]), keepdims=1)',
     ),
     Mutant(
+        "wide.block_totals: the product over the wrong axis (ReduceProd below opset 18)",
+        "rewriter/lowerings/wide.py",
+        'return b.op("ReduceProd", whole, axes=[1], keepdims=1)',
+        'return b.op("ReduceProd", whole, axes=[2], keepdims=1)',
+    ),
+    Mutant(
         "blocked.scan3: the float64 totals taken from the float32 in-block scan",
         "rewriter/lowerings/blocked.py",
         "        totals = block_totals(b, blocks, wide, v.target, cut)\n",
