@@ -23,7 +23,7 @@ partial product no longer overflows above the first level (``README``, Guarantee
 Cost: a Cast of x to float64 and a product over each block (a ReduceProd, or r Casts and
 r - 1 Muls of the slices: :func:`block_totals`); the upper levels on 1 / r of the data in
 float64. On onnxruntime 1.32 the trees took 1.2-2.1x the float32 carries' time
-(``scripts/bench_wide_carries.py``), on tract 1.3-3.0x (carry / radix, float32, 2^20 elements).
+(``scripts/bench_wide_carries.py``), on tract 1.3-3.3x (carry / radix, float32, 2^20 elements).
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ __all__ = ["NARROW_SLICES", "block_totals", "carry_dtype", "wide_view"]
 # blocks of this many positions or fewer take their totals from the slices on onnxruntime: its
 # ReduceProd (1.32) over blocks of 4 took 3.3x the time of 4 Casts and 3 Muls of the slices,
 # float32 (262144, 4, 1); on (4096, 16, 16) it took 0.66x the slices' time. Other runtimes
-# always take the slices: tract's float64 ReduceProd made radix 2.2x and carry 3.5-4.3x slower
-# than with the slices (scripts/results/bench-runtime-tract-2026-12-04-wide-carries*).
+# always take the slices: with tract's float64 ReduceProd radix took 2.1-6.6x and carry
+# 1.0-5.0x the time they take with the slices (float32, 2^20 elements, n = 512 and 4096, every
+# axis; that run's file was overwritten by the slices' run,
+# scripts/results/bench-runtime-tract-2026-12-04-wide-carries).
 NARROW_SLICES = 4
 
 
