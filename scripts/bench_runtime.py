@@ -81,7 +81,8 @@ DEFAULT_SKIP = {"tinygrad": "doubling:512"}
 CLEARLY = 1.5
 PLAIN_DOUBLING = "doubling_plain"  # doubling without its blocked form, where it has one
 F32_CARRIES = "_f32carries"  # a tree with float32 block totals and carries (--float32-carries)
-F32_CARRIES_TREES: list[str] = []  # the trees to time that way too (set by --float32-carries)
+F32_CARRIES_OF = ("carry", "radix")  # the trees --float32-carries times that way too
+F32_CARRIES_TREES: list[str] = []  # F32_CARRIES_OF with --float32-carries, else empty
 
 
 @contextlib.contextmanager
@@ -254,7 +255,7 @@ def _fmt(cell: dict, name: str) -> str:
 
 def markdown(result: dict) -> str:
     cells = result["cells"]
-    variants = [tree + F32_CARRIES for tree in ("carry", "radix")]
+    variants = [tree + F32_CARRIES for tree in F32_CARRIES_OF]
     known = (*LOWERINGS, PLAIN_DOUBLING, *variants)
     names = [k for k in known if any(k in c["models"] for c in cells)]
     lines = [
@@ -431,7 +432,7 @@ def main() -> None:
         print(markdown(result))
         return
     if args.float32_carries:
-        F32_CARRIES_TREES.extend(["carry", "radix"])
+        F32_CARRIES_TREES.extend(F32_CARRIES_OF)
     python = ROOT / f".venv-{args.runtime}" / "bin" / "python"
     if not python.exists():
         parser.error(f"{python} is missing: run scripts/runtimes/{args.runtime}.sh")

@@ -135,6 +135,11 @@ def wide_reference(x: np.ndarray, axis: int, exclusive: int, reverse: int) -> np
     return reference(x.astype(wide), axis, exclusive, reverse)
 
 
+def float32_ulps(y: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """The error of float32 ``y`` in float32 ulps of the float64 ``exact``."""
+    return np.abs(y.astype(np.float64) - exact) / np.spacing(np.abs(exact).astype(np.float32))
+
+
 def counts(shape: tuple[int, ...], axis: int, exclusive: int, reverse: int) -> np.ndarray:
     return bounds.factor_counts(shape, axis, bool(exclusive), bool(reverse))
 

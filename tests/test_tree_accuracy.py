@@ -18,15 +18,10 @@ from onnx import TensorProto
 
 import rewriter
 from rewriter.lowerings import cached
-from tests.helpers import cumprod_model, run_ort
+from tests.helpers import cumprod_model, float32_ulps, run_ort, wide_reference
 
 DOUBLING_GAP = "doubling's log-depth products round factors near 1 one way (README): not fixed"
 SWING_GAP = "a block's partial products overflow where the prefixes swing by 2^140: not yet fixed"
-
-
-def _ulps(y: np.ndarray, exact: np.ndarray) -> np.ndarray:
-    """Error of float32 ``y`` in float32 ulps of the float64 ``exact``."""
-    return np.abs(y.astype(np.float64) - exact) / np.spacing(np.abs(exact).astype(np.float32))
 
 
 def _native_and_lowered(
@@ -88,14 +83,8 @@ def test_factors_near_one_as_accurate_as_native(
     monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
     x = (1 + np.random.default_rng(1).normal(0, 1e-4, shape)).astype(np.float32)
     native, got, ops = _native_and_lowered(shape, axis, x, strategy, attrs=attrs, dims=dims)
-    exclusive, reverse = attrs
-    flipped = np.flip(x, axis) if reverse else x
-    exact = np.cumprod(flipped.astype(np.float64), axis=axis)
-    if exclusive:
-        exact = np.concatenate([np.ones_like(np.take(exact, [0], axis)), exact], axis)
-        exact = np.take(exact, range(x.shape[axis]), axis)
-    exact = np.flip(exact, axis) if reverse else exact
-    mine, theirs = _ulps(got, exact), _ulps(native, exact)
+    exact = wide_reference(x, axis, *attrs)  # onnx.reference in float64
+    mine, theirs = float32_ulps(got, exact), float32_ulps(native, exact)
     assert mine.max() <= 1.25 * theirs.max(), (mine.max(), theirs.max(), ops)
     assert mine.mean() <= 1.25 * theirs.mean(), (mine.mean(), theirs.mean(), ops)
 
