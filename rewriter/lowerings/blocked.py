@@ -30,7 +30,7 @@ import math
 
 import onnx_ir as ir
 
-from rewriter.lowerings import chain, loop
+from rewriter.lowerings import chain, loop, near_one
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.scan import scan_front
 from rewriter.lowerings.view import Dim, View, shape_of, times
@@ -136,6 +136,9 @@ def scan3(
     if wide is not None:
         above = wide_view(b, v, wide)
         totals = block_totals(b, blocks, wide, v.target, cut)
+    elif near_one.wanted(v, float64_totals=False):
+        plain = b.reshape(totals, shape_of(b, om, 1, i))  # the Scan's totals are (o*m, i)
+        totals = near_one.totals(b, v, plain, size, blocks=blocks, slices=cut)
     totals = b.reshape(totals, shape_of(b, o, m, i))
     prefix = scan3(
         b, totals, (o, m, i), above, exclusive=True, reverse=reverse, levels=rest, method=method

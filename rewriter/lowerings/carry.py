@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from rewriter.lowerings import chain, dynamic, loop
+from rewriter.lowerings import chain, dynamic, loop, near_one
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import Dim, View, guarded_length, shape_of, times
 from rewriter.lowerings.wide import block_totals, carry_dtype, wide_view
@@ -174,6 +174,8 @@ def _scan(
             outs[k] = running
     assert running is not None
     if wide is None:
+        if near_one.wanted(v, float64_totals=False):
+            running = near_one.totals(b, v, running, r, slices=slices)
         totals = b.reshape(running, shape_of(b, o, m, i))
         carry = _scan(
             b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, seed=seed

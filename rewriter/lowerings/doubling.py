@@ -65,13 +65,23 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.lowerings import loop
+from rewriter.lowerings import loop, near_one
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import Dim, View, guarded_length, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["BLOCK", "BLOCKED_FROM", "build", "compute_dtype", "max_ulps", "steps", "unsupported"]
+__all__ = [
+    "ACCURATE_BLOCKED_ABOVE",
+    "BLOCK",
+    "BLOCKED_FROM",
+    "NOT_BLOCKED",
+    "build",
+    "compute_dtype",
+    "max_ulps",
+    "steps",
+    "unsupported",
+]
 
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
@@ -79,6 +89,12 @@ _INT64_MAX = int(np.iinfo(np.int64).max)
 BLOCK = 32  # B: positions per block of the blocked form
 # target name -> the static length from which doubling runs blocked (measured there)
 BLOCKED_FROM: dict[str, int] = {"openvino": 2000, "iree": 128}
+# float32 computations take the blocked form beyond this length, for its accurate totals
+# (:mod:`.near_one`): the plain form's error grows with n (module docstring, Accuracy)
+ACCURATE_BLOCKED_ABOVE = 64
+# ... but not on these targets: the blocked form was never run there (TFLite's tests are the
+# opt-in tier)
+NOT_BLOCKED = frozenset({"tflite"})
 
 
 def steps(bound: int) -> int:
@@ -158,9 +174,13 @@ def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
     if padded != n:
         x3 = b.op("Pad", x3, b.const([0, 0, 0, 0, padded - n, 0]), v.one)
     om = times(b, v.outer, m)
-    yb = _scan_static(b, b.reshape(x3, shape_of(b, om, BLOCK, v.inner)), BLOCK, v, exclusive=False)
+    blocks = b.reshape(x3, shape_of(b, om, BLOCK, v.inner))
+    yb = _scan_static(b, blocks, BLOCK, v, exclusive=False)
     last = 0 if v.reverse else BLOCK - 1
-    totals = b.reshape(b.slice_axis(yb, 1, last, last + 1), shape_of(b, v.outer, m, v.inner))
+    totals = b.slice_axis(yb, 1, last, last + 1)
+    if near_one.wanted(v, float64_totals=False):
+        totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks)
+    totals = b.reshape(totals, shape_of(b, v.outer, m, v.inner))
     carries = _scan_static(b, totals, m, v, exclusive=True)
     if v.exclusive:
         yb = _shift(b, yb, 1, None, v)
@@ -169,11 +189,21 @@ def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
     return y if padded == n else b.slice_axis(y, 1, 0, n)
 
 
+def _blocks(v: View, n: int) -> bool:
+    """Whether the static length ``n`` takes the blocked form: from :data:`BLOCKED_FROM`
+    (speed), and a float32 computation beyond :data:`ACCURATE_BLOCKED_ABOVE` (accuracy),
+    except on the targets of :data:`NOT_BLOCKED`."""
+    first = BLOCKED_FROM.get(v.target.name)
+    if first is not None and n >= first:
+        return True
+    accurate = v.dtype == ir.DataType.FLOAT and n > ACCURATE_BLOCKED_ABOVE
+    return accurate and v.target.name not in NOT_BLOCKED
+
+
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
     static = v.static_length
-    first = BLOCKED_FROM.get(v.target.name)
-    if static is not None and first is not None and static >= first and not v.flat:
+    if static is not None and not v.flat and _blocks(v, static):
         return _blocked(b, x3, v, static)
     bound = static if static is not None else v.spec.max_length
     assert bound is not None

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from rewriter.lowerings import blocked, loop, radix, scan
+from rewriter.lowerings import blocked, loop, near_one, radix, scan
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.scan import scan_front
 from rewriter.lowerings.view import View, shape_of, times
@@ -87,6 +87,9 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     wide, above = carry_dtype(v), v
     if wide is not None:  # float64 totals and carries (:mod:`.wide`)
         totals, above = block_totals(b, blocks, wide, v.target), wide_view(b, v, wide)
+    elif near_one.wanted(v, float64_totals=False):
+        plain = b.reshape(totals, shape_of(b, om, 1, i))
+        totals = near_one.totals(b, v, plain, size, blocks=blocks)
     totals = b.reshape(totals, shape_of(b, o, m, i))
     prefix = blocked.scan3(
         b,

@@ -1,0 +1,126 @@
+"""float32 block totals that stay accurate on factors near 1, in float32 alone.
+
+A float32 product tree (``carry``, ``radix``, ``blocked``, ``tiled``, blocked ``doubling``)
+starts each block's product at 1. On factors within about 2^-12 of 1 the product of two of
+them, fl((1 + a)(1 + b)) with one above 1 and one below, rounds down more often than up
+(a + b is exact and the cross term ab below half an ulp: about -1/8 ulp on average,
+measured), so the block
+totals, and every carry built from them, lean one way: float32 x = 1 + N(0, 1e-4) of
+(4, 4096), last axis, gave 455 ulps worst / 156 mean in blocked doubling against the
+sequential product's 191 / 37 (numpy prototype). The carries themselves are not the cause:
+the same trees with exact totals rounded once to float32 and float32 carries gave 13 / 2.5.
+Where the target computes float64, :mod:`.wide` takes the totals in float64. This module
+serves the targets that cannot (OpenVINO, TFLite and ``portable`` compute float64 in
+float32) and ``doubling`` (IREE compiles no 8-byte doubling).
+
+Formula, for a block of r factors x_1 .. x_r (float32, r >= 3) whose plain float32 total is
+T32::
+
+    e_j = x_j - 1                         (exact for x_j in [0.5, 2], Sterbenz)
+    E   = the product in offset form: E(a, c) = (a + c) + a * c, pairwise over the block
+          (the offset of (1 + a)(1 + c); the pairs' sums are of small numbers, so nothing
+          of the cross term is lost)
+    T   = 1 + E    where every |e_j| < 1 / (8 r),   else T32
+
+Accuracy: where every |e_j| < 1 / (8 r), every partial product of the block lies within
+[0.88, 1.14] and every offset within 0.134 of 0, so each pair's three roundings (relative
+eps = 2^-24 each) add at most eps * (0.268 + 0.018 + 0.134) / 0.88 = 0.48 eps to the
+relative error, and the last Add one eps: at most (0.48 (r - 1) + 1) eps <= (r - 1) eps for
+r >= 3, the float32 product's own bound, so every bound stated for the trees holds as it was.
+Elsewhere (a factor further from 1, or 0, -0.0, inf, NaN) T32 is taken as it is, with its
+special values. On factors near 1 the offset form is the accurate one: blocked doubling on
+x = 1 + N(0, 1e-4) of (16, 4096) gave 23 ulps worst / 3.2 mean, against the sequential
+product's 267 / 44 and the plain totals' 439 / 147; at N(0, 3e-4) 24 / 3.3 against 56 / 9.9
+and 157 / 46; from N(0, 3e-3) on, where the check keeps T32, the plain totals were within
+1.1x the sequential product's mean error (numpy prototype, B = 32).
+
+Cost: a Sub and an Abs over x, and (r - 1) / r of x again in Add, Mul, Add and Max (the
+pairs' sizes halve), then a Less, an Add and a Where on 1 / r of the data: about six passes
+of float32 over memory; 6r + 1 nodes per block level (the slices' form) or 8 log2(r) + 5 (the
+halving form, 2 more where it pads r to a power of two).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.lowerings.builder import Builder
+from rewriter.lowerings.view import View
+
+__all__ = ["totals", "wanted"]
+
+_LEAST_FACTORS = 3  # the accuracy bound needs blocks of 3 factors or more
+Offsets = tuple[ir.Value, ir.Value]  # a product's offset from 1, and its factors' largest
+
+
+def wanted(v: View, *, float64_totals: bool) -> bool:
+    """Whether a float32 computation takes these totals: where it does not take float64
+    ones (``float64_totals``: :func:`.wide.carry_dtype` gave a type)."""
+    return v.dtype == ir.DataType.FLOAT and not float64_totals
+
+
+def _combine(b: Builder, a: ir.Value, c: ir.Value) -> ir.Value:
+    """The offset of (1 + a)(1 + c): (a + c) + a * c."""
+    return b.op("Add", b.op("Add", a, c), b.op("Mul", a, c))
+
+
+def _pair(b: Builder, low: Offsets, high: Offsets) -> Offsets:
+    """Two neighbours' offsets combined, and the larger of their factors' distances from 1."""
+    return _combine(b, low[0], high[0]), b.op("Max", low[1], high[1])
+
+
+def _offsets_of_slices(b: Builder, v: View, slices: list[ir.Value]) -> Offsets:
+    level = []
+    for piece in slices:
+        offset = b.op("Sub", piece, v.one)
+        level.append((offset, b.op("Abs", offset)))
+    while len(level) > 1:
+        pairs = [_pair(b, level[k], level[k + 1]) for k in range(0, len(level) - 1, 2)]
+        level = pairs + level[len(level) - len(level) % 2 :]
+    return level[0]
+
+
+def _offsets_of_blocks(b: Builder, v: View, blocks: ir.Value, size: int) -> Offsets:
+    """The (o * m, r, i) ``blocks``' offsets halved pairwise along axis 1 (r padded with
+    zero offsets, factors of 1, to a power of two)."""
+    offset = b.op("Sub", blocks, v.one)
+    distance = b.op("Abs", offset)
+    width = 1
+    while width < size:
+        width *= 2
+    if width != size:
+        pads, zero = b.const([0, 0, 0, 0, width - size, 0]), b.const(np.array(0, np.float32))
+        offset, distance = b.op("Pad", offset, pads, zero), b.op("Pad", distance, pads, zero)
+    level = (offset, distance)
+    while width > 1:
+        width //= 2
+        low = tuple(b.slice_axis(t, 1, 0, width) for t in level)
+        high = tuple(b.slice_axis(t, 1, width, 2 * width) for t in level)
+        level = _pair(b, (low[0], low[1]), (high[0], high[1]))
+    return level
+
+
+def totals(
+    b: Builder,
+    v: View,
+    plain: ir.Value,
+    size: int,
+    *,
+    blocks: ir.Value | None = None,
+    slices: list[ir.Value] | None = None,
+) -> ir.Value:
+    """The totals of blocks of ``size`` factors, of ``plain``'s shape (o * m, 1, i): from
+    the r ``slices`` (each (o * m, 1, i)) where they are given, else from the (o * m, r, i)
+    ``blocks``; ``plain``: the blocks' float32 totals (the formula's T32). Blocks of fewer
+    than 3 factors keep ``plain`` (the bound above needs r >= 3)."""
+    if size < _LEAST_FACTORS:
+        return plain
+    if slices is not None:
+        offset, distance = _offsets_of_slices(b, v, slices)
+    else:
+        assert blocks is not None
+        offset, distance = _offsets_of_blocks(b, v, blocks, size)
+    limit = b.const(np.array(1 / (8 * size), dtype=np.float32))
+    near = b.op("Less", distance, limit)  # false for NaN
+    return b.op("Where", near, b.op("Add", offset, v.one), plain)
