@@ -37,7 +37,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.lowerings import LOWERINGS, auto, blocked, cached, carry, tiled
+from rewriter.lowerings import LOWERINGS, auto, blocked, cached, carry, doubling, near_one, tiled
 from rewriter.site import ScanSpec
 from rewriter.verify import ulp_error
 
@@ -197,8 +197,28 @@ _CURRENT_TABLE = auto._onnxruntime
 
 @contextlib.contextmanager
 def float32_carries() -> Iterator[None]:
-    """The trees as before ``rewriter/lowerings/wide.py``: block totals and carries in
-    float32 (``carry_dtype`` None where the trees read it)."""
+    """The trees as before ``rewriter/lowerings/wide.py`` and ``near_one.py``: block totals
+    and carries in float32 (``carry_dtype`` None where the trees read it, the plain totals),
+    and ``doubling`` blocked only from ``doubling.BLOCKED_FROM``."""
+    saved = [(m, m.carry_dtype) for m in (carry, blocked, tiled)]
+    saved_wanted, saved_above = near_one.wanted, doubling.ACCURATE_BLOCKED_ABOVE
+    for module, _ in saved:
+        module.carry_dtype = lambda v: None  # type: ignore[assignment]
+    near_one.wanted = lambda v, float64_totals: False  # type: ignore[assignment]
+    doubling.ACCURATE_BLOCKED_ABOVE = 1 << 62
+    try:
+        yield
+    finally:
+        for module, fn in saved:
+            module.carry_dtype = fn  # type: ignore[assignment]
+        near_one.wanted = saved_wanted  # type: ignore[assignment]
+        doubling.ACCURATE_BLOCKED_ABOVE = saved_above
+
+
+@contextlib.contextmanager
+def offset_totals() -> Iterator[None]:
+    """The float32 trees with float32 carries and ``near_one.py``'s offset totals, as on the
+    targets that compute no float64 (``carry_dtype`` None where the trees read it)."""
     saved = [(m, m.carry_dtype) for m in (carry, blocked, tiled)]
     for module, _ in saved:
         module.carry_dtype = lambda v: None  # type: ignore[assignment]

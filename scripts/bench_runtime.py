@@ -81,19 +81,21 @@ DEFAULT_SKIP = {"tinygrad": "doubling:512"}
 CLEARLY = 1.5
 PLAIN_DOUBLING = "doubling_plain"  # doubling without its blocked form, where it has one
 F32_CARRIES = "_f32carries"  # a tree with float32 block totals and carries (--float32-carries)
-F32_CARRIES_OF = ("carry", "radix")  # the trees --float32-carries times that way too
+F32_CARRIES_OF = ("carry", "radix", "doubling")  # the trees --float32-carries times so too
 F32_CARRIES_TREES: list[str] = []  # F32_CARRIES_OF with --float32-carries, else empty
 
 
 @contextlib.contextmanager
 def _plain_doubling() -> Iterator[None]:
-    """``doubling`` as before its blocked form: no target blocks."""
-    saved = dict(doubling.BLOCKED_FROM)
+    """``doubling`` as before its blocked form: no target blocks, for speed or accuracy."""
+    saved, saved_above = dict(doubling.BLOCKED_FROM), doubling.ACCURATE_BLOCKED_ABOVE
     doubling.BLOCKED_FROM.clear()
+    doubling.ACCURATE_BLOCKED_ABOVE = 1 << 62
     try:
         yield
     finally:
         doubling.BLOCKED_FROM.update(saved)
+        doubling.ACCURATE_BLOCKED_ABOVE = saved_above
 
 
 def cumsum_model(elem_type: int, shape: tuple[int, ...], axis: int) -> onnx.ModelProto:

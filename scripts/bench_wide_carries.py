@@ -5,13 +5,14 @@ For each float32 grid cell (``scripts/bench.py``'s shapes) where ``auto`` takes 
 (``carry``, ``cached``, ``tiled``, ``dynamic``) it times, interleaved in one process (one
 intra-op thread, the calling thread's CPU time, medians): the native kernel, ``auto``'s graph
 as built now, the same graph with float32 carries (``wide.carry_dtype`` forced to None, the
-lowering before 2026-12-04), ``scan`` (the sequential product, bitwise native) and the
-lowerings named by ``--also`` (``chain``, ``tiled``, ...). ``--elements`` replaces the totals
-by exact element counts (off the grid).
+lowering before 2026-12-04), with ``--offset`` the graph with float32 carries and
+``near_one.py``'s offset totals (as on targets without float64), ``scan`` (the sequential
+product, bitwise native) and the lowerings named by ``--also`` (``chain``, ``tiled``, ...).
+``--elements`` replaces the totals by exact element counts (off the grid).
 
     .venv/bin/python scripts/bench_wide_carries.py [--totals 1,4] [--positions last,first,middle]
         [--lengths 64,512,4096,65536] [--rounds 9] [--also chain,tiled] [--elements N,...]
-        [--out PREFIX]
+        [--offset] [--out PREFIX]
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--also", default="", help="more lowerings to time, comma-separated")
     parser.add_argument("--elements", default="", help="exact element counts, comma-separated")
+    parser.add_argument("--offset", action="store_true", help="time the offset totals too")
     parser.add_argument("--out", default=None, help="write PREFIX.md")
     args = parser.parse_args()
     bench.CLOCK["now"] = time.thread_time
@@ -54,8 +56,9 @@ def main() -> None:
         f"{ort.__version__}, one thread, thread clock, {args.rounds} rounds, medians)",
         "",
         "| size | axis | n | auto's pick | float32 carries | float64 carries | ratio | scan |"
+        + (" offset totals | offset / float64 |" if args.offset else "")
         + "".join(f" {name} |" for name in also),
-        "|---|---|---|---|---|---|---|---|" + "---|" * len(also),
+        "|---|---|---|---|---|---|---|---|" + "---|---|" * args.offset + "---|" * len(also),
     ]
     print("\n".join(lines), flush=True)
     for total in totals:
@@ -72,6 +75,9 @@ def main() -> None:
                 sequential = rewriter.decompose_cumprod(model, strategy="scan")
                 x = bench.data_for(onnx.TensorProto.FLOAT, shape, rng)
                 graphs = {"native": model, "before": before, "now": now, "scan": sequential}
+                if args.offset:
+                    with bench.offset_totals():
+                        graphs["offset"] = rewriter.decompose_cumprod(model)
                 graphs |= {name: rewriter.decompose_cumprod(model, strategy=name) for name in also}
                 sessions = {k: bench.session(g, 1)[0] for k, g in graphs.items()}
                 feed = {"x": x}
@@ -82,6 +88,11 @@ def main() -> None:
                     f"| {bench.size_label(total)} | {position} | {n} | {pick} | "
                     f"{t['before'] / native:.2f}x | {t['now'] / native:.2f}x | "
                     f"{t['now'] / t['before']:.2f} | {t['scan'] / native:.2f}x |"
+                    + (
+                        f" {t['offset'] / native:.2f}x | {t['offset'] / t['now']:.2f} |"
+                        if args.offset
+                        else ""
+                    )
                     + "".join(f" {t[name] / native:.2f}x |" for name in also)
                 )
                 lines.append(line)

@@ -117,6 +117,48 @@ MUTANTS = [
         'return b.op("ReduceProd", whole, axes=[2], keepdims=1)',
     ),
     Mutant(
+        "near_one: the offset totals taken whatever the factors (no check)",
+        "rewriter/lowerings/near_one.py",
+        '    return b.op("Where", near, b.op("Add", offset, v.one), plain)\n',
+        '    return b.op("Add", offset, v.one)\n',
+    ),
+    Mutant(
+        "near_one: never taken (the plain float32 totals everywhere)",
+        "rewriter/lowerings/near_one.py",
+        "    return v.dtype == ir.DataType.FLOAT and not float64_totals\n",
+        "    return False\n",
+    ),
+    Mutant(
+        "near_one: a pair's cross term left out",
+        "rewriter/lowerings/near_one.py",
+        '    return b.op("Add", b.op("Add", a, c), b.op("Mul", a, c))\n',
+        '    return b.op("Add", a, c)\n',
+    ),
+    Mutant(
+        "near_one: the slices' distances checked on the first slice only",
+        "rewriter/lowerings/near_one.py",
+        '    distance = b.op("Max", *[b.op("Abs", offset) for offset in offsets])\n',
+        '    distance = b.op("Abs", offsets[0])\n',
+    ),
+    Mutant(
+        "near_one: the blocks' distances reduced over the wrong axis (ReduceMax-18)",
+        "rewriter/lowerings/near_one.py",
+        '            distance = b.op("ReduceMax", distance, b.const([1]), keepdims=1)\n',
+        '            distance = b.op("ReduceMax", distance, b.const([2]), keepdims=1)\n',
+    ),
+    Mutant(
+        "near_one: the 2-D view's distances checked on the first half only",
+        "rewriter/lowerings/near_one.py",
+        '            distance = b.op("Max", *chain.split(b, distance, 1, 2, size=width * run))\n',
+        "            distance = chain.split(b, distance, 1, 2, size=width * run)[0]\n",
+    ),
+    Mutant(
+        "doubling: float32 not blocked for accuracy (its plain form's error grows with n)",
+        "rewriter/lowerings/doubling.py",
+        "    return v.dtype == ir.DataType.FLOAT and n > ACCURATE_BLOCKED_ABOVE\n",
+        "    return False\n",
+    ),
+    Mutant(
         "blocked.scan3: the float64 totals taken from the float32 in-block scan",
         "rewriter/lowerings/blocked.py",
         "        totals = block_totals(b, blocks, wide, v.target, cut)\n",
@@ -137,8 +179,20 @@ MUTANTS = [
     Mutant(
         "doubling._blocked: block totals from the last position in reverse too",
         "rewriter/lowerings/doubling.py",
-        "    last = 0 if v.reverse else BLOCK - 1\n",
-        "    last = BLOCK - 1\n",
+        "    totals = b.slice_axis(yb, 1, last, last + 1)\n",
+        "    totals = b.slice_axis(yb, 1, BLOCK - 1, BLOCK)\n",
+    ),
+    Mutant(
+        "doubling._blocked_flat: block totals from the last position in reverse too",
+        "rewriter/lowerings/doubling.py",
+        "    totals = b.slice_axis(yb, 1, last * i, (last + 1) * i)  # (o * m, i)\n",
+        "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * i, BLOCK * i)  # (o * m, i)\n",
+    ),
+    Mutant(
+        "doubling._blocked_flat: the carries not tiled over the block (one column each)",
+        "rewriter/lowerings/doubling.py",
+        '    y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))\n',
+        '    y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, 1])))\n',
     ),
     Mutant(
         "doubling._blocked: the block carries inclusive",

@@ -28,8 +28,7 @@ from tests.helpers import (
 )
 
 DOUBLING_GAP = (
-    "plain doubling (TFLite's: the blocked form was not run there) rounds factors near 1 one "
-    "way (README)"
+    "plain doubling (TFLite's 2-D view over a run-time inner dim) rounds factors near 1 one way"
 )
 SWING_GAP = "a block's partial products overflow where the prefixes swing by 2^140: not yet fixed"
 
@@ -57,7 +56,7 @@ def _native_and_lowered(
 # (strategy, shape, axis, (exclusive, reverse), dims, target). onnxruntime computes float64:
 # its trees take float64 totals (wide.py). openvino and portable compute float64 in float32:
 # theirs take the offset totals (near_one.py), and so does blocked doubling on every target
-# except tflite. All run on onnxruntime here (the runtimes themselves:
+# (on tflite's 2-D view too). All run on onnxruntime here (the runtimes themselves:
 # test_runtime_accuracy.py).
 _NEAR_ONE = [
     ("scan", (4, 4000), 1, (0, 0), None, "onnxruntime"),
@@ -86,6 +85,9 @@ _NEAR_ONE = [
     ("auto", (4000, 4), 0, (0, 0), None, "openvino"),  # radix
     ("blocked", (4, 4000), 1, (1, 0), None, "openvino"),  # totals from a Scan (o*m, i)
     ("tiled", (4, 4000), 1, (0, 1), None, "openvino"),
+    ("auto", (4, 4000), 1, (0, 0), None, "tflite"),  # doubling, blocked on the 2-D view
+    ("auto", (4, 1000), 1, (1, 1), ("a", 1000), "tflite"),  # a symbolic outer dim
+    ("auto", (3000, 5), 0, (0, 1), None, "tflite"),  # a block is 32 * 5 columns
 ]
 
 Case = tuple[str, tuple[int, int], int, tuple[int, int], "tuple[int | str, ...] | None", str]
@@ -101,8 +103,8 @@ def _near_one_id(case: Case) -> str:
     [
         *[pytest.param(case, id=_near_one_id(case)) for case in _NEAR_ONE],
         pytest.param(
-            ("doubling", (4, 4000), 1, (0, 0), None, "tflite"),
-            id="tflite-doubling-plain",
+            ("doubling", (3000, 4), 0, (0, 0), (3000, "c"), "tflite"),
+            id="tflite-doubling-plain-run-time-inner",
             marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=DOUBLING_GAP),
         ),
     ],
@@ -152,6 +154,7 @@ def _near_one_with_swings(rows: int, n: int) -> np.ndarray:
         ("doubling", "onnxruntime"),
         ("blocked", "openvino"),
         ("tiled", "openvino"),
+        ("doubling", "tflite"),
     ],
 )
 @pytest.mark.parametrize("attrs", [(0, 0), (1, 1)], ids=["inclusive", "exclusive-reverse"])

@@ -127,14 +127,15 @@ doubling 2.0-4.2 s, carry 0.7-1.3 s, radix 0.5-1.1 s.
 
 ``openvino``: the last axis takes ``doubling`` (n = 64-4096: 2.8-9.1x its CumSum against
 radix's 9.5-16.6x; n = 8: 1.7x against chain's 3.1x; from n = 2000 in blocks of 32, see
-``doubling.BLOCKED_FROM``); other axes n <= 512 ``chain``, then
-radix. The cut was n = 64, from runs at load average 3-5 where radix took 0.50-0.56x chain's
-time at n = 512; at load average 1 (``scripts/results/bench-runtime-openvino-2026-12-01-*``:
-n = 17-5000, 2^20 and 10^6 elements, first and middle axis) chain took 0.31-0.92x radix's
-time in all 36 cells with 64 < n <= 512, and at n = 1000 0.48-0.58x (first) and 0.88-1.07x
-(middle); but OpenVINO's compile time grows with its nodes: 0.2-0.35 s at n = 512 and
-0.5-1.2 s at 1000, against radix's 0.02-0.04 s. Run-time n: ``scan`` (OpenVINO runs Scan;
-its Scan and Loop are 10-67x its CumSum on the last axis, so a static length is better).
+``doubling.BLOCKED_FROM``; float32 from n = 65, ``doubling.ACCURATE_BLOCKED_ABOVE``); other
+axes n <= 512 ``chain``, then radix. The cut was n = 64, from runs at load average 3-5 where
+radix took 0.50-0.56x chain's time at n = 512; at load average 1
+(``scripts/results/bench-runtime-openvino-2026-12-01-*``: n = 17-5000, 2^20 and 10^6
+elements, first and middle axis) chain took 0.31-0.92x radix's time in all 36 cells with 64
+< n <= 512, and at n = 1000 0.48-0.58x (first) and 0.88-1.07x (middle); but OpenVINO's
+compile time grows with its nodes: 0.2-0.35 s at n = 512 and 0.5-1.2 s at 1000, against
+radix's 0.02-0.04 s. Run-time n: ``scan`` (OpenVINO runs Scan; its Scan and Loop are 10-67x
+its CumSum on the last axis, so a static length is better).
 
 ``tract``: last axis: n <= 64 ``chain``; to n = 8192, where the unrolled levels pad nothing
 (n = r^k * q, q <= r), ``radix`` for float32 (r = 8; 1.42-1.49x CumSum against scan's
@@ -176,10 +177,10 @@ more (float32 from 1953 only: at 976-1000 0.99-1.07x carry's), 0.96-1.67x on 488
 Run-time n: ``scan``.
 
 ``iree``: last axis, 4-byte compute types: ``doubling`` (1.3-6.8x its CumSum against
-chain / radix's 2.2-7.9x; from n = 128 in blocks of 32, ``doubling.BLOCKED_FROM``: 0.69-0.93x
-float32's and 2.7-4.3x int32's CumSum at n = 128-8192; IREE compiles it for 8-byte types
-neither blocked nor plain); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against radix's
-3.6-6.7x), then radix; a single row only up to n = 32 (IREE refuses to load the chain's one
+chain / radix's 2.2-7.9x; from n = 128 in blocks of 32, ``doubling.BLOCKED_FROM``, float32
+from 65: 0.69-0.93x float32's and 2.7-4.3x int32's CumSum at n = 128-8192; IREE compiles it
+for 8-byte types neither blocked nor plain); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against
+radix's 3.6-6.7x), then radix; a single row only up to n = 32 (IREE refuses to load the chain's one
 dispatch of n bindings beyond).
 Other axes n <= 256: ``chain``, then ``carry``. At n = 64 chain took 0.27-0.52x its CumSum
 (first) against radix's 1.1-2.0x, and 0.49-1.26x (middle) against 1.0-2.6x; at n = 100-512

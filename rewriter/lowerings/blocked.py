@@ -15,7 +15,8 @@ Accuracy: every output is its k factors multiplied through a tree of k - 1 multi
 wraparound and floats keep the sequential kernel's bound, k - 1 ulps (the order differs, so
 not bitwise equal to it); float16 / bfloat16 multiplied in float32, rounded once. A float32
 computation on a target that computes float64 takes the block totals from x in float64 and
-computes the levels above in float64 (:mod:`.wide`), so the error does not grow with n.
+computes the levels above in float64 (:mod:`.wide`); on other targets it takes the offset
+totals (:mod:`.near_one`): either way the error does not grow with n.
 
 Cost: B + m Scan iterations instead of n (about 2 sqrt(n) with one level), each over a
 slab of o * m * i (or o * i) elements; passes over memory: Pad (when n is not a multiple of B),

@@ -42,7 +42,8 @@ float16 / bfloat16 multiplied in float32 and rounded once. A float32 computation
 that computes float64 takes the first level's block totals from x in float64 and scans them
 in float64 (:mod:`.wide`): y = c_b * Cast(P64, float32), whose error does not grow with n
 (float32 carries rounded factors near 1 one way: 2196 ulps against the native kernel's 542
-at n = 20000). Cost: a Cast of x to float64 and a product per block (r Casts and r - 1 Muls
+at n = 20000); on other targets the block totals come from :mod:`.near_one` (float32, every
+level). Cost: a Cast of x to float64 and a product per block (r Casts and r - 1 Muls
 of the slices, or on onnxruntime for r > 4 a ReduceProd: :func:`.wide.block_totals`),
 1.2-2.1x the float32 carries' time on onnxruntime (``scripts/bench_wide_carries.py``).
 

@@ -26,17 +26,22 @@ ignores a negative end over a symbolic dim).
 Accuracy: each output is a product tree of its k factors (k - 1 multiplications): integers
 bit-exact with wraparound (multiplication modulo 2^bits is associative and commutative);
 floats within the sequential kernel's k - 1 ulps (not bitwise the same order); float16 /
-bfloat16 multiplied in float32, rounded once. Not :mod:`.wide`'s float64 carries: on float32
-factors near 1 its products round one way, and its error grows with n (x = 1 + N(0, 1e-4)
-of (4, 20000): 2268 ulps worst against the native kernel's 542; README, Guarantees).
+bfloat16 multiplied in float32, rounded once. The plain form's float32 products of factors
+near 1 round down more often than up (:mod:`.near_one`), so its error grows with n: x = 1 +
+N(0, 1e-4), (4, 20000), 2268 ulps worst against the native kernel's 542; its mean error was
+1.3x the sequential product's at n = 128 and 2.3x at 1024 (numpy prototype). So a float32
+computation over a static n > 64 (:data:`ACCURATE_BLOCKED_ABOVE`) takes the blocked form
+below, whose block totals come from :mod:`.near_one` (on the 2-D view, ``View.flat``:
+TFLite, too, where the inner dim is static). A length known only at run time, or a 2-D view
+over a run-time inner dim, keeps the plain form and its error.
 
 Cost: K steps of (Slice, Pad, Slice, Mul) over the whole tensor: about 4 K passes over
 memory and 4 K + 4 nodes (K = 16 for n = 65536). No Loop, Scan or If, no Transpose: for
 runtimes without control flow and for lengths known only at run time.
 
-Blocked, on the targets of :data:`BLOCKED_FROM` from the length given there (static n, the
-3-D view): the same steps inside blocks of B = :data:`BLOCK` positions, then the blocks'
-carries::
+Blocked, on the targets of :data:`BLOCKED_FROM` from the length given there, and for a
+float32 computation beyond 64 (Accuracy, above); static n, the 3-D view: the same steps
+inside blocks of B = :data:`BLOCK` positions, then the blocks' carries::
 
     pad n to m * B with ones (Pad; ones change no product, in either direction)
     yb = the inclusive doubling of the (o * m, B, i) view along its axis 1 (log2 B steps)
@@ -45,14 +50,20 @@ carries::
     y  = yb * P (P viewed (o * m, 1, i), broadcast over the block), viewed (o, m * B, i),
          Slice [0, n);  exclusive: yb shifted by one inside its block before the Mul
 
-Every output is still a product tree of its k factors (the same bound). Full-size passes:
+Every output is still a product tree of its k factors (the same bound). For a float32
+computation t is :func:`.near_one.totals` of the blocks (the offset form where every factor is
+within 1 / 256 of 1, else yb's last): on x = 1 + N(0, 1e-4) of (16, 4096) 23 ulps worst / 3.2
+mean against the sequential product's 267 / 44 (numpy prototype); tests/test_tree_accuracy.py
+and test_runtime_accuracy.py hold it to 1.25x the native / sequential errors on onnxruntime,
+OpenVINO and IREE. Full-size passes:
 about 4 log2(B) + 2 instead of 4 log2(n). Measured on the last axis against the plain form
 in the same rounds (``scripts/bench_runtime.py``, whose ``doubling_plain`` is the plain
 form; float32 / int32, 2^20 and 10^6 elements; ``scripts/results/bench-runtime-*-2026-12-01-
 doubling-*``): on IREE 3.13 0.37-0.71x its time at n = 128-8192 (0.86x at 200 on 10^6
 elements; 0.99-1.02x at 64, where it is not used); on OpenVINO 2026.4 0.72-0.94x at n =
 2000-8192, but 0.84-0.98x at 512 and 1024 and 0.99-1.12x at 600 and 1000 (its Pad and Slice
-of the whole tensor cost more there), so from 2000 only. B = 32 against 16 and 64 (a
+of the whole tensor cost more there), so from 2000 only for integers (float32 for its
+accuracy: the cost below 2000 is in the README's performance section). B = 32 against 16 and 64 (a
 prototype on 2^20 elements): the fastest on IREE or within 5 %; on OpenVINO within 4 % of 64
 at n = 512 and 4096. Not on TFLite (not measured; its tests are the opt-in tier) nor the
 other targets, where doubling only serves lengths known at run time.
@@ -60,6 +71,7 @@ other targets, where doubling only serves lengths known at run time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -75,7 +87,6 @@ __all__ = [
     "ACCURATE_BLOCKED_ABOVE",
     "BLOCK",
     "BLOCKED_FROM",
-    "NOT_BLOCKED",
     "build",
     "compute_dtype",
     "max_ulps",
@@ -92,9 +103,6 @@ BLOCKED_FROM: dict[str, int] = {"openvino": 2000, "iree": 128}
 # float32 computations take the blocked form beyond this length, for its accurate totals
 # (:mod:`.near_one`): the plain form's error grows with n (module docstring, Accuracy)
 ACCURATE_BLOCKED_ABOVE = 64
-# ... but not on these targets: the blocked form was never run there (TFLite's tests are the
-# opt-in tier)
-NOT_BLOCKED = frozenset({"tflite"})
 
 
 def steps(bound: int) -> int:
@@ -189,22 +197,52 @@ def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
     return y if padded == n else b.slice_axis(y, 1, 0, n)
 
 
+def _blocked_flat(b: Builder, x2: ir.Value, v: View, n: int) -> ir.Value:
+    """The blocked form on the 2-D view (o, n * i), i static: the same steps, every tensor of
+    rank 2 (a block is B * i columns, a shift by s positions one by s * i columns, and the
+    carries, (o * m, i), are tiled B times along the columns to meet the block)."""
+    i = v.inner
+    assert isinstance(i, int), i
+    m = -(-n // BLOCK)
+    padded = m * BLOCK
+    if padded != n:
+        x2 = b.op("Pad", x2, b.const([0, 0, 0, (padded - n) * i]), v.one)
+    om = times(b, v.outer, m)
+    in_block = dataclasses.replace(v, outer=om, length=BLOCK)
+    blocks = b.reshape(x2, shape_of(b, om, BLOCK * i))
+    yb = _scan_static(b, blocks, BLOCK, in_block, exclusive=False)
+    last = 0 if v.reverse else BLOCK - 1
+    totals = b.slice_axis(yb, 1, last * i, (last + 1) * i)  # (o * m, i)
+    if near_one.wanted(v, float64_totals=False):
+        totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks, run=i)
+    across = dataclasses.replace(v, length=m)
+    totals = b.reshape(totals, shape_of(b, v.outer, m * i))
+    carries = b.reshape(_scan_static(b, totals, m, across, exclusive=True), shape_of(b, om, i))
+    if v.exclusive:
+        yb = _shift(b, yb, 1, None, in_block)
+    y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))
+    y = b.reshape(y, shape_of(b, v.outer, padded * i))
+    return y if padded == n else b.slice_axis(y, 1, 0, n * i)
+
+
 def _blocks(v: View, n: int) -> bool:
-    """Whether the static length ``n`` takes the blocked form: from :data:`BLOCKED_FROM`
-    (speed), and a float32 computation beyond :data:`ACCURATE_BLOCKED_ABOVE` (accuracy),
-    except on the targets of :data:`NOT_BLOCKED`."""
+    """Whether the static length ``n`` takes the blocked form (on the 3-D view): from
+    :data:`BLOCKED_FROM` (speed), and a float32 computation beyond
+    :data:`ACCURATE_BLOCKED_ABOVE` (accuracy)."""
     first = BLOCKED_FROM.get(v.target.name)
     if first is not None and n >= first:
         return True
-    accurate = v.dtype == ir.DataType.FLOAT and n > ACCURATE_BLOCKED_ABOVE
-    return accurate and v.target.name not in NOT_BLOCKED
+    return v.dtype == ir.DataType.FLOAT and n > ACCURATE_BLOCKED_ABOVE
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
     static = v.static_length
-    if static is not None and not v.flat and _blocks(v, static):
-        return _blocked(b, x3, v, static)
+    if static is not None and _blocks(v, static):
+        if not v.flat:
+            return _blocked(b, x3, v, static)
+        if isinstance(v.inner, int):
+            return _blocked_flat(b, x3, v, static)
     bound = static if static is not None else v.spec.max_length
     assert bound is not None
     n = v.tensor(b, v.length)

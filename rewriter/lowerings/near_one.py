@@ -17,7 +17,7 @@ Formula, for a block of r factors x_1 .. x_r (float32, r >= 3) whose plain float
 T32::
 
     e_j = x_j - 1                         (exact for x_j in [0.5, 2], Sterbenz)
-    E   = the product in offset form: E(a, c) = (a + c) + a * c, pairwise over the block
+    E   = the product in offset form: E(a, c) = (a + c) + a * c, halving the block pairwise
           (the offset of (1 + a)(1 + c); the pairs' sums are of small numbers, so nothing
           of the cross term is lost)
     T   = 1 + E    where every |e_j| < 1 / (8 r),   else T32
@@ -34,10 +34,13 @@ product's 267 / 44 and the plain totals' 439 / 147; at N(0, 3e-4) 24 / 3.3 again
 and 157 / 46; from N(0, 3e-3) on, where the check keeps T32, the plain totals were within
 1.1x the sequential product's mean error (numpy prototype, B = 32).
 
-Cost: a Sub and an Abs over x, and (r - 1) / r of x again in Add, Mul, Add and Max (the
-pairs' sizes halve), then a Less, an Add and a Where on 1 / r of the data: about six passes
-of float32 over memory; 6r + 1 nodes per block level (the slices' form) or 8 log2(r) + 5 (the
-halving form, 2 more where it pads r to a power of two).
+Cost: a Sub, an Abs and a ReduceMax (or one Max of the r slices) over x, Splits in halves
+and (r - 1) / r of x again in Add, Mul, Add (the pairs' sizes halve), then a Less, an Add
+and a Where on 1 / r of the data: about six passes of float32 over memory; 5r nodes per
+block level (the slices' form) or 4 log2(r) + 6 (the halving form; a Split and a Max more
+per level on TFLite's 2-D view of a first or middle axis). r is a power of two in every
+tree. On OpenVINO 2026.4 the ReduceMax and the Splits took 0.84-0.86x the time of Slices and
+a Max per level (blocked doubling on 2^20 float32, n = 128-4096, first and last axis).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from rewriter.lowerings import chain
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View
 
@@ -65,40 +69,39 @@ def _combine(b: Builder, a: ir.Value, c: ir.Value) -> ir.Value:
     return b.op("Add", b.op("Add", a, c), b.op("Mul", a, c))
 
 
-def _pair(b: Builder, low: Offsets, high: Offsets) -> Offsets:
-    """Two neighbours' offsets combined, and the larger of their factors' distances from 1."""
-    return _combine(b, low[0], high[0]), b.op("Max", low[1], high[1])
-
-
-def _offsets_of_slices(b: Builder, v: View, slices: list[ir.Value]) -> Offsets:
-    level = []
-    for piece in slices:
-        offset = b.op("Sub", piece, v.one)
-        level.append((offset, b.op("Abs", offset)))
+def _halved(b: Builder, level: list[ir.Value]) -> ir.Value:
+    """Neighbours' offsets combined pairwise until one is left (a power-of-two count)."""
     while len(level) > 1:
-        pairs = [_pair(b, level[k], level[k + 1]) for k in range(0, len(level) - 1, 2)]
-        level = pairs + level[len(level) - len(level) % 2 :]
+        level = [_combine(b, level[k], level[k + 1]) for k in range(0, len(level), 2)]
     return level[0]
 
 
-def _offsets_of_blocks(b: Builder, v: View, blocks: ir.Value, size: int) -> Offsets:
-    """The (o * m, r, i) ``blocks``' offsets halved pairwise along axis 1 (r padded with
-    zero offsets, factors of 1, to a power of two)."""
+def _offsets_of_slices(b: Builder, v: View, slices: list[ir.Value]) -> Offsets:
+    offsets = [b.op("Sub", piece, v.one) for piece in slices]
+    distance = b.op("Max", *[b.op("Abs", offset) for offset in offsets])
+    return _halved(b, offsets), distance
+
+
+def _offsets_of_blocks(b: Builder, v: View, blocks: ir.Value, size: int, run: int) -> Offsets:
+    """The ``blocks``' offsets halved pairwise along axis 1 (a Split in two, each level):
+    (o * m, r, i), or on the 2-D view (o * m, r * run), a factor being ``run`` columns. The
+    distances: a ReduceMax along axis 1, or on the 2-D view with run > 1 halved as well."""
     offset = b.op("Sub", blocks, v.one)
     distance = b.op("Abs", offset)
-    width = 1
-    while width < size:
-        width *= 2
-    if width != size:
-        pads, zero = b.const([0, 0, 0, 0, width - size, 0]), b.const(np.array(0, np.float32))
-        offset, distance = b.op("Pad", offset, pads, zero), b.op("Pad", distance, pads, zero)
-    level = (offset, distance)
+    by_halves = run > 1
+    if not by_halves:
+        if b.opset >= 18:
+            distance = b.op("ReduceMax", distance, b.const([1]), keepdims=1)
+        else:
+            distance = b.op("ReduceMax", distance, axes=[1], keepdims=1)
+    width = size
     while width > 1:
         width //= 2
-        low = tuple(b.slice_axis(t, 1, 0, width) for t in level)
-        high = tuple(b.slice_axis(t, 1, width, 2 * width) for t in level)
-        level = _pair(b, (low[0], low[1]), (high[0], high[1]))
-    return level
+        low, high = chain.split(b, offset, 1, 2, size=width * run)
+        offset = _combine(b, low, high)
+        if by_halves:
+            distance = b.op("Max", *chain.split(b, distance, 1, 2, size=width * run))
+    return offset, distance
 
 
 def totals(
@@ -109,18 +112,21 @@ def totals(
     *,
     blocks: ir.Value | None = None,
     slices: list[ir.Value] | None = None,
+    run: int = 1,
 ) -> ir.Value:
     """The totals of blocks of ``size`` factors, of ``plain``'s shape (o * m, 1, i): from
     the r ``slices`` (each (o * m, 1, i)) where they are given, else from the (o * m, r, i)
-    ``blocks``; ``plain``: the blocks' float32 totals (the formula's T32). Blocks of fewer
-    than 3 factors keep ``plain`` (the bound above needs r >= 3)."""
+    ``blocks`` (or the 2-D (o * m, r * ``run``) blocks, ``plain`` then (o * m, run));
+    ``plain``: the blocks' float32 totals (the formula's T32). ``size``: a power
+    of two (every tree's blocks are); blocks of 2 keep ``plain`` (the bound needs r >= 3)."""
+    assert size & (size - 1) == 0 and (slices is None or len(slices) == size), size
     if size < _LEAST_FACTORS:
         return plain
     if slices is not None:
         offset, distance = _offsets_of_slices(b, v, slices)
     else:
         assert blocks is not None
-        offset, distance = _offsets_of_blocks(b, v, blocks, size)
+        offset, distance = _offsets_of_blocks(b, v, blocks, size, run)
     limit = b.const(np.array(1 / (8 * size), dtype=np.float32))
     near = b.op("Less", distance, limit)  # false for NaN
     return b.op("Where", near, b.op("Add", offset, v.one), plain)

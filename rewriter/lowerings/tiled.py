@@ -22,7 +22,8 @@ Accuracy: every output is its k factors multiplied through a tree of k - 1 multi
 (padding and exclusive ones multiply by 1 exactly): integers bit-exact with wraparound, floats
 within the sequential kernel's k - 1 ulps (not bitwise its order); float16 / bfloat16
 multiplied in float32, rounded once. float32 on a target that computes float64: the block
-totals taken from x in float64 and the levels above in float64 (:mod:`.wide`).
+totals taken from x in float64 and the levels above in float64 (:mod:`.wide`); elsewhere
+the offset totals (:mod:`.near_one`).
 
 Cost: passes over memory: Pad (when B does not divide n), Transpose, the Scan (a Mul and a
 copy per element), one Mul, Transpose back, Slice (with padding); B + about

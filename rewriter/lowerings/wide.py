@@ -1,12 +1,12 @@
 """float64 block totals and carries for the float32 product trees.
 
 A float32 product tree starts every block's running product at 1. On factors within about
-2^-12 of 1 each of those products, fl((1 + a)(1 + b)), drops the cross term ab, and near 1
-that rounding is one-sided, so a tree of float32 block totals and carries piles up an error
+2^-12 of 1 each of those products, fl((1 + a)(1 + b)), rounds down more often than up
+(:mod:`.near_one`), so a tree of float32 block totals and carries piles up an error
 that grows with n / r instead of the sequential product's sqrt(n): float32 x = 1 + N(0, 1e-4)
 of (4, 20000), last axis, gave 2196 ulps worst / 961 mean against the native kernel's 542 /
 166 (``scripts/accuracy_near_one.py``). The fix, for a float32 computation on a target that
-computes float64 (``Target.float64``)::
+computes float64 (``Target.float64``; elsewhere :mod:`.near_one`)::
 
     t64 = the block totals taken from x in float64 (the block's r factors cast and multiplied)
     P64 = the exclusive scan of t64 along the blocks, in float64 (the upper levels)
