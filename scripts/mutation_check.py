@@ -147,6 +147,12 @@ MUTANTS = [
         '            distance = b.op("ReduceMax", distance, b.const([2]), keepdims=1)\n',
     ),
     Mutant(
+        "near_one: the blocks' distances reduced over the wrong axis (ReduceMax below 18)",
+        "rewriter/lowerings/near_one.py",
+        '            distance = b.op("ReduceMax", distance, axes=[1], keepdims=1)\n',
+        '            distance = b.op("ReduceMax", distance, axes=[2], keepdims=1)\n',
+    ),
+    Mutant(
         "near_one: the 2-D view's distances checked on the first half only",
         "rewriter/lowerings/near_one.py",
         '            distance = b.op("Max", *chain.split(b, distance, 1, 2, size=width * run))\n',

@@ -135,7 +135,10 @@ elements, first and middle axis) chain took 0.31-0.92x radix's time in all 36 ce
 < n <= 512, and at n = 1000 0.48-0.58x (first) and 0.88-1.07x (middle); but OpenVINO's
 compile time grows with its nodes: 0.2-0.35 s at n = 512 and 0.5-1.2 s at 1000, against
 radix's 0.02-0.04 s. Run-time n: ``scan`` (OpenVINO runs Scan; its Scan and Loop are 10-67x
-its CumSum on the last axis, so a static length is better).
+its CumSum on the last axis, so a static length is better). With the offset totals
+(2026-12-04, :mod:`.near_one`, for accuracy) float32 ``doubling`` took 5.1-5.9x CumSum at n =
+128-4096, still below the other accurate lowerings (``scan`` 5.8-13.1x, ``tiled`` 6.4-8.4x,
+``carry`` 9.9-10.3x; ``scripts/results/bench-runtime-openvino-2026-12-04-near-one-2``).
 
 ``tract``: last axis: n <= 64 ``chain``; to n = 8192, where the unrolled levels pad nothing
 (n = r^k * q, q <= r), ``radix`` for float32 (r = 8; 1.42-1.49x CumSum against scan's
@@ -178,7 +181,9 @@ Run-time n: ``scan``.
 
 ``iree``: last axis, 4-byte compute types: ``doubling`` (1.3-6.8x its CumSum against
 chain / radix's 2.2-7.9x; from n = 128 in blocks of 32, ``doubling.BLOCKED_FROM``, float32
-from 65: 0.69-0.93x float32's and 2.7-4.3x int32's CumSum at n = 128-8192; IREE compiles it
+from 65: 0.69-0.93x float32's and 2.7-4.3x int32's CumSum at n = 128-8192; float32 with the
+offset totals, :mod:`.near_one`, 1.15-1.51x at 128-4096 against chain's 1.9-2.4x and carry's
+3.5-4.6x, ``...-2026-12-04-near-one-2``; IREE compiles it
 for 8-byte types neither blocked nor plain); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against
 radix's 3.6-6.7x), then radix; a single row only up to n = 32 (IREE refuses to load the chain's one
 dispatch of n bindings beyond).
