@@ -173,8 +173,9 @@ def prepare_cell(
             with _plain_doubling():
                 rewritten = None if "doubling" in skipped else lowered(model, "doubling", target, n)
         elif strategy.endswith(F32_CARRIES):
+            base = strategy.removesuffix(F32_CARRIES)
             with float32_carries():
-                rewritten = lowered(model, strategy.removesuffix(F32_CARRIES), target, n)
+                rewritten = None if base in skipped else lowered(model, base, target, n)
         else:
             rewritten = None if strategy in skipped else lowered(model, strategy, target, n)
         if rewritten is None:

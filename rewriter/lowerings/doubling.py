@@ -226,7 +226,7 @@ def _blocked_flat(b: Builder, x2: ir.Value, v: View, n: int) -> ir.Value:
 
 
 def _blocks(v: View, n: int) -> bool:
-    """Whether the static length ``n`` takes the blocked form (on the 3-D view): from
+    """Whether the static length ``n`` takes the blocked form (3-D or 2-D view): from
     :data:`BLOCKED_FROM` (speed), and a float32 computation beyond
     :data:`ACCURATE_BLOCKED_ABOVE` (accuracy)."""
     first = BLOCKED_FROM.get(v.target.name)
