@@ -198,19 +198,15 @@ _CURRENT_TABLE = auto._onnxruntime
 @contextlib.contextmanager
 def float32_carries() -> Iterator[None]:
     """The trees as before ``rewriter/lowerings/wide.py`` and ``near_one.py``: block totals
-    and carries in float32 (``carry_dtype`` None where the trees read it, the plain totals),
-    and ``doubling`` blocked only from ``doubling.BLOCKED_FROM``."""
-    saved = [(m, m.carry_dtype) for m in (carry, blocked, tiled)]
+    and carries in float32 (:func:`offset_totals` without the offset totals: the plain
+    ones), and ``doubling`` blocked only from ``doubling.BLOCKED_FROM``."""
     saved_wanted, saved_above = near_one.wanted, doubling.ACCURATE_BLOCKED_ABOVE
-    for module, _ in saved:
-        module.carry_dtype = lambda v: None  # type: ignore[assignment]
-    near_one.wanted = lambda v, float64_totals: False  # type: ignore[assignment]
+    near_one.wanted = lambda v: False  # type: ignore[assignment]
     doubling.ACCURATE_BLOCKED_ABOVE = 1 << 62
     try:
-        yield
+        with offset_totals():
+            yield
     finally:
-        for module, fn in saved:
-            module.carry_dtype = fn  # type: ignore[assignment]
         near_one.wanted = saved_wanted  # type: ignore[assignment]
         doubling.ACCURATE_BLOCKED_ABOVE = saved_above
 

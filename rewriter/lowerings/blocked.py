@@ -137,7 +137,7 @@ def scan3(
     if wide is not None:
         above = wide_view(b, v, wide)
         totals = block_totals(b, blocks, wide, v.target, cut)
-    elif near_one.wanted(v, float64_totals=False):
+    elif near_one.wanted(v):
         plain = b.reshape(totals, shape_of(b, om, 1, i))  # the Scan's totals are (o*m, i)
         totals = near_one.totals(b, v, plain, size, blocks=blocks, slices=cut)
     totals = b.reshape(totals, shape_of(b, o, m, i))

@@ -175,7 +175,7 @@ def _scan(
             outs[k] = running
     assert running is not None
     if wide is None:
-        if near_one.wanted(v, float64_totals=False):
+        if near_one.wanted(v):
             running = near_one.totals(b, v, running, r, slices=slices)
         totals = b.reshape(running, shape_of(b, o, m, i))
         carry = _scan(

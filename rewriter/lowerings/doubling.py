@@ -186,7 +186,7 @@ def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
     yb = _scan_static(b, blocks, BLOCK, v, exclusive=False)
     last = 0 if v.reverse else BLOCK - 1
     totals = b.slice_axis(yb, 1, last, last + 1)
-    if near_one.wanted(v, float64_totals=False):
+    if near_one.wanted(v):
         totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks)
     totals = b.reshape(totals, shape_of(b, v.outer, m, v.inner))
     carries = _scan_static(b, totals, m, v, exclusive=True)
@@ -213,7 +213,7 @@ def _blocked_flat(b: Builder, x2: ir.Value, v: View, n: int) -> ir.Value:
     yb = _scan_static(b, blocks, BLOCK, in_block, exclusive=False)
     last = 0 if v.reverse else BLOCK - 1
     totals = b.slice_axis(yb, 1, last * i, (last + 1) * i)  # (o * m, i)
-    if near_one.wanted(v, float64_totals=False):
+    if near_one.wanted(v):
         totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks, run=i)
     across = dataclasses.replace(v, length=m)
     totals = b.reshape(totals, shape_of(b, v.outer, m * i))

@@ -57,10 +57,11 @@ _LEAST_FACTORS = 4  # the accuracy bound needs blocks of 4 factors or more
 Offsets = tuple[ir.Value, ir.Value]  # a product's offset from 1, and its factors' largest
 
 
-def wanted(v: View, *, float64_totals: bool) -> bool:
-    """Whether a float32 computation takes these totals: where it does not take float64
-    ones (``float64_totals``: :func:`.wide.carry_dtype` gave a type)."""
-    return v.dtype == ir.DataType.FLOAT and not float64_totals
+def wanted(v: View) -> bool:
+    """Whether the tree computes float32 (float32, float16 and bfloat16 inputs), so takes
+    these totals where it takes no float64 ones (the trees ask :func:`.wide.carry_dtype`
+    first; blocked ``doubling`` never takes float64)."""
+    return v.dtype == ir.DataType.FLOAT
 
 
 def _combine(b: Builder, a: ir.Value, c: ir.Value) -> ir.Value:

@@ -88,7 +88,7 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     wide, above = carry_dtype(v), v
     if wide is not None:  # float64 totals and carries (:mod:`.wide`)
         totals, above = block_totals(b, blocks, wide, v.target), wide_view(b, v, wide)
-    elif near_one.wanted(v, float64_totals=False):
+    elif near_one.wanted(v):
         plain = b.reshape(totals, shape_of(b, om, 1, i))
         totals = near_one.totals(b, v, plain, size, blocks=blocks)
     totals = b.reshape(totals, shape_of(b, o, m, i))
