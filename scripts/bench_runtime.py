@@ -12,15 +12,18 @@ against numpy (integers equal; floats within the lowering's stated bound in ulps
 models run in interleaved rounds (numpy in, numpy out, one thread) and the median is kept.
 The figures that count are the ratios to CumSum measured in the same rounds.
 
-``auto`` is not timed separately: for a static length it emits the same graph as the
-lowering it picks (:func:`auto_pick`), whose ratio is reported as auto's. On the targets where
-``doubling`` runs blocked from some length (``doubling.BLOCKED_FROM``), ``doubling_plain`` is
-its graph without the blocks, timed in the same rounds. ``--float32-carries`` adds
+``auto`` is not timed separately: it emits the same graph as the lowering it picks
+(:func:`pick_for`), whose ratio is reported as auto's. On the targets where ``doubling`` runs
+blocked from some length (``doubling.BLOCKED_FROM``), ``doubling_plain`` is its graph without
+the blocks, timed in the same rounds. ``--run-time-length`` declares every dim of the CumProd
+models symbolic (lowered with ``max_length=n``); ``doubling_plain`` is then, on float32 cells,
+plain doubling without its offset windows (``near_one.windows``). ``--float32-carries`` adds
 ``carry_f32carries`` and ``radix_f32carries`` on float32 cells: those trees with float32 block
 totals and carries, as before ``rewriter/lowerings/wide.py``, timed in the same rounds.
 
 Usage: python scripts/bench_runtime.py --runtime NAME [--dtypes ...] [--lengths ...]
-    [--rounds 15] [--max-seconds 10] [--out scripts/results/bench-runtime-NAME-DATE]
+    [--rounds 15] [--max-seconds 10] [--run-time-length]
+    [--out scripts/results/bench-runtime-NAME-DATE]
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ F32_CARRIES_TREES: list[str] = []  # F32_CARRIES_OF with --float32-carries, else
 
 @contextlib.contextmanager
 def _plain_doubling() -> Iterator[None]:
-    """``doubling`` as before its blocked form: no target blocks, for speed or accuracy."""
+    """``doubling`` as before its blocked form and offset windows: no target blocks, for speed
+    or accuracy (``ACCURATE_BLOCKED_ABOVE`` also gates the windows)."""
     saved, saved_above = dict(doubling.BLOCKED_FROM), doubling.ACCURATE_BLOCKED_ABOVE
     doubling.BLOCKED_FROM.clear()
     doubling.ACCURATE_BLOCKED_ABOVE = 1 << 62
@@ -110,23 +114,23 @@ def cumsum_model(elem_type: int, shape: tuple[int, ...], axis: int) -> onnx.Mode
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
 
 
-def pick_for(elem_type: int, shape: tuple[int, ...], axis: int, target: str) -> str:
-    """The lowering ``auto`` picks on ``target`` for a CumProd of static ``shape``."""
+def pick_for(
+    elem_type: int, shape: tuple[int, ...], axis: int, target: str, *, symbolic: bool = False
+) -> str:
+    """The lowering ``auto`` picks on ``target`` for a CumProd of static ``shape`` (or of
+    ``shape``'s rank with every dim symbolic, its length bounded by the shape's)."""
     spec = ScanSpec(
-        dtype=ir.DataType(elem_type), exclusive=False, reverse=False, dims=shape, axis=axis
+        dtype=ir.DataType(elem_type),
+        exclusive=False,
+        reverse=False,
+        dims=tuple(f"d{k}" for k in range(len(shape))) if symbolic else shape,
+        axis=axis,
+        max_length=shape[axis] if symbolic else None,
     )
     runtime = TARGETS[target]
     return auto_module.pick(
         spec, runtime, runtime.compute_type(LOWERINGS["loop"].compute_dtype(spec.dtype))
     )
-
-
-def auto_pick(model: onnx.ModelProto, target: str) -> str:
-    """The lowering ``auto`` picks on ``target`` for the model's one CumProd (static dims)."""
-    graph = model.graph
-    x = graph.input[0].type.tensor_type
-    axis = int(onnx.numpy_helper.to_array(graph.initializer[0]))
-    return pick_for(x.elem_type, tuple(d.dim_value for d in x.shape.dim), axis, target)
 
 
 def lowered(model: onnx.ModelProto, strategy: str, target: str, n: int) -> onnx.ModelProto | None:
@@ -144,9 +148,11 @@ def prepare_cell(
     cell: tuple[str, int, int, str],
     rng: np.random.Generator,
     skip: dict[str, int],
+    *,
+    run_time: bool = False,
 ) -> dict:
     """Writes the cell's models, input, references and bounds into ``folder``; ``skip``:
-    lowerings left out from a length on."""
+    lowerings left out from a length on; ``run_time``: every dim of the CumProd symbolic."""
     dtype, total, n, position = cell
     folder.mkdir(parents=True)
     elem_type = DTYPES[dtype]
@@ -161,11 +167,12 @@ def prepare_cell(
     else:
         np.save(folder / "cumprod.ref.npy", np.cumprod(x, axis=axis, dtype=x.dtype))
         np.save(folder / "cumsum.ref.npy", np.cumsum(x, axis=axis, dtype=x.dtype))
-    model = model_for(elem_type, shape, axis, 0, 0)
+    model = model_for(elem_type, shape, axis, 0, 0, symbolic=run_time)
     k = np.arange(1, n + 1)
     models = []
     skipped = [k for k, length in skip.items() if n >= length]
-    extra = [PLAIN_DOUBLING] if target in doubling.BLOCKED_FROM else []
+    plain = target in doubling.BLOCKED_FROM or (run_time and elem_type == TensorProto.FLOAT)
+    extra = [PLAIN_DOUBLING] if plain else []
     if elem_type == TensorProto.FLOAT:
         extra += [tree + F32_CARRIES for tree in F32_CARRIES_TREES]
     for strategy in [*LOWERINGS, *extra]:
@@ -212,7 +219,7 @@ def prepare_cell(
         "position": position,
         "shape": list(shape),
         "axis": axis,
-        "auto": auto_pick(model, target),
+        "auto": pick_for(elem_type, shape, axis, target, symbolic=run_time),
         "skipped": skipped,
         "models": models,
     }
@@ -269,7 +276,14 @@ def markdown(result: dict) -> str:
         f"N = {size_label(result['total'])} elements, one thread (tinygrad: its CPU device), "
         f"wall clock, median of up to "
         f"{result['rounds']} interleaved rounds (at most {result['max_seconds']:.0f} s per cell); "
-        f"numpy in, numpy out. {result['how']}",
+        f"numpy in, numpy out. {result['how']}"
+        + (
+            " Every dim of the CumProd models symbolic, lowered with max_length = n "
+            "(`--run-time-length`; CumSum's dims static); doubling_plain: without the offset "
+            "windows."
+            if result.get("run_time_length")
+            else ""
+        ),
         "",
         "Each lowering's time / the runtime's CumSum time on the same shape and axis "
         "(**bold**: the fastest exact lowering of the cell; ✗: result outside the lowering's "
@@ -408,6 +422,12 @@ def main() -> None:
         action="store_true",
         help="also time carry and radix with float32 carries (before wide.py) on float32 cells",
     )
+    parser.add_argument(
+        "--run-time-length",
+        action="store_true",
+        help="every dim of the CumProd models symbolic, lowered with max_length = n (the "
+        "CumSum baseline keeps static dims)",
+    )
     parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
     parser.add_argument(
         "--repick",
@@ -448,7 +468,9 @@ def main() -> None:
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
         cells = [
-            prepare_cell(Path(tmp) / f"c{i}", args.runtime, cell, rng, skip)
+            prepare_cell(
+                Path(tmp) / f"c{i}", args.runtime, cell, rng, skip, run_time=args.run_time_length
+            )
             for i, cell in enumerate(
                 (dt, total, n, pos)
                 for dt in dtypes
@@ -495,6 +517,7 @@ def main() -> None:
         "max_seconds": args.max_seconds,
         "how": HOW[args.runtime],
         "skip": skip_text,
+        "run_time_length": args.run_time_length,
         "complete": child.returncode == 0 and len(timed["cells"]) == len(cells),
         "cells": timed["cells"],
     }

@@ -159,6 +159,30 @@ MUTANTS = [
         "            distance = chain.split(b, distance, 1, 2, size=width * run)[0]\n",
     ),
     Mutant(
+        "near_one.windows: each position's distance its own factor's (not the window's)",
+        "rewriter/lowerings/near_one.py",
+        '        distance = b.op("Max", distance, shift(distance, s, zero))\n',
+        "",
+    ),
+    Mutant(
+        "near_one.windows: the offsets shifted in with ones (a factor 2 before the start)",
+        "rewriter/lowerings/near_one.py",
+        "        offset = _combine(b, offset, shift(offset, s, zero))\n",
+        "        offset = _combine(b, offset, shift(offset, s, v.one))\n",
+    ),
+    Mutant(
+        "near_one.windows: the plain fallback one factor (its products not formed)",
+        "rewriter/lowerings/near_one.py",
+        '        y = b.op("Mul", y, shift(y, s, v.one))\n',
+        "",
+    ),
+    Mutant(
+        "doubling: plain doubling without the offset windows (run-time lengths)",
+        "rewriter/lowerings/doubling.py",
+        "    if near_one.wanted(v) and bound > ACCURATE_BLOCKED_ABOVE:\n",
+        "    if False:\n",
+    ),
+    Mutant(
         "doubling: float32 not blocked for accuracy (its plain form's error grows with n)",
         "rewriter/lowerings/doubling.py",
         "    return v.dtype == ir.DataType.FLOAT and n > ACCURATE_BLOCKED_ABOVE\n",

@@ -21,8 +21,9 @@ import rewriter
 from tests.helpers import cumprod_model, float32_ulps
 from tests.runtime_harness import run_cases
 
-# (runtime, strategy, shape, axis); tinygrad compiles for minutes: one case
-_CASES = [
+# (runtime, strategy, shape, axis), and "N" where the axis's length is known only at run
+# time (max_length 8192); tinygrad compiles for minutes: one case
+_CASES: list[tuple[object, ...]] = [
     ("tract", "carry", (4, 4000), 1),
     ("tract", "radix", (4000, 4), 0),
     ("tract", "auto", (4000, 4), 0),
@@ -30,6 +31,7 @@ _CASES = [
     ("iree", "radix", (4000, 4), 0),
     ("iree", "auto", (4, 4000), 1),  # blocked doubling, offset totals
     ("iree", "auto", (4, 100), 1),  # the same, blocked for its accuracy only (n > 64)
+    ("iree", "auto", (4, 4000), 1, "N"),  # plain doubling, the offset windows
     ("tinygrad", "carry", (4, 2000), 1),
     ("openvino", "carry", (4, 4000), 1),  # offset totals (no float64)
     ("openvino", "auto", (4, 4000), 1),  # blocked doubling
@@ -37,19 +39,25 @@ _CASES = [
     ("openvino", "auto", (4000, 4), 0),  # radix
     ("tflite", "auto", (4, 4000), 1),  # blocked doubling on the 2-D view (opt-in tier)
     ("tflite", "auto", (3000, 4), 0),
+    ("tflite", "auto", (4, 4000), 1, "N"),  # plain doubling, the offset windows
 ]
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id="-".join(map(str, c))) for c in _CASES])
-def test_factors_near_one_on_the_runtime(
-    case: tuple[str, str, tuple[int, int], int], tmp_path: Path
-) -> None:
-    runtime, strategy, shape, axis = case
+def test_factors_near_one_on_the_runtime(case: tuple[object, ...], tmp_path: Path) -> None:
+    runtime, strategy, shape, axis, *run_time = case
+    assert isinstance(runtime, str) and isinstance(strategy, str)
+    assert isinstance(shape, tuple) and isinstance(axis, int)
     if runtime == "tflite" and os.environ.get("CUMPROD_TFLITE") != "1":
         pytest.skip("tflite is the opt-in heavy tier: set CUMPROD_TFLITE=1")
     x = (1 + np.random.default_rng(1).normal(0, 1e-4, shape)).astype(np.float32)
-    model = cumprod_model(TensorProto.FLOAT, shape, axis)
-    lowered = rewriter.decompose_cumprod(model, strategy=strategy, target=runtime)
+    dims = [*shape]
+    if run_time:
+        dims[axis] = "N"
+    model = cumprod_model(TensorProto.FLOAT, dims, axis)
+    lowered = rewriter.decompose_cumprod(
+        model, strategy=strategy, target=runtime, max_length=8192 if run_time else None
+    )
     (got,) = run_cases(runtime, {"near_one": (lowered, {"x": x})}, tmp_path).values()
     assert not isinstance(got, str), got
     exact = np.cumprod(x.astype(np.float64), axis=axis)

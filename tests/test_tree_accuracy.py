@@ -3,7 +3,7 @@ the range's edge: float32 factors near 1, whose products round one way, and pref
 swing far within the range. A reviewer from outside found both gaps. The first is fixed by
 float64 block totals and carries (``rewriter/lowerings/wide.py``); every tree that has them
 is held to the native kernel's errors here, in both directions and exclusive. Where a gap is
-still open (``doubling``, transient overflow within a block) there is a strict xfail: it
+still open (transient overflow within a block) there is a strict xfail: it
 starts passing, and so fails here, the day the lowering is fixed. ``scan`` (the sequential
 product) runs the same checks unmarked, so the checks themselves can pass.
 
@@ -27,9 +27,6 @@ from tests.helpers import (
     wide_reference,
 )
 
-DOUBLING_GAP = (
-    "plain doubling (TFLite's 2-D view over a run-time inner dim) rounds factors near 1 one way"
-)
 SWING_GAP = "a block's partial products overflow where the prefixes swing by 2^140: not yet fixed"
 
 
@@ -48,8 +45,13 @@ def _native_and_lowered(
     model = cumprod_model(
         TensorProto.FLOAT, dims or shape, axis, exclusive=exclusive, reverse=reverse
     )
+    run_time = dims is not None and isinstance(dims[axis], str)
     lowered = rewriter.decompose_cumprod(
-        model, strategy=strategy, target=target, target_opset=opset
+        model,
+        strategy=strategy,
+        target=target,
+        target_opset=opset,
+        max_length=8192 if run_time else None,
     )
     ops = {n.op_type for n in lowered.graph.node}
     assert "CumProd" not in ops
@@ -91,25 +93,31 @@ _NEAR_ONE = [
     ("auto", (4, 4000), 1, (0, 0), None, "tflite"),  # doubling, blocked on the 2-D view
     ("auto", (4, 1000), 1, (1, 1), ("a", 1000), "tflite"),  # a symbolic outer dim
     ("auto", (3000, 5), 0, (0, 1), None, "tflite"),  # a block is 32 * 5 columns
+    # plain doubling (a length known at run time, or TFLite's 2-D view over a run-time inner
+    # dim): its first five steps take the offset windows (near_one.windows)
+    ("doubling", (3000, 4), 0, (0, 0), (3000, "c"), "tflite"),
+    ("auto", (4, 4000), 1, (0, 0), (4, "N"), "tflite"),
+    ("auto", (3000, 4), 0, (1, 0), ("N", 4), "tflite"),
+    ("auto", (4, 4000), 1, (0, 1), (4, "N"), "iree"),
+    ("auto", (4, 1000), 1, (1, 1), ("a", "N"), "iree"),
+    ("doubling", (4000, 4), 0, (0, 1), ("N", 4), "portable"),
+    ("doubling", (4, 3000), 1, (1, 0), (4, "N"), "onnxruntime"),
 ]
 
 Case = tuple[str, tuple[int, int], int, tuple[int, int], "tuple[int | str, ...] | None", str]
 
 
 def _near_one_id(case: Case) -> str:
-    strategy, shape, axis, attrs, _, target = case
-    return f"{target}-{strategy}-{shape[axis]}-axis{axis}-{attrs}"
+    strategy, shape, axis, attrs, dims, target = case
+    length = f"{dims[axis]}={shape[axis]}" if dims and isinstance(dims[axis], str) else shape[axis]
+    inner = "-run-time-inner" if dims and any(isinstance(d, str) for d in dims[axis + 1 :]) else ""
+    return f"{target}-{strategy}-{length}-axis{axis}-{attrs}{inner}"
 
 
 @pytest.mark.parametrize(
     "case",
     [
         *[pytest.param(case, id=_near_one_id(case)) for case in _NEAR_ONE],
-        pytest.param(
-            ("doubling", (3000, 4), 0, (0, 0), (3000, "c"), "tflite"),
-            id="tflite-doubling-plain-run-time-inner",
-            marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=DOUBLING_GAP),
-        ),
     ],
 )
 def test_factors_near_one_as_accurate_as_native(
@@ -177,19 +185,29 @@ def _near_one_with_swings(rows: int, n: int) -> np.ndarray:
         ("tiled", "openvino", 1),
         ("doubling", "tflite", 1),  # the 2-D view, a factor one column
         ("doubling", "tflite", 0),  # the 2-D view, a factor 6 columns
+        ("doubling", "portable", "run-time 1"),  # plain: the offset windows
+        ("doubling", "tflite", "run-time 0"),
     ],
 )
 @pytest.mark.parametrize("attrs", [(0, 0), (1, 1)], ids=["inclusive", "exclusive-reverse"])
 def test_offset_totals_keep_special_values_and_swings(
-    strategy: str, target: str, axis: int, attrs: tuple[int, int]
+    strategy: str, target: str, axis: int | str, attrs: tuple[int, int]
 ) -> None:
     """Where the offset totals lose their precision (a partial product near 0 or out of
     range) or meet 0, -0.0, inf or NaN, the plain float32 totals stand: every element within
-    the contract's bound of onnx.reference, zeros signed and NaNs where it puts them."""
+    the contract's bound of onnx.reference, zeros signed and NaNs where it puts them. "run-time
+    k": the axis k's length known only at run time (plain doubling, max_length 2048)."""
+    run_time = isinstance(axis, str)
+    axis = int(str(axis).split()[-1])
     x = _near_one_with_swings(6, 1500)
     x = x if axis == 1 else np.ascontiguousarray(x.T)
-    model = cumprod_model(TensorProto.FLOAT, x.shape, axis, exclusive=attrs[0], reverse=attrs[1])
-    lowered = rewriter.decompose_cumprod(model, strategy=strategy, target=target)
+    dims: list[int | str] = list(x.shape)
+    if run_time:
+        dims[axis] = "N"
+    model = cumprod_model(TensorProto.FLOAT, dims, axis, exclusive=attrs[0], reverse=attrs[1])
+    lowered = rewriter.decompose_cumprod(
+        model, strategy=strategy, target=target, max_length=2048 if run_time else None
+    )
     got = run_ort(lowered, {"x": x})[0]
     problem = check_result(
         TensorProto.FLOAT, strategy, got, x, axis, exclusive=attrs[0], reverse=attrs[1]

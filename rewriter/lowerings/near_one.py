@@ -44,6 +44,8 @@ a Max per level (blocked doubling on 2^20 float32, n = 128-4096, first and last 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
 
@@ -51,7 +53,7 @@ from rewriter.lowerings import chain
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View
 
-__all__ = ["totals", "wanted"]
+__all__ = ["totals", "wanted", "windows"]
 
 _LEAST_FACTORS = 4  # the accuracy bound needs blocks of 4 factors or more
 Offsets = tuple[ir.Value, ir.Value]  # a product's offset from 1, and its factors' largest
@@ -127,6 +129,39 @@ def totals(
     else:
         assert blocks is not None
         offset, distance = _offsets_of_blocks(b, v, blocks, size, run)
+    return _chosen(b, v, offset, distance, plain, size=size)
+
+
+def _chosen(
+    b: Builder, v: View, offset: ir.Value, distance: ir.Value, plain: ir.Value, *, size: int
+) -> ir.Value:
+    """T: ``1 + offset`` where every factor of the ``size`` is within 1 / (8 size) of 1
+    (``distance``, their largest |x - 1|), else ``plain``."""
     limit = b.const(np.array(1 / (8 * size), dtype=np.float32))
     near = b.op("Less", distance, limit)  # false for NaN
     return b.op("Where", near, b.op("Add", offset, v.one), plain)
+
+
+def windows(
+    b: Builder,
+    v: View,
+    y: ir.Value,
+    levels: int,
+    shift: Callable[[ir.Value, int, ir.Value], ir.Value],
+) -> ir.Value:
+    """The first ``levels`` steps of a Hillis-Steele scan of ``y`` (plain ``doubling``): at
+    each position the product of the window of r = 2^levels factors ending there (fewer at
+    the start), the offset form (pairs of windows combined as above, distances by Max) where
+    every factor of its window is within 1 / (8 r) of 1, else the plain float32 product.
+    Each window is a tree of the same pairs as a block's, so the same bound holds.
+    ``shift(t, s, fill)``: t moved by s positions along the scan, ``fill`` coming in (0-D)."""
+    assert levels >= 2, levels  # r >= 4, as the bound needs
+    zero = b.const(np.array(0, dtype=np.float32))
+    offset = b.op("Sub", y, v.one)
+    distance = b.op("Abs", offset)
+    for k in range(levels):
+        s = 1 << k
+        offset = _combine(b, offset, shift(offset, s, zero))
+        distance = b.op("Max", distance, shift(distance, s, zero))
+        y = b.op("Mul", y, shift(y, s, v.one))
+    return _chosen(b, v, offset, distance, y, size=1 << levels)
