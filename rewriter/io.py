@@ -11,7 +11,8 @@ for the command line and the library alike:
   Face cache's ``snapshots/<rev>/`` symbolic links into ``blobs/``, files with hard links),
   which onnx's checker and onnx_ir's loader refuse; a symbolic link elsewhere refused;
 - :func:`check_write_plan`: refuse any output that is an input, an input's external data
-  file, or another output (by resolved path and by inode, so aliases and hard links count);
+  file, another output, or an existing file another ``.onnx`` model of its folder reads as
+  external data (by resolved path and by inode, so aliases and hard links count);
 - writes that readers see whole or not at all: files are staged in a folder
   ``.cumprod-staging-*`` beside the target (folder scans skip such names), each write's
   external data goes to a fresh file ``<model>.<random>.data``, the model's ``os.replace`` is
@@ -425,6 +426,10 @@ def _check_in_memory(model: ir.Model, path: Path) -> None:
 # -- which files a run may write --------------------------------------------------------------
 
 
+# Per folder scanned (:func:`_data_owner`): each data file's identity -> (file, model reading it)
+_Scans = dict[Path, dict[tuple[object, ...], list[tuple[Path, Path]]]]
+
+
 def _identities(path: Path) -> set[tuple[object, ...]]:
     """Keys two paths to the same file share: the resolved path, and device and inode."""
     keys: set[tuple[object, ...]] = {("path", str(path.resolve()))}
@@ -448,13 +453,16 @@ def check_write_plan(
     """Refuse a run that would overwrite what it reads or write one file twice.
 
     ``jobs`` are (input, output). An output may be its own input only with ``in_place``; it
-    may never be another input, an input's external data file, or another job's output.
-    ``report`` (a JSON report path) may be none of these, nor a folder, and must be writable.
+    may never be another input, an input's external data file, another job's output, or an
+    existing file that an ``.onnx`` model of its folder reads as external data
+    (:func:`_data_owner`). ``report`` (a JSON report path) may be none of these, nor a
+    folder, and must be writable.
 
     Raises:
         ModelFileError: one line naming the output and what it would destroy.
     """
     jobs = list(jobs)
+    scanned: _Scans = {}
     inputs: dict[tuple[object, ...], Path] = {}
     data: dict[tuple[object, ...], tuple[Path, Path]] = {}
     for source, _ in jobs:
@@ -493,10 +501,46 @@ def check_write_plan(
                     f"{target}: several inputs would be written there ({outputs[key][1]} and "
                     f"{source}); nothing written"
                 )
+        reader = None if keys & own else _data_owner(target, scanned)  # (not --in-place's)
+        if reader is not None:
+            raise ModelFileError(
+                f"{target}: refusing to write over the external data of the model "
+                f"{_reader_text(target, *reader)}; nothing written"
+            )
         for key in keys:
             outputs[key] = (job, source)
     if report is not None:
-        _check_report(report, inputs, data, outputs, [target for _, target in jobs])
+        targets = [target for _, target in jobs]
+        _check_report(report, inputs, data, outputs, targets, scanned=scanned)
+
+
+def _data_owner(path: Path, scanned: _Scans) -> tuple[Path, Path] | None:
+    """(data file, model) when the existing regular file ``path`` is the external data
+    (by :func:`_identities`) of an ``.onnx`` model (any case; not ``path`` itself; one that
+    cannot be read is skipped) in its folder, or in the folder of the file a symbolic link
+    ``path`` points to; else None. Models in other folders (a parent's ``sub/w.bin``) are
+    not looked at. ``scanned`` keeps each folder's scan for the next path."""
+    if not path.is_file():
+        return None
+    keys = _identities(path)
+    for folder in dict.fromkeys((path.parent.resolve(), path.resolve().parent)):
+        if folder not in scanned:
+            readers: dict[tuple[object, ...], list[tuple[Path, Path]]] = {}
+            for model, files in _folder_references(folder):
+                for file in files or ():
+                    for key in _identities(file):
+                        readers.setdefault(key, []).append((file, model))
+            scanned[folder] = readers
+        for key in keys:
+            for file, model in scanned[folder].get(key, []):
+                if not _identities(model) & keys:
+                    return file, model
+    return None
+
+
+def _reader_text(path: Path, file: Path, model: Path) -> str:
+    """``model``, and the data file it reads when that is not ``path`` as given (a link)."""
+    return str(model) if str(file) == os.path.abspath(path) else f"{model} ({file})"
 
 
 def _mode(path: Path) -> int | None:
@@ -525,6 +569,8 @@ def _check_report(
     data: dict[tuple[object, ...], tuple[Path, Path]],
     outputs: dict[tuple[object, ...], tuple[int, Path]],
     targets: Sequence[Path],
+    *,
+    scanned: _Scans,
 ) -> None:
     where = f"--report {report}"
     if report.is_dir():
@@ -536,6 +582,12 @@ def _check_report(
         raise ModelFileError(f"{where}: is an input's external data file; nothing written")
     if keys & outputs.keys():
         raise ModelFileError(f"{where}: is also a model output; nothing written")
+    reader = _data_owner(report, scanned)
+    if reader is not None:
+        raise ModelFileError(
+            f"{where}: is the external data of the model {_reader_text(report, *reader)}; "
+            "nothing written"
+        )
     # a folder this run makes for its outputs (found by a review from outside: refused
     # only after the models were written)
     resolved = report.resolve()
@@ -647,17 +699,55 @@ def _narrow_mode(target: Path, staged: Path, source: Path) -> None:
         raise ModelFileError(f"{target}: cannot set its mode: {exc.strerror or exc}") from exc
 
 
+# The external data locations of the models folder scans read, by absolute path, with the
+# file's identity and times they were read at: a model is read again only when it changed (a
+# scan per output, as convert_file's check makes, read every model of the folder each time).
+_LOCATIONS: dict[Path, tuple[tuple[int, ...], tuple[str, ...] | None]] = {}
+
+
+def _data_locations(model: Path) -> tuple[str, ...] | None:
+    """The external data locations the model ``model`` names (checked by
+    :func:`_external_entries`); None when it cannot be read."""
+    try:
+        st = model.stat()
+    except OSError:
+        return None
+    stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    known = _LOCATIONS.get(model.absolute())
+    if known is not None and known[0] == stamp:
+        return known[1]
+    found: tuple[str, ...] | None
+    try:
+        found = tuple(loc for _, loc, _, _ in _external_entries(_read_proto(model), model))
+    except ModelFileError:
+        found = None
+    _LOCATIONS[model.absolute()] = (stamp, found)
+    return found
+
+
+def _folder_references(folder: Path) -> Iterator[tuple[Path, set[Path] | None]]:
+    """Each ``.onnx`` file (any case, staging folders skipped) of ``folder``, with the data
+    files it references (resolved, as :func:`data_files` gives them), None when it cannot be
+    read; nothing when the folder cannot be listed."""
+    try:
+        models = sorted(folder.iterdir())
+    except OSError:
+        return
+    for model in models:
+        if model.suffix.lower() != ".onnx" or is_staging(model) or not model.is_file():
+            continue
+        locations = _data_locations(model)
+        yield model, None if locations is None else {(folder / x).resolve() for x in locations}
+
+
 def _referenced_by_folder(folder: Path) -> set[Path] | None:
     """Every data file the ``.onnx`` files (any case) of ``folder`` reference; None if one
     cannot be read."""
     referenced: set[Path] = set()
-    for model in folder.iterdir():
-        if model.suffix.lower() != ".onnx" or is_staging(model) or not model.is_file():
-            continue
-        try:
-            referenced |= data_files(model)
-        except ModelFileError:
+    for _, files in _folder_references(folder):
+        if files is None:
             return None
+        referenced |= files
     return referenced
 
 

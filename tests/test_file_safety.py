@@ -333,6 +333,93 @@ def test_a_replaced_data_file_is_never_removed(tmp_path: Path, other: str) -> No
         np.testing.assert_allclose(run(model), run(c), rtol=1e-5)
 
 
+OTHERS_DATA = {
+    "-o its data file": (["in/m.onnx", "-o", "w.bin"], "w.bin", ""),
+    "-o a hard link to it": (["in/m.onnx", "-o", "hard.bin"], "hard.bin", " (%s/w.bin)"),
+    "-o a symbolic link to it": (["in/m.onnx", "-o", "link.bin"], "link.bin", " (%s/w.bin)"),
+    "-o a .onnx data file of B.ONNX": (["in/m.onnx", "-o", "data.onnx"], "data.onnx", ""),
+    "--report its data file": (
+        ["in/m.onnx", "-o", "out.onnx", "--report", "w.bin"],
+        "--report w.bin",
+        "",
+    ),
+}
+
+
+def _others_data_folder(folder: Path) -> None:
+    weighted(folder / "in", "m.onnx", "m.bin")
+    weighted(folder, "other.onnx", "w.bin", cumprod=False)  # not an input of the run
+    weighted(folder, "B.ONNX", "data.onnx", cumprod=False)  # any case; any data file name
+    os.link(folder / "w.bin", folder / "hard.bin")
+    (folder / "link.bin").symlink_to("w.bin")
+    (folder / "broken.onnx").write_bytes(b"not a model")  # skipped, not a reason to refuse
+    (folder / "free.bin").write_bytes(b"read by no model")
+
+
+@pytest.fixture(scope="module")
+def others_data(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[Path, dict[str, tuple[bytes, int, int]], subprocess.CompletedProcess[str]]]:
+    """Every case of OTHERS_DATA, and -o onto a data file no model reads, run at once."""
+    cases = {**{case: args for case, (args, _, _) in OTHERS_DATA.items()}}
+    cases["-o a file no model reads"] = ["in/m.onnx", "-o", "free.bin"]
+    folders, before = {}, {}
+    for i, case in enumerate(cases):
+        folders[case] = tmp_path_factory.mktemp(f"others{i}")
+        _others_data_folder(folders[case])
+        before[case] = snapshot(folders[case])
+    results = cli_many({case: (args, folders[case]) for case, args in cases.items()})
+    return {case: (folders[case], before[case], results[case]) for case in cases}
+
+
+@pytest.mark.parametrize("case", list(OTHERS_DATA))
+def test_another_models_data_file_is_never_written_over(
+    others_data: dict[
+        str, tuple[Path, dict[str, tuple[bytes, int, int]], subprocess.CompletedProcess[str]]
+    ],
+    case: str,
+) -> None:
+    """Noticed in an earlier session (left open): ``-o`` (or ``--report``) naming the external
+    data file of a model that is not an input of the run replaced it, and that model lost its
+    weights. Refused (also through a hard or symbolic link): exit 2, one line naming the
+    output and the model, the model and its data byte for byte as they were."""
+    folder, before, result = others_data[case]
+    _, shown, alias = OTHERS_DATA[case]
+    owner = "B.ONNX" if case.endswith("B.ONNX") else "other.onnx"
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert one_error(result) == (
+        f"error: {shown}: "
+        + ("is" if shown.startswith("--report") else "refusing to write over")
+        + f" the external data of the model {folder / owner}"
+        + (alias % folder if alias else "")
+        + "; nothing written"
+    )
+    assert snapshot(folder) == before
+    assert not (folder / "out.onnx").exists()
+    np.testing.assert_array_equal(run(folder / "other.onnx"), X * _w_of("other.onnx"))
+
+
+def _w_of(name: str) -> np.ndarray:
+    """The weights :func:`weighted` gives the model ``name``."""
+    return np.random.default_rng(len(name)).uniform(0.9, 1.1, (2, 1024)).astype(np.float32)
+
+
+def test_a_file_no_model_reads_may_be_written_over(
+    others_data: dict[
+        str, tuple[Path, dict[str, tuple[bytes, int, int]], subprocess.CompletedProcess[str]]
+    ],
+) -> None:
+    """The refusal above is not for any existing file: one no model of the folder reads is
+    replaced (a model that cannot be read is skipped), and the others' data is kept."""
+    folder, before, result = others_data["-o a file no model reads"]
+    assert result.returncode == 0, result.stderr
+    assert (folder / "free.bin").read_bytes() != before["free.bin"][0]
+    after = snapshot(folder)
+    assert {name: after[name] for name in ("w.bin", "data.onnx", "other.onnx", "B.ONNX")} == {
+        name: before[name] for name in ("w.bin", "data.onnx", "other.onnx", "B.ONNX")
+    }
+
+
 def test_a_device_or_fifo_is_never_replaced(tmp_path: Path) -> None:
     """Found by a review from outside: ``-o`` onto a device node or FIFO replaced it with a
     regular file (as root, ``-o /dev/null`` turned the machine's /dev/null into a file).

@@ -368,3 +368,25 @@ def test_verbose_holds_for_its_own_run_only(tmp_path: Path) -> None:
     finally:
         root.removeHandler(seen)
     assert (root.level, list(root.handlers), onnx_ir_logger.level) == before
+
+
+def test_convert_file_never_writes_over_another_models_data(tmp_path: Path) -> None:
+    """The library refuses as the command line does: an output that another model (not the
+    input) reads as external data is never replaced, and a model that changed since a
+    scan is read again (the scans' cache must not hide a new reader)."""
+    source = weighted(tmp_path / "in", "m.onnx", "m.bin")
+    weighted(tmp_path, "other.onnx", "w.bin", cumprod=False)
+    free = tmp_path / "free.bin"
+    free.write_bytes(b"read by no model")
+    before = snapshot(tmp_path)
+    report = convert_file(source, tmp_path / "w.bin")
+    assert report.status == "failed"
+    assert report.error == (
+        f"{source}: {tmp_path / 'w.bin'}: refusing to write over the external data of the model "
+        f"{tmp_path / 'other.onnx'}; nothing written"
+    )
+    assert snapshot(tmp_path) == before
+    io.check_write_plan([(source, free)], in_place=False)  # no reader yet: allowed
+    weighted(tmp_path, "other.onnx", "free.bin", cumprod=False)  # now other.onnx reads it
+    with pytest.raises(io.ModelFileError, match=r"other\.onnx; nothing written"):
+        io.check_write_plan([(source, free)], in_place=False)
