@@ -34,10 +34,13 @@ __all__ = [
     "index_inputs",
     "numpy_cumprod",
     "random_inputs",
+    "random_outputs",
     "symbolic_sizes",
     "ulp_error",
     "verify_model",
 ]
+
+logger = logging.getLogger(__name__)
 
 # Significand bits (with the implicit one) and smallest normal exponent, per float type.
 PRECISION: dict[ir.DataType, tuple[int, int]] = {
@@ -384,6 +387,137 @@ def index_inputs(model: onnx.ModelProto, richer: bool = False) -> dict[str, int]
         if safe is not None:
             found[value.name] = safe
     return found
+
+
+# -- outputs no two runs agree on ------------------------------------------------------------
+
+# ai.onnx ops that draw random values. Unseeded, two runs differ; seeded, onnx.reference and
+# onnxruntime draw other numbers (a RandomNormal with a seed gave other values in the
+# original, run in onnx.reference, than in the rewritten model, run in onnxruntime), and a
+# run of one model that the other does not make (a feed the original fails on) puts their
+# draws out of step. Dropout draws too when its training_mode input is given (and not a
+# constant false).
+RANDOM_OPS = frozenset(
+    {
+        "RandomNormal",
+        "RandomUniform",
+        "RandomNormalLike",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
+
+
+def _constants(
+    nodes: Sequence[onnx.NodeProto], initializers: Sequence[onnx.TensorProto]
+) -> dict[str, onnx.TensorProto]:
+    """The initializers and Constant tensors of one graph (or function body), by name."""
+    found = {t.name: t for t in initializers}
+    for node in nodes:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+            for attr in node.attribute:
+                if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                    found[node.output[0]] = attr.t
+    return found
+
+
+def _false(tensor: onnx.TensorProto | None) -> bool:
+    """Whether ``tensor`` is a boolean constant all false (Dropout's training_mode off)."""
+    if tensor is None or tensor.data_type != onnx.TensorProto.BOOL:
+        return False
+    try:
+        return not np.any(onnx.numpy_helper.to_array(tensor))
+    except Exception:  # noqa: BLE001 - one onnx cannot read (external data): not known false
+        return False
+
+
+def _draw(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) -> str | None:
+    """What random values ``node`` draws ("RandomNormal, no seed"), None when it draws none."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    dropout = node.op_type == "Dropout" and len(node.input) > 2 and node.input[2]
+    if node.op_type not in RANDOM_OPS and not (
+        dropout and not _false(constants.get(node.input[2]))
+    ):
+        return None
+    seed = next(
+        (onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "seed"), None
+    )
+    return f"{node.op_type}, " + ("no seed" if seed is None else f"seed {seed:g}")
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [
+        sub
+        for attr in node.attribute
+        for sub in ((attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    ]
+
+
+def _draws(
+    node: onnx.NodeProto,
+    constants: Mapping[str, onnx.TensorProto],
+    functions: Mapping[tuple[str, str], onnx.FunctionProto],
+    where: str = "",
+    seen: frozenset[tuple[str, str]] = frozenset(),
+) -> list[str]:
+    """The random draws ``node`` makes: its own, those of its subgraphs and of the
+    model-local function it calls (and of what they call), each as "node 'N' (Op, seed)"
+    and where it is."""
+    found = []
+    draw = _draw(node, constants)
+    if draw is not None:
+        shown = f"node '{node.name}'" if node.name else "an unnamed node"
+        found.append(f"{shown} ({draw}){where}")
+    for sub in _subgraphs(node):
+        inner = _constants(sub.node, sub.initializer)
+        for child in sub.node:
+            found += _draws(child, inner, functions, f" in graph '{sub.name}'", seen)
+    key = (node.domain, node.op_type)
+    function = functions.get(key)
+    if function is not None and key not in seen:
+        inner = _constants(function.node, ())
+        for child in function.node:
+            found += _draws(
+                child, inner, functions, f" in function '{function.name}'", seen | {key}
+            )
+    return found
+
+
+def random_outputs(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """Per graph output computed from random draws (:data:`RANDOM_OPS`, Dropout in training
+    mode; in the main graph, a subgraph or a model-local function on the way), the nodes
+    that draw them ("node 'noise' (RandomNormal, no seed)"). Such an output cannot be
+    compared between two models, seeded or not."""
+    functions = {(f.domain, f.name): f for f in model.functions}
+    constants = _constants(model.graph.node, model.graph.initializer)
+    nodes = [
+        (
+            node,
+            _draws(node, constants, functions),
+            [*node.input, *(name for inner in _nested(node) for name in inner.input)],
+        )
+        for node in model.graph.node
+    ]
+    tainted: dict[str, dict[str, None]] = {}
+    changed = True
+    while changed:  # (a valid graph is in order: one pass, and one to see nothing changes)
+        changed = False
+        for node, own, used in nodes:
+            sources = dict.fromkeys(own)
+            for name in used:
+                sources.update(tainted.get(name, {}))
+            for out in node.output:
+                if out and sources and not sources.keys() <= tainted.get(out, {}).keys():
+                    tainted.setdefault(out, {}).update(sources)
+                    changed = True
+    return {o.name: list(tainted[o.name]) for o in model.graph.output if o.name in tainted}
+
+
+def _listed(items: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 # -- inputs -------------------------------------------------------------------------------------
@@ -865,9 +999,12 @@ def _compare_value(
     bound: float,
     declared: list[int | None] | None,
     narrowest: int | None = None,
+    *,
+    values: bool = True,
 ) -> tuple[Comparison, str]:
     """Compare one output value (a tensor or a sequence of tensors); also its element type
-    against the original's and its shape against the declared one."""
+    against the original's and its shape against the declared one. Without ``values``,
+    only the element types and shapes (of an output no two runs agree on)."""
     if isinstance(expected, list) or isinstance(actual, list):
         if not (isinstance(expected, list) and isinstance(actual, list)):
             return Comparison(False, float("inf"), "a sequence on one side only"), "?"
@@ -878,7 +1015,7 @@ def _compare_value(
             )
         worst, name = Comparison(True, 0.0), "seq"
         for i, (a, e) in enumerate(zip(actual, expected)):
-            result, name = _compare_value(a, e, bound, None, narrowest)
+            result, name = _compare_value(a, e, bound, None, narrowest, values=values)
             if not result.ok:
                 return Comparison(False, result.worst, f"tensor {i}: {result.detail}"), name
             if result.worst > worst.worst:
@@ -900,6 +1037,14 @@ def _compare_value(
             Comparison(False, float("inf"), f"shape {act.shape} does not match declared {shown}"),
             dtype_name,
         )
+    if not values:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            dtype_name = ir.DataType(onnx.helper.np_dtype_to_tensor_dtype(exp.dtype)).name.lower()
+        if act.shape != exp.shape:
+            return Comparison(
+                False, float("inf"), f"shape {act.shape}, the original {exp.shape}"
+            ), dtype_name
+        return Comparison(True, 0.0), dtype_name
     try:
         dtype = ir.DataType(onnx.helper.np_dtype_to_tensor_dtype(exp.dtype))
     except (KeyError, TypeError, ValueError):
@@ -1011,7 +1156,10 @@ def verify_model(
        the original's element type and its declared shape; integers must be equal; floats
        equal in NaN / inf / signed-zero positions and within ``bound_ulps`` elsewhere. A run
        the rewritten model fails and the original does not is a mismatch; an adversarial
-       run the original itself fails is skipped.
+       run the original itself fails is skipped. An output computed from random draws
+       (:func:`random_outputs`: no two runs agree, seeded or not) has only its element type
+       and shape compared: its check is ``skipped``, naming the nodes, and a warning is
+       logged.
     3. Each of ``plans`` (the pass's ``.plans``): the CumProd run standalone at its type,
        shape and attributes, lowered with ``strategy`` / ``target`` / ``target_opset``, on
        adversarial values against numpy (:func:`check_sites`).
@@ -1072,6 +1220,18 @@ def verify_model(
             return bound_ulps, narrowest
         return min(bound_ulps, max(plan_bound(p, sizes) for p in chosen)), narrowest_of(chosen)
 
+    # outputs computed from random draws: only their types and shapes can be compared
+    drawn = random_outputs(original_proto)
+    if drawn:
+        names = list(drawn)
+        logger.warning(
+            "--verify cannot compare the values of %s %s with the original's: they depend on "
+            "%s, whose random values differ from run to run (and, seeded, between "
+            "runtimes); only their types and shapes are compared",
+            "output" if len(names) == 1 else "outputs",
+            _listed([f"'{name}'" for name in names]),
+            _listed(list(dict.fromkeys(d for ds in drawn.values() for d in ds))),
+        )
     worst: dict[str, OutputCheck] = {}
     kinds = ["random"] * runs + ["special", "finite special", "extreme", "overflow", "underflow"]
     # odd integers: in every other feed an integer product is 0 from about 64 positions on
@@ -1119,6 +1279,17 @@ def verify_model(
         for name, exp in zip(old_names, expected):
             if name not in got:
                 continue
+            if name in drawn:
+                _compare_drawn(
+                    worst,
+                    name,
+                    got[name],
+                    exp,
+                    declared=declared[name],
+                    kind=kind,
+                    draws=drawn[name],
+                )
+                continue
             bound_here, narrowest_here = bound_of(name)
             result, dtype_name = _compare_value(
                 got[name], exp, bound_here, declared[name], narrowest_here
@@ -1153,6 +1324,32 @@ def verify_model(
     known.update(d for p in plans for d in p.site.spec.dims or () if isinstance(d, str))
     unmatched = tuple(name for name in dims or {} if name not in known)
     return VerifyResult(ok, runs, reference, outputs, sites, runtime, shown, richer, unmatched)
+
+
+def _compare_drawn(
+    worst: dict[str, OutputCheck],
+    name: str,
+    actual: Any,
+    expected: Any,
+    *,
+    declared: list[int | None] | None,
+    kind: str,
+    draws: Sequence[str],
+) -> None:
+    """Record in ``worst`` how an output computed from random ``draws`` compared: a
+    different element type or shape is a mismatch, else the check is skipped, saying why."""
+    result, dtype_name = _compare_value(actual, expected, 0.0, declared, values=False)
+    previous = worst.get(name)
+    if not result.ok:
+        if previous is None or previous.ok:
+            detail = f"{kind} inputs: {result.detail}"
+            worst[name] = OutputCheck(name, dtype_name, False, result.worst, 0.0, detail)
+    elif previous is None:
+        why = (
+            f"values not compared: they depend on {_listed(list(draws))}, random from run to "
+            "run (and, seeded, between runtimes); type and shape compared"
+        )
+        worst[name] = OutputCheck(name, dtype_name, True, 0.0, 0.0, why, skipped=True)
 
 
 # -- each CumProd standalone on adversarial values ------------------------------------------
