@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from rewriter.decompose import DecomposeCumProdPass, decompose_cumprod
-from rewriter.errors import (
-    CumProdError,
-    InputModelError,
-    InvalidCumProdError,
-    StrategyError,
-    TargetError,
-)
-from rewriter.lowerings import STRATEGIES
-from rewriter.opset import OpsetError
-from rewriter.targets import DEFAULT_TARGET, TARGETS
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rewriter.decompose import DecomposeCumProdPass, decompose_cumprod
+    from rewriter.errors import (
+        CumProdError,
+        InputModelError,
+        InvalidCumProdError,
+        StrategyError,
+        TargetError,
+    )
+    from rewriter.lowerings import STRATEGIES
+    from rewriter.opset import OpsetError
+    from rewriter.targets import DEFAULT_TARGET, TARGETS
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -28,13 +32,31 @@ __all__ = [
     "decompose_cumprod",
 ]
 
+# Where each public name lives: loaded on first use, so that ``import rewriter`` (which
+# ``python -m rewriter`` does before its __main__ can catch a Ctrl-C) imports no onnx.
+_HOMES = {
+    "DecomposeCumProdPass": "rewriter.decompose",
+    "decompose_cumprod": "rewriter.decompose",
+    "CumProdError": "rewriter.errors",
+    "InputModelError": "rewriter.errors",
+    "InvalidCumProdError": "rewriter.errors",
+    "StrategyError": "rewriter.errors",
+    "TargetError": "rewriter.errors",
+    "STRATEGIES": "rewriter.lowerings",
+    "OpsetError": "rewriter.opset",
+    "DEFAULT_TARGET": "rewriter.targets",
+    "TARGETS": "rewriter.targets",
+}
+
 
 def __getattr__(name: str) -> object:
-    """``rewriter.rules`` and ``rewriter.pytorch`` without importing them first (the README's
-    ``rewriter.rules.cumprod_rules()`` failed with an AttributeError): loaded on first use,
-    so ``import rewriter`` stays as fast as before."""
+    """The public names, and ``rewriter.rules`` / ``rewriter.pytorch``, loaded on first use."""
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
     if name in ("rules", "pytorch"):
-        import importlib
-
         return importlib.import_module(f"rewriter.{name}")
     raise AttributeError(f"module 'rewriter' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES, "rules", "pytorch"})
