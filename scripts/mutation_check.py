@@ -499,6 +499,25 @@ MUTANTS = [
         "            if key in data and not in_place:\n",
     ),
     Mutant(
+        "io: another model's data file not looked for (-o over it allowed)",
+        "rewriter/io.py",
+        "        reader = None if keys & own else _data_owner(target, scanned)",
+        "        reader = None",
+    ),
+    Mutant(
+        "io: a data file reached through a link not matched (resolved path only)",
+        "rewriter/io.py",
+        "                    for key in _identities(file):\n"
+        "                        readers.setdefault(key, []).append((file, model))\n",
+        "                    readers.setdefault(('path', str(file)), []).append((file, model))\n",
+    ),
+    Mutant(
+        "verify: outputs from random draws compared as any other",
+        "rewriter/verify.py",
+        "    drawn = random_outputs(original_proto)\n",
+        "    drawn: dict[str, list[str]] = {}\n",
+    ),
+    Mutant(
         "io: external data one byte too short accepted",
         "rewriter/io.py",
         "        if size < end:\n",

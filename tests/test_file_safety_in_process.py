@@ -390,3 +390,22 @@ def test_convert_file_never_writes_over_another_models_data(tmp_path: Path) -> N
     weighted(tmp_path, "other.onnx", "free.bin", cumprod=False)  # now other.onnx reads it
     with pytest.raises(io.ModelFileError, match=r"other\.onnx; nothing written"):
         io.check_write_plan([(source, free)], in_place=False)
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+def test_a_link_to_another_models_data_is_never_written_over(tmp_path: Path, link: str) -> None:
+    """The same through a link: ``-o`` naming a hard or symbolic link to another model's
+    data file (matched by inode, or by the resolved path) is refused, naming the file."""
+    source = weighted(tmp_path / "in", "m.onnx", "m.bin")
+    weighted(tmp_path, "other.onnx", "w.bin", cumprod=False)
+    alias = tmp_path / "alias.bin"
+    if link == "hard":
+        os.link(tmp_path / "w.bin", alias)
+    else:
+        alias.symlink_to("w.bin")
+    with pytest.raises(io.ModelFileError) as caught:
+        io.check_write_plan([(source, alias)], in_place=False)
+    assert str(caught.value) == (
+        f"{alias}: refusing to write over the external data of the model "
+        f"{tmp_path / 'other.onnx'} ({tmp_path / 'w.bin'}); nothing written"
+    )

@@ -194,7 +194,8 @@ radix's time in all 32 cells, but IREE's compile time grows with it: 1.8-5.2 s a
 2.9-8.3 s at 256, 5.3-17.1 s at 512, against radix's and carry's 1.2-3.2 s; so the cut is
 256. Beyond, carry took 0.62-1.12x radix's time at n = 512-4096 (0.86x at the median, 21 of
 24 cells below 1). Run-time n: ``doubling`` (IREE's Scan ignores directions;
-``max_length`` needed).
+``max_length`` needed; float32 with its offset windows, 1.45-1.76x the plain form's time,
+``scripts/results/bench-runtime-iree-2026-12-04-run-time-windows``).
 
 ``tflite`` (onnx2tf 1.29): static dims with n <= 16: chain; else ``doubling``, static
 length or not (a run-time one needs ``max_length``): with a symbolic dim it runs on the 2-D

@@ -40,9 +40,12 @@ and bound as the blocked form's totals; the steps after are plain. On x = 1 + N(
 (16, 4096): 27 ulps worst / 2.9 mean against the plain form's 499 / 166 and the sequential
 product's 322 / 49; at N(0, 1e-5) and n = 16384 140 / 38 against 2091 / 701 and 3197 / 698
 (numpy prototype). Cost: those five steps three times over (offsets, distances and the plain
-products, for the fallback): on IREE 3.13, float32 (2048, 512) with every dim symbolic,
-1.71x the plain form's time (20.4x against 11.9x its CumSum; one run of 3 rounds,
-``scripts/bench_runtime.py --run-time-length``).
+products, for the fallback): on IREE 3.13, float32 with every dim symbolic, 2^20 elements, n =
+128-4096, first and last axis, 1.45-1.76x the plain form's time (20-58x its CumSum over static
+dims against 12-35x; ``scripts/results/bench-runtime-iree-2026-12-04-run-time-windows``);
+windows of 8 or 16 factors (:data:`WINDOW_STEPS` 3 or 4) took 0.88-0.93x / 0.93-0.96x the
+time of 32's in the same rounds (``...-run-time-window-steps``), with 2.7-3.4x / 1.3-1.5x
+its error in the (16, 4096) prototype case: 32, as the blocked form's blocks.
 
 Cost: K steps of (Slice, Pad, Slice, Mul) over the whole tensor: about 4 K passes over
 memory and 4 K + 4 nodes (K = 16 for n = 65536). No Loop, Scan or If, no Transpose: for
@@ -96,6 +99,7 @@ __all__ = [
     "ACCURATE_BLOCKED_ABOVE",
     "BLOCK",
     "BLOCKED_FROM",
+    "WINDOW_STEPS",
     "build",
     "compute_dtype",
     "max_ulps",
@@ -112,6 +116,9 @@ BLOCKED_FROM: dict[str, int] = {"openvino": 2000, "iree": 128}
 # float32 computations take the blocked form beyond this length, for its accurate totals
 # (:mod:`.near_one`): the plain form's error grows with n (module docstring, Accuracy)
 ACCURATE_BLOCKED_ABOVE = 64
+# plain doubling's first steps taken in offset windows (of 2^WINDOW_STEPS factors) where the
+# blocked form is not taken, for a float32 computation beyond ACCURATE_BLOCKED_ABOVE
+WINDOW_STEPS = 5
 
 
 def steps(bound: int) -> int:
@@ -258,8 +265,8 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     y = _shift(b, x3, 1, n, v) if v.exclusive else x3
     first = 0
     if near_one.wanted(v) and bound > ACCURATE_BLOCKED_ABOVE:
-        # the first log2(B) steps as the blocked form's blocks: offsets near 1 (Accuracy)
-        first = steps(BLOCK)
+        # the first steps in offset windows, as the blocked form's blocks (Accuracy)
+        first = WINDOW_STEPS
 
         def shift(t: ir.Value, s: int, fill: ir.Value) -> ir.Value:
             return _shift(b, t, s, n, dataclasses.replace(v, one=fill))
