@@ -50,11 +50,17 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> object:
-    """The public names, and ``rewriter.rules`` / ``rewriter.pytorch``, loaded on first use."""
+    """The public names, and the package's modules (``rewriter.rules``, ``rewriter.io``, ...,
+    reached as attributes as they were when the package imported them all), loaded on first
+    use."""
     if name in _HOMES:
         return getattr(importlib.import_module(_HOMES[name]), name)
-    if name in ("rules", "pytorch"):
-        return importlib.import_module(f"rewriter.{name}")
+    if not name.startswith("_"):
+        try:
+            return importlib.import_module(f"rewriter.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"rewriter.{name}":
+                raise
     raise AttributeError(f"module 'rewriter' has no attribute {name!r}")
 
 

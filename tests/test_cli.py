@@ -498,6 +498,20 @@ def test_rules_and_pytorch_are_reachable_from_import_rewriter() -> None:
     assert done.stdout.split() == ["RewriteRuleSet", "True"]
 
 
+def test_import_rewriter_loads_nothing_heavy_and_reaches_every_module() -> None:
+    """``import rewriter`` imports no onnx (its names load on first use, so that a Ctrl-C
+    while ``python -m rewriter`` starts is caught by its __main__), and the package's modules
+    stay reachable as attributes, as they were when it imported them all."""
+    code = (
+        "import sys, rewriter; print('onnx' in sys.modules); "
+        "print(rewriter.lowerings.STRATEGIES == rewriter.STRATEGIES); "
+        "print(rewriter.io.load_model.__module__); print(hasattr(rewriter, 'no_such_name'))"
+    )
+    done = cli(code=code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "rewriter.io", "False"]
+
+
 def test_list_reports_what_the_rewrite_would_refuse(tmp_path: Path) -> None:
     """``--list --target tract --target-opset 11`` listed "-> chain" and exited 0 where the
     rewrite refuses the node (below opset 14 over symbolic dims tract would need an If):
