@@ -34,18 +34,19 @@ computation over a static n > 64 (:data:`ACCURATE_BLOCKED_ABOVE`) takes the bloc
 below, whose block totals come from :mod:`.near_one` (on the 2-D view, ``View.flat``:
 TFLite, too, where the inner dim is static). Where the plain form stays (a length known only
 at run time, bounded by ``max_length`` > 64, or a 2-D view over a run-time inner dim), its
-first log2(B) = 5 steps are :func:`.near_one.windows`: each position's window of 32 factors
-in offset form where all 32 are within 1 / 256 of 1 (else the plain product), the same trees
-and bound as the blocked form's totals; the steps after are plain. On x = 1 + N(0, 1e-4) of
-(16, 4096): 27 ulps worst / 2.9 mean against the plain form's 499 / 166 and the sequential
-product's 322 / 49; at N(0, 1e-5) and n = 16384 140 / 38 against 2091 / 701 and 3197 / 698
-(numpy prototype). Cost: those five steps three times over (offsets, distances and the plain
-products, for the fallback): on IREE 3.13, float32 with every dim symbolic, 2^20 elements, n =
-128-4096, first and last axis, 1.45-1.76x the plain form's time (20-58x its CumSum over static
-dims against 12-35x; ``scripts/results/bench-runtime-iree-2026-12-04-run-time-windows``);
-windows of 8 or 16 factors (:data:`WINDOW_STEPS` 3 or 4) took 0.88-0.93x / 0.93-0.96x the
-time of 32's in the same rounds (``...-run-time-window-steps``), with 2.7-3.4x / 1.3-1.5x
-its error in the (16, 4096) prototype case: 32, as the blocked form's blocks.
+first :data:`WINDOW_STEPS` = 5 steps are :func:`.near_one.windows`: each position's window
+of 32 factors in offset form where all 32 are within 1 / 256 of 1 (else the plain product),
+the same trees and bound as the blocked form's totals; the steps after are plain. On x = 1 +
+N(0, 1e-4) of (16, 4096): 27 ulps worst / 2.9 mean against the plain form's 499 / 166 and
+the sequential product's 322 / 49; at N(0, 1e-5) and n = 16384 140 / 38 against 2091 / 701
+and 3197 / 698 (numpy prototype). Cost: those five steps three times over (offsets,
+distances and the plain products, for the fallback): on IREE 3.13, float32 with every dim
+symbolic, 2^20 elements, n = 128-4096, first and last axis, 1.45-1.76x the plain form's time
+(20-58x its CumSum over static dims against 12-35x;
+``scripts/results/bench-runtime-iree-2026-12-04-run-time-windows``); windows of 8 or 16
+factors (:data:`WINDOW_STEPS` 3 or 4) took 0.88-0.93x / 0.93-0.96x the time of 32's in the
+same rounds (``...-run-time-window-steps``), with 2.7-3.4x / 1.3-1.5x its error in the (16,
+4096) prototype case: 32, as the blocked form's blocks.
 
 Cost: K steps of (Slice, Pad, Slice, Mul) over the whole tensor: about 4 K passes over
 memory and 4 K + 4 nodes (K = 16 for n = 65536). No Loop, Scan or If, no Transpose: for

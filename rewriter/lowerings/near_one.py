@@ -10,7 +10,9 @@ sequential product's 191 / 37 (numpy prototype). The carries themselves are not 
 the same trees with exact totals rounded once to float32 and float32 carries gave 13 / 2.5.
 Where the target computes float64, :mod:`.wide` takes the totals in float64. This module
 serves the targets that cannot (OpenVINO, TFLite and ``portable`` compute float64 in
-float32) and ``doubling`` (IREE compiles no 8-byte doubling).
+float32) and ``doubling`` (IREE compiles no 8-byte doubling): the blocked form's totals, and
+in the plain form (lengths known at run time) the windows of its first steps
+(:func:`windows`).
 
 Formula, for a block of r factors x_1 .. x_r (float32; r a power of two, 4 or more) whose
 plain float32 total is T32::
@@ -135,8 +137,8 @@ def totals(
 def _chosen(
     b: Builder, v: View, offset: ir.Value, distance: ir.Value, plain: ir.Value, *, size: int
 ) -> ir.Value:
-    """T: ``1 + offset`` where every factor of the ``size`` is within 1 / (8 size) of 1
-    (``distance``, their largest |x - 1|), else ``plain``."""
+    """T: ``1 + offset`` where each of the block's ``size`` factors is within 1 / (8 size)
+    of 1 (``distance``: their largest |x - 1|), else ``plain``."""
     limit = b.const(np.array(1 / (8 * size), dtype=np.float32))
     near = b.op("Less", distance, limit)  # false for NaN
     return b.op("Where", near, b.op("Add", offset, v.one), plain)
