@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -240,26 +240,37 @@ def _refusal_folder(folder: Path) -> None:
     shutil.copy(EXAMPLE, folder / "models" / "a.onnx")
 
 
-@pytest.fixture(scope="module")
-def refusals(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> dict[str, tuple[Path, dict[str, tuple[bytes, int, int]], subprocess.CompletedProcess[str]]]:
-    """Every case of REFUSALS run at once, each in its own folder: (folder, files before,
-    result)."""
+# per case: its folder, the folder's files before the run, the run
+Runs = dict[str, tuple[Path, dict[str, tuple[bytes, int, int]], subprocess.CompletedProcess[str]]]
+
+
+def _run_each_in_its_folder(
+    factory: pytest.TempPathFactory,
+    prefix: str,
+    make: Callable[[Path], None],
+    cases: dict[str, list[str]],
+) -> Runs:
+    """The command line's arguments of every case run at once, each in a folder of its own
+    that ``make`` fills."""
     folders, before = {}, {}
-    for i, case in enumerate(REFUSALS):
-        folders[case] = tmp_path_factory.mktemp(f"refusal{i}")
-        _refusal_folder(folders[case])
+    for i, case in enumerate(cases):
+        folders[case] = factory.mktemp(f"{prefix}{i}")
+        make(folders[case])
         before[case] = snapshot(folders[case])
-    results = cli_many({case: (REFUSALS[case][0], folders[case]) for case in REFUSALS})
-    return {case: (folders[case], before[case], results[case]) for case in REFUSALS}
+    results = cli_many({case: (args, folders[case]) for case, args in cases.items()})
+    return {case: (folders[case], before[case], results[case]) for case in cases}
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """Every case of REFUSALS run at once, each in its own folder."""
+    cases = {case: args for case, (args, *_) in REFUSALS.items()}
+    return _run_each_in_its_folder(tmp_path_factory, "refusal", _refusal_folder, cases)
 
 
 @pytest.mark.parametrize("case", list(REFUSALS))
 def test_refused_exit_2_one_line_nothing_written(
-    refusals: dict[
-        str, tuple[Path, dict[str, tuple[bytes, int, int]], subprocess.CompletedProcess[str]]
-    ],
+    refusals: Runs,
     case: str,
 ) -> None:
     folder, before, result = refusals[case]
@@ -357,26 +368,16 @@ def _others_data_folder(folder: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def others_data(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> dict[str, tuple[Path, dict[str, tuple[bytes, int, int]], subprocess.CompletedProcess[str]]]:
+def others_data(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     """Every case of OTHERS_DATA, and -o onto a data file no model reads, run at once."""
-    cases = {**{case: args for case, (args, _, _) in OTHERS_DATA.items()}}
+    cases = {case: args for case, (args, _, _) in OTHERS_DATA.items()}
     cases["-o a file no model reads"] = ["in/m.onnx", "-o", "free.bin"]
-    folders, before = {}, {}
-    for i, case in enumerate(cases):
-        folders[case] = tmp_path_factory.mktemp(f"others{i}")
-        _others_data_folder(folders[case])
-        before[case] = snapshot(folders[case])
-    results = cli_many({case: (args, folders[case]) for case, args in cases.items()})
-    return {case: (folders[case], before[case], results[case]) for case in cases}
+    return _run_each_in_its_folder(tmp_path_factory, "others", _others_data_folder, cases)
 
 
 @pytest.mark.parametrize("case", list(OTHERS_DATA))
 def test_another_models_data_file_is_never_written_over(
-    others_data: dict[
-        str, tuple[Path, dict[str, tuple[bytes, int, int]], subprocess.CompletedProcess[str]]
-    ],
+    others_data: Runs,
     case: str,
 ) -> None:
     """Noticed in an earlier session (left open): ``-o`` (or ``--report``) naming the external
@@ -405,9 +406,7 @@ def _w_of(name: str) -> np.ndarray:
 
 
 def test_a_file_no_model_reads_may_be_written_over(
-    others_data: dict[
-        str, tuple[Path, dict[str, tuple[bytes, int, int]], subprocess.CompletedProcess[str]]
-    ],
+    others_data: Runs,
 ) -> None:
     """The refusal above is not for any existing file: one no model of the folder reads is
     replaced (a model that cannot be read is skipped), and the others' data is kept."""
