@@ -287,22 +287,25 @@ INDEX_POSITIONS: dict[str, dict[int, int]] = {
 RICHER_POSITIONS: dict[str, dict[int, int]] = {"Loop": {0: 3}}
 
 
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs ``node``'s attributes hold (not theirs)."""
+    return [
+        sub
+        for attr in node.attribute
+        for sub in ((attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    ]
+
+
 def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     nodes = []
     for node in graph.node:
         nodes.append(node)
-        for attr in node.attribute:
-            for sub in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                nodes.extend(_all_nodes(sub))
+        nodes.extend(_nested(node))
     return nodes
 
 
 def _subgraph_inputs(node: onnx.NodeProto) -> list[str]:
-    names: list[str] = []
-    for attr in node.attribute:
-        for sub in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-            names.extend(i.name for i in sub.input)
-    return names
+    return [i.name for sub in _subgraphs(node) for i in sub.input]
 
 
 def _index_use(
@@ -343,11 +346,8 @@ def _index_use(
 
 
 def _nested(node: onnx.NodeProto) -> list[onnx.NodeProto]:
-    nodes = []
-    for attr in node.attribute:
-        for sub in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-            nodes.extend(_all_nodes(sub))
-    return nodes
+    """Every node of ``node``'s subgraphs, at any depth."""
+    return [n for sub in _subgraphs(node) for n in _all_nodes(sub)]
 
 
 def cumprod_axis_inputs(model: onnx.ModelProto) -> set[str]:
@@ -445,14 +445,6 @@ def _draw(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) -> st
         (onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "seed"), None
     )
     return f"{node.op_type}, " + ("no seed" if seed is None else f"seed {seed:g}")
-
-
-def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    return [
-        sub
-        for attr in node.attribute
-        for sub in ((attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
-    ]
 
 
 def _draws(
