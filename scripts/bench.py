@@ -38,6 +38,7 @@ from onnx import TensorProto, helper
 
 import rewriter
 from rewriter.lowerings import LOWERINGS, auto, blocked, cached, carry, doubling, near_one, tiled
+from rewriter.lowerings import wide as wide_carries
 from rewriter.site import ScanSpec
 from rewriter.verify import ulp_error
 
@@ -416,7 +417,17 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
       graph, with its Transposes or with the Scan's own axes (:func:`_scan_route_model`);
     - ``blocked whole (pieces)`` (sixteenth round; where ``cached`` cuts x): ``blocked
       whole`` on each of ``cached``'s pieces (tiles of rows, or chunks of an outermost axis:
-      :func:`_piece`), one Scan step per piece (:func:`_pieces_model`).
+      :func:`_piece`), one Scan step per piece (:func:`_pieces_model`);
+    - float32 (twenty-fifth round): a float32 tree on onnxruntime takes its block totals from
+      x in float64 and scans them in float64 (``rewriter/lowerings/wide.py``; the float32
+      totals' error grew with n). So ``blocked level 2`` and ``blocked levels 3+`` run in
+      float64 there, and where r > ``wide.NARROW_SLICES`` (where the route takes the totals
+      by a ReduceProd) ``wide totals`` is that pass alone (x viewed (o * m, r, i), cast to
+      float64, ReduceProd along r: :func:`_wide_totals_model`), and ``blocked whole (wide)``
+      and ``blocked whole (pieces, wide)`` are ``blocked whole`` and ``blocked whole
+      (pieces)`` with it in the same graph (inside each piece, as in ``cached``). For r <=
+      ``NARROW_SLICES`` (narrow runs) the route takes them from its slices: not timed, so
+      those floors leave that pass out.
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
@@ -486,15 +497,24 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         models["chain whole"] = _level_model(elem_type, shape, [outer, n, inner], n, carries=False)
     if r < n:
         models["blocked whole"] = _level_model(elem_type, shape, fine, r, carries=True)
+        # a float32 tree on onnxruntime takes its block totals from x in float64 and scans
+        # them in float64 (rewriter/lowerings/wide.py): those passes are the route's too
+        wide = elem_type == TensorProto.FLOAT and r > wide_carries.NARROW_SLICES
+        above = TensorProto.DOUBLE if elem_type == TensorProto.FLOAT else elem_type
+        if wide:
+            models["wide totals"] = _wide_totals_model(shape, fine)
+            models["blocked whole (wide)"] = _level_model(
+                elem_type, shape, fine, r, carries=True, wide=True
+            )
         m = -(-n // r)
         r2 = min(m, r)
         totals = (outer, m // r2 * r2, inner)  # the totals, cut to a multiple of r2
         models["blocked level 2"] = _level_model(
-            elem_type, totals, [outer * (m // r2), r2, inner], r2, carries=False, exclusive=True
+            above, totals, [outer * (m // r2), r2, inner], r2, carries=False, exclusive=True
         )
         upper = upper_level_lengths(m, r)
         if upper:
-            models["blocked levels 3+"] = _levels_model(elem_type, outer, upper, inner, r)
+            models["blocked levels 3+"] = _levels_model(above, outer, upper, inner, r)
         piece = cached.pieces((outer, n, inner), int(compute.itemsize))
         if piece is not None:  # carry's view of one of cached's pieces: (T, n, i) or (1, C, i)
             dims, count = piece
@@ -502,15 +522,20 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             rows = dims[0] * dims[1]
             if rows % rp == 0 and rp < dims[1]:
                 shape_of_piece = dims if outer > 1 else dims[1:]  # a chunk: (C, i)
-                level = _level_model(
-                    elem_type,
-                    shape_of_piece,
-                    [rows // rp, rp, inner],
-                    rp,
-                    carries=True,
-                    halves=outer > 1 and cached.halves(dims, int(compute.itemsize)),
-                )
-                models["blocked whole (pieces)"] = _pieces_model(elem_type, shape, level, count)
+                variants = {"blocked whole (pieces)": False}
+                if wide:
+                    variants["blocked whole (pieces, wide)"] = True
+                for key, with_totals in variants.items():
+                    level = _level_model(
+                        elem_type,
+                        shape_of_piece,
+                        [rows // rp, rp, inner],
+                        rp,
+                        carries=True,
+                        halves=outer > 1 and cached.halves(dims, int(compute.itemsize)),
+                        wide=with_totals,
+                    )
+                    models[key] = _pieces_model(elem_type, shape, level, count)
     if outer > 1:
         models["transpose back"] = _swap_model(elem_type, shape, [n, outer, inner])
     if axis != 0:
@@ -631,7 +656,8 @@ def _levels_model(
 def floor_feeds(model: onnx.ModelProto, x: np.ndarray) -> dict[str, np.ndarray]:
     """The feeds of a floor model: x, or for each input smaller than x (``blocked level
     2``, ``blocked levels 3+``, the carry of ``blocked whole``) x's first elements in the
-    input's shape, a contiguous array of its own."""
+    input's shape and element type (float64 for a float32 tree's totals), a contiguous array
+    of its own."""
     feeds = {}
     for value in model.graph.input:
         dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
@@ -639,7 +665,8 @@ def floor_feeds(model: onnx.ModelProto, x: np.ndarray) -> dict[str, np.ndarray]:
             feeds[value.name] = x
             continue
         size = int(np.prod(dims, dtype=np.int64))
-        feeds[value.name] = np.ascontiguousarray(x.reshape(-1)[:size].reshape(dims))
+        dtype = helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        feeds[value.name] = np.ascontiguousarray(x.reshape(-1)[:size].reshape(dims), dtype)
     return feeds
 
 
@@ -652,6 +679,7 @@ def _level_model(
     carries: bool,
     exclusive: bool = False,
     halves: bool = False,
+    wide: bool = False,
 ) -> onnx.ModelProto:
     """One level of an unrolled route as one graph, without its serial dependence: x viewed
     as ``view`` and cut into ``parts`` slices along axis 1, each slice but the first
@@ -664,7 +692,9 @@ def _level_model(
     ``exclusive``: the last slice is not multiplied (an exclusive scan's n outputs are the
     ones and the first n - 1 products). ``halves``: the slices cut in two steps, the view's
     two halves first, as ``carry``'s ``halves`` (``cached``'s 4-byte tiles of 2 MiB or more
-    with runs of 32-64 bytes, nineteenth round).
+    with runs of 32-64 bytes, nineteenth round). ``wide``: also the block totals in float64
+    from the view, as a second output ``t64`` (:func:`_wide_totals_nodes`: a float32 tree's
+    totals on onnxruntime, :mod:`rewriter.lowerings.wide`), in the same graph.
 
     Until the fourteenth round each slice was multiplied by itself (one tensor read): that
     left out a read per Mul, 3-15 % of a middle-axis ``chain`` (docs/performance.md)."""
@@ -681,6 +711,8 @@ def _level_model(
         ]
     else:
         nodes.append(helper.make_node("Split", ["v"], names, axis=1, num_outputs=parts))
+    if wide:  # before the products, as the route's (the graph's last nodes stay its own)
+        nodes += _wide_totals_nodes("v", "t64")
     multiplied = range(1, parts - 1 if exclusive else parts)
     nodes += [helper.make_node("Mul", [names[k - 1], names[k]], [f"p{k}"]) for k in multiplied]
     products = [f"p{k}" if k in multiplied else names[k] for k in range(parts)]
@@ -704,6 +736,36 @@ def _level_model(
     if carries:
         slab = [view[0], 1, *view[2:]]
         model.graph.input.append(helper.make_tensor_value_info("carry", elem_type, slab))
+    if wide:
+        model.graph.output.append(helper.make_tensor_value_info("t64", TensorProto.DOUBLE, None))
+        model.graph.initializer.append(helper.make_tensor("axis1", TensorProto.INT64, [1], [1]))
+    return model
+
+
+def _wide_totals_nodes(view: str, out: str) -> list[onnx.NodeProto]:
+    """The block totals of the (o * m, r, i) ``view`` in float64, as a float32 tree takes
+    them on onnxruntime for r > :data:`rewriter.lowerings.wide.NARROW_SLICES`: the view cast
+    to float64 and a ReduceProd along axis 1 (``wide.block_totals``); needs an initializer
+    ``axis1`` ([1])."""
+    return [
+        helper.make_node("Cast", [view], [f"{out}_cast"], to=TensorProto.DOUBLE),
+        helper.make_node("ReduceProd", [f"{out}_cast", "axis1"], [out], keepdims=1),
+    ]
+
+
+def _wide_totals_model(shape: tuple[int, ...], view: list[int]) -> onnx.ModelProto:
+    """float32 x viewed as ``view`` (o * m, r, i) and its block totals taken in float64
+    (:func:`_wide_totals_nodes`): the pass a float32 tree adds on onnxruntime, alone."""
+    model = _graph_model(
+        [helper.make_node("Reshape", ["x", "view"], ["v"]), *_wide_totals_nodes("v", "y")],
+        TensorProto.FLOAT,
+        shape,
+        [
+            helper.make_tensor("view", TensorProto.INT64, [len(view)], view),
+            helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
+        ],
+    )
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.DOUBLE
     return model
 
 
@@ -720,7 +782,8 @@ def _pieces_model(
     but x (the carries) read from the outer graph, the pieces' results put back in x's
     shape. Where the piece ends in a Reshape of its Concat, the body's output is the Concat
     itself, as in ``cached`` since the nineteenth round (onnxruntime copies a Reshape's
-    result into the Scan's output; a Concat writes there in place)."""
+    result into the Scan's output; a Concat writes there in place). A piece's float64 block
+    totals (``t64``: :func:`_level_model`'s ``wide``) leave as a second scan output."""
     body = onnx.GraphProto()
     body.CopyFrom(piece.graph)
     body.name = "piece"
@@ -735,12 +798,15 @@ def _pieces_model(
         body.node[-2].output[0] = last.output[0]  # the Concat of the view's slices
         body.node.remove(last)
         out_dims = [int(d) for d in onnx.numpy_helper.to_array(view)]
+    kept = [value for value in body.output if value.name != "y"]  # t64 (``wide``)
+    extra = [value.name for value in kept]
     del body.output[:]
     body.output.append(helper.make_tensor_value_info("y", elem_type, out_dims))
+    body.output.extend(kept)
     model = _graph_model(
         [
             helper.make_node("Reshape", ["x", "pieces"], ["xp"]),
-            helper.make_node("Scan", ["xp"], ["yp"], body=body, num_scan_inputs=1),
+            helper.make_node("Scan", ["xp"], ["yp", *extra], body=body, num_scan_inputs=1),
             helper.make_node("Reshape", ["yp", "whole"], ["y"]),
         ],
         elem_type,
@@ -751,6 +817,9 @@ def _pieces_model(
         ],
     )
     model.graph.input.extend(others)
+    model.graph.output.extend(
+        helper.make_tensor_value_info(name, TensorProto.DOUBLE, None) for name in extra
+    )
     return model
 
 
@@ -779,6 +848,12 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
     tensor's totals, not in pieces). ``scan`` takes the larger of its parts' sum and the
     cheaper of its whole graphs (``scan whole``, ``scan whole (axes)``), when the cell has
     them (middle and last axes).
+
+    A float32 cell timed with the float64 totals (``wide totals``, twenty-fifth round): the
+    trees are those with them, as ``auto`` builds them on onnxruntime: ``blocked`` adds
+    ``wide totals`` to its parts' sum and takes ``blocked whole (wide)`` as its whole level,
+    ``pieces`` takes ``blocked whole (pieces, wide)``. ``chain`` and ``scan`` multiply each
+    output's factors in order (the sequential kernel's error): nothing to add.
     """
     us: dict[str, float] = row["us"]  # type: ignore[assignment]
     n = int(row["n"])  # type: ignore[call-overload]
@@ -789,18 +864,17 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
     if position != "first":
         scan += us["transpose"] + us.get("transpose back", us["transpose"])
     wholes = [us[k] for k in ("scan whole", "scan whole (axes)") if k in us]
+    wide = " (wide)" if "wide totals" in us else ""
+    pieces = "blocked whole (pieces, wide)" if wide else "blocked whole (pieces)"
     return {
         "chain": max(move + us["mul x*x"] + launches, us.get("chain whole", 0.0)),
         "blocked": max(
-            us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"], us.get("blocked whole", 0.0)
+            us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"] + us.get("wide totals", 0.0),
+            us.get(f"blocked whole{wide}", 0.0),
         )
         + totals,
         "scan": max(scan, min(wholes)) if wholes else scan,
-        **(
-            {"pieces": us["blocked whole (pieces)"] + totals}
-            if "blocked whole (pieces)" in us
-            else {}
-        ),
+        **({"pieces": us[pieces] + totals} if pieces in us else {}),
     }
 
 

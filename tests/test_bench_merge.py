@@ -369,3 +369,53 @@ def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -
         "--dtypes int32 --totals 1 --lengths 8 --positions last",
         "--dtypes int32 --totals 1 --lengths 8 --positions first",
     ]
+
+
+def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: ignore[no-untyped-def]
+    """A float32 tree on onnxruntime takes its block totals from x in float64 and scans them
+    in float64 (rewriter/lowerings/wide.py), so its floors do too: ``wide totals`` and the
+    totals inside ``blocked whole (wide)`` and each piece of ``blocked whole (pieces,
+    wide)`` are the blocks' products of x in float64 (numpy's, below), the upper levels'
+    models take float64; the tree routes then cost those models, the others do not move.
+    Integers and narrow runs (r = 4: totals from the slices) get none of them."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    shape, r = (4, 64, 16), 16  # float32 rows of 4 KiB: tests/conftest.py's pieces cut them
+    x = np.random.default_rng(0).uniform(0.5, 1.5, shape).astype(np.float32)
+    blocks = x.astype(np.float64).reshape(4 * 64 // r, r, 16).prod(axis=1, keepdims=True)
+    models = bench.floor_models(onnx.TensorProto.FLOAT, shape, 1)
+    for name in ("wide totals", "blocked whole (wide)", "blocked whole (pieces, wide)"):
+        model = models[name]
+        session = ort.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        *_, totals = session.run(None, bench.floor_feeds(model, x))
+        assert totals.dtype == np.float64
+        np.testing.assert_allclose(totals.reshape(blocks.shape), blocks, rtol=1e-15)
+    level = models["blocked level 2"]  # (no third level: m = 4 <= r)
+    assert [v.type.tensor_type.elem_type for v in level.graph.input] == [onnx.TensorProto.DOUBLE]
+    assert [f.dtype for f in bench.floor_feeds(level, x).values()] == [np.float64]
+    upper = bench.floor_models(onnx.TensorProto.FLOAT, (2, 4096, 16), 1)["blocked levels 3+"]
+    assert {v.type.tensor_type.elem_type for v in upper.graph.input} == {onnx.TensorProto.DOUBLE}
+    for elem, dims in [(onnx.TensorProto.INT32, shape), (onnx.TensorProto.FLOAT, (64, 4096))]:
+        narrow_or_int = bench.floor_models(elem, dims, 1)
+        assert not any("wide" in name for name in narrow_or_int)
+        level = narrow_or_int["blocked level 2"].graph.input[0].type.tensor_type.elem_type
+        assert level == (onnx.TensorProto.DOUBLE if elem == onnx.TensorProto.FLOAT else elem)
+    row = _row(native=100.0, auto=500.0, scan=5000.0, position="last")
+    row["us"] |= {"blocked whole": 3500.0, "blocked whole (pieces)": 300.0}
+    before = bench.route_floors(row, "last")
+    row["us"] |= {
+        "wide totals": 700.0,
+        "blocked whole (wide)": 4000.0,
+        "blocked whole (pieces, wide)": 450.0,
+    }
+    after = bench.route_floors(row, "last")
+    assert before["blocked"] == pytest.approx(4000.0)  # the parts: 1000 + 2 x 1000 + 1000
+    assert after["blocked"] == pytest.approx(4700.0)  # the parts and the wide totals
+    row["us"]["blocked whole (wide)"] = 5000.0
+    assert bench.route_floors(row, "last")["blocked"] == pytest.approx(5000.0)  # the whole
+    assert (before["pieces"], after["pieces"]) == (pytest.approx(300.0), pytest.approx(450.0))
+    assert (after["chain"], after["scan"]) == (before["chain"], before["scan"])
