@@ -740,28 +740,42 @@ def _folder_references(folder: Path) -> Iterator[tuple[Path, set[Path] | None]]:
         yield model, None if locations is None else {(folder / x).resolve() for x in locations}
 
 
-def _referenced_by_folder(folder: Path) -> set[Path] | None:
-    """Every data file the ``.onnx`` files (any case) of ``folder`` reference; None if one
-    cannot be read."""
+def _referenced_by_folder(folder: Path) -> tuple[set[Path], list[Path]]:
+    """Every data file the readable ``.onnx`` files (any case) of ``folder`` reference, and
+    the ``.onnx`` files of it that cannot be read (what they reference is not known)."""
     referenced: set[Path] = set()
-    for _, files in _folder_references(folder):
+    unreadable: list[Path] = []
+    for model, files in _folder_references(folder):
         if files is None:
-            return None
-        referenced |= files
-    return referenced
+            unreadable.append(model)
+        else:
+            referenced |= files
+    return referenced, unreadable
 
 
 def _warn_unreferenced(candidates: set[Path], target: Path) -> None:
     """After a commit: name the replaced model's old data files that no ``.onnx`` file (any
     case) in the target's folder references any more. They are never removed: a copy
     (``a.onnx.bak``), a model in another folder or a file of another extension may still
-    read them."""
+    read them. When a model there cannot be read, nothing is claimed unreferenced: one
+    warning names it and the kept files no readable model references, which it may read."""
     folder = target.parent
     candidates = {c for c in candidates if c.is_file()}
     if not candidates:
         return
-    referenced = _referenced_by_folder(folder)
-    for path in sorted(candidates - (referenced or set())):
+    referenced, unreadable = _referenced_by_folder(folder)
+    unknown = sorted(candidates - referenced)
+    if unknown and unreadable:
+        logger.warning(
+            "kept %s, the external data of the model %s replaced: cannot tell whether a "
+            ".onnx file in its folder still reads %s, as %s cannot be read",
+            ", ".join(map(str, unknown)),
+            target,
+            "it" if len(unknown) == 1 else "them",
+            ", ".join(map(str, unreadable)),
+        )
+        return
+    for path in unknown:
         logger.warning(
             "kept %s, the external data of the model %s replaced, which no .onnx file in "
             "its folder reads any more (remove it when nothing else does)",

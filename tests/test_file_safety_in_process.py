@@ -409,3 +409,40 @@ def test_a_link_to_another_models_data_is_never_written_over(tmp_path: Path, lin
         f"{alias}: refusing to write over the external data of the model "
         f"{tmp_path / 'other.onnx'} ({tmp_path / 'w.bin'}); nothing written"
     )
+
+
+def test_kept_data_is_not_called_unreferenced_when_a_model_there_cannot_be_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Noticed by an earlier session: after a commit, the replaced model's old data files
+    were all named as read by no .onnx file of the folder when one .onnx file there could
+    not be read, which that file (or another) may well do. Now one warning names the
+    unreadable model and the kept files no readable model reads; a file a readable model
+    reads (w1, by other.onnx) is never named."""
+    source = two_data_files(tmp_path, "a.onnx")  # reads w1 and w2
+    other = onnx.load(source, load_external_data=False)  # reads w1 only
+    (w2,) = (t for t in onnx.load(source).graph.initializer if t.name == "w2")
+    (i,) = (i for i, t in enumerate(other.graph.initializer) if t.name == "w2")
+    other.graph.initializer[i].CopyFrom(w2)
+    (tmp_path / "other.onnx").write_bytes(other.SerializeToString())
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    with caplog.at_level(logging.WARNING, logger="rewriter.io"):
+        assert convert_file(source, source).status == "rewritten"
+    warned = [r.getMessage() for r in caplog.records if r.name == "rewriter.io"]
+    assert warned == [
+        f"kept {tmp_path / 'w2'}, the external data of the model {source} replaced: cannot "
+        f"tell whether a .onnx file in its folder still reads it, as {broken} cannot be read"
+    ]
+    assert (tmp_path / "w1").is_file() and (tmp_path / "w2").is_file()  # never removed
+    # without the unreadable model the same commit names w2 (only) as read by nothing
+    caplog.clear()
+    source = two_data_files(tmp_path / "b", "a.onnx")
+    (tmp_path / "b" / "other.onnx").write_bytes(other.SerializeToString())
+    with caplog.at_level(logging.WARNING, logger="rewriter.io"):
+        assert convert_file(source, source).status == "rewritten"
+    warned = [r.getMessage() for r in caplog.records if r.name == "rewriter.io"]
+    assert warned == [
+        f"kept {tmp_path / 'b' / 'w2'}, the external data of the model {source} replaced, "
+        "which no .onnx file in its folder reads any more (remove it when nothing else does)"
+    ]
