@@ -408,6 +408,10 @@ RANDOM_OPS = frozenset(
     }
 )
 
+# Operators whose outputs depend on their inputs' shapes only, not on their values: an output
+# computed from a draw through one of them (Shape(RandomNormal(...))) is the same each run.
+_SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
+
 
 def _constants(
     nodes: Sequence[onnx.NodeProto], initializers: Sequence[onnx.TensorProto]
@@ -481,14 +485,17 @@ def random_outputs(model: onnx.ModelProto) -> dict[str, list[str]]:
     """Per graph output computed from random draws (:data:`RANDOM_OPS`, Dropout in training
     mode; in the main graph, a subgraph or a model-local function on the way), the nodes
     that draw them ("node 'noise' (RandomNormal, no seed)"). Such an output cannot be
-    compared between two models, seeded or not."""
+    compared between two models, seeded or not. The taint stops at :data:`_SHAPE_ONLY_OPS`
+    (a draw's shape is the same each run)."""
     functions = {(f.domain, f.name): f for f in model.functions}
     constants = _constants(model.graph.node, model.graph.initializer)
     nodes = [
         (
             node,
             _draws(node, constants, functions),
-            [*node.input, *(name for inner in _nested(node) for name in inner.input)],
+            []
+            if node.op_type in _SHAPE_ONLY_OPS and node.domain in ("", "ai.onnx")
+            else [*node.input, *(name for inner in _nested(node) for name in inner.input)],
         )
         for node in model.graph.node
     ]

@@ -227,3 +227,74 @@ def test_a_drawn_output_still_has_its_type_and_shape_compared() -> None:
         np.ones((5, 2), np.float32), np.ones((2, 5), np.float32), 0.0, None, values=False
     )
     assert not other.ok and "shape (5, 2), the original (2, 5)" in other.detail
+
+
+def test_an_output_from_a_draws_shape_only_is_compared_by_value(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Noticed by an earlier session: an output computed from a draw only through its shape
+    (Shape, Size) is the same each run, yet its values were not compared. Now it is an
+    ordinary check; y, from the drawn values, is still skipped."""
+    graph = helper.make_graph(
+        [
+            *DRAWS["RandomNormal, seed 3"],
+            helper.make_node("Add", ["x", "r"], ["xr"]),
+            helper.make_node("CumProd", ["xr", "axis"], ["y"], name="scan"),
+            helper.make_node("Shape", ["r"], ["s"]),
+            helper.make_node("Size", ["r"], ["n"]),
+            helper.make_node("Cast", ["n"], ["nf"], to=FLOAT),
+            helper.make_node("Mul", ["x", "nf"], ["xn"]),
+            helper.make_node("CumProd", ["xn", "axis"], ["z"], name="sized"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", FLOAT, [2, 5])],
+        [
+            helper.make_tensor_value_info("y", FLOAT, [2, 5]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+            helper.make_tensor_value_info("z", FLOAT, [2, 5]),
+        ],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
+    onnx.checker.check_model(model, full_check=True)
+    source = tmp_path / "m.onnx"
+    onnx.save(model, source)
+    report = convert_file(source, tmp_path / "out.onnx", verify_runs=1, target_opset=21)
+    assert report.status == "rewritten", (report.error, report.verify)
+    assert report.verify is not None and report.verify.ok
+    checks = {check.name: check for check in report.verify.outputs}
+    assert checks["y"].skipped
+    for name in ("s", "z"):
+        assert not checks[name].skipped and checks[name].ok and not checks[name].detail, name
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "output 'y'" in warned[0], warned
+
+
+def test_the_taint_stops_at_shape_and_size_only() -> None:
+    """The opposite mistakes: drawn values that reach an output next to a Shape or Size, and
+    a draw shaped from another draw's shape, still make it random."""
+    noise = "node 'noise' (RandomNormalLike, no seed)"
+    normal = helper.make_node("RandomNormalLike", ["x"], ["n"], name="noise")
+    size = [
+        helper.make_node("Size", ["n"], ["c"]),
+        helper.make_node("Cast", ["c"], ["cf"], to=FLOAT),
+    ]
+    # only the draw's shape on the way: the same each run
+    shape_of_n = helper.make_node("Shape", ["n"], ["s"])
+    assert _names([normal, shape_of_n, helper.make_node("Expand", ["x", "s"], ["y"])]) == {}
+    assert _names([normal, *size, helper.make_node("Mul", ["x", "cf"], ["y"])]) == {}
+    # the drawn values on the way too
+    shape_of_x = helper.make_node("Shape", ["x"], ["s"])
+    assert _names([normal, shape_of_x, helper.make_node("Expand", ["n", "s"], ["y"])]) == {
+        "y": [noise]
+    }
+    assert _names([normal, *size, helper.make_node("Mul", ["n", "cf"], ["y"])]) == {"y": [noise]}
+    assert _names([normal, shape_of_n, helper.make_node("Expand", ["n", "s"], ["y"])]) == {
+        "y": [noise]
+    }
+    # a draw shaped from a draw: random itself (the first one's values are not on the way)
+    again = helper.make_node("RandomUniformLike", ["k"], ["y"], name="again")
+    fill = helper.make_node("ConstantOfShape", ["s"], ["k"])
+    assert _names([normal, shape_of_n, fill, again]) == {
+        "y": ["node 'again' (RandomUniformLike, no seed)"]
+    }
