@@ -409,8 +409,26 @@ RANDOM_OPS = frozenset(
 )
 
 # Operators whose outputs depend on their inputs' shapes only, not on their values: an output
-# computed from a draw through one of them (Shape(RandomNormal(...))) is the same each run.
+# computed from a draw through one of them (Shape(RandomNormal(...))) is the same each run,
+# unless the draw's shape itself came from drawn values (Shape(NonZero(draw))).
 _SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
+
+# Operators whose outputs' shapes follow from their inputs' shapes and attributes alone (never
+# from an input's values): a drawn input leaves their output's shape the same each run. Any
+# other operator given a drawn value (NonZero, Reshape, Expand, a Reduce with axes, ...) may
+# shape its output by it.
+_SHAPE_FOLLOWS_OPS = RANDOM_OPS | frozenset(
+    {
+        *("Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Cos", "Cosh"),
+        *("Erf", "Exp", "Floor", "Identity", "IsInf", "IsNaN", "Log", "Neg", "Not"),
+        *("Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus"),
+        *("Softsign", "Sqrt", "Tan", "Tanh", "Cast", "CastLike", "BitwiseNot"),
+        *("Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal", "Greater"),
+        *("GreaterOrEqual", "Less", "LessOrEqual", "BitShift", "BitwiseAnd", "BitwiseOr"),
+        *("BitwiseXor", "Max", "Min", "Sum", "Mean", "Where", "Clip", "PRelu"),
+        *("Softmax", "LogSoftmax", "CumSum", "CumProd", "Transpose", "MatMul", "Dropout"),
+    }
+)
 
 
 def _constants(
@@ -485,33 +503,45 @@ def random_outputs(model: onnx.ModelProto) -> dict[str, list[str]]:
     """Per graph output computed from random draws (:data:`RANDOM_OPS`, Dropout in training
     mode; in the main graph, a subgraph or a model-local function on the way), the nodes
     that draw them ("node 'noise' (RandomNormal, no seed)"). Such an output cannot be
-    compared between two models, seeded or not. The taint stops at :data:`_SHAPE_ONLY_OPS`
-    (a draw's shape is the same each run)."""
+    compared between two models, seeded or not. The values of :data:`_SHAPE_ONLY_OPS`
+    (Shape, Size) are drawn only where their input's shape is: shapes are followed apart,
+    drawn where an operator outside :data:`_SHAPE_FOLLOWS_OPS` takes a drawn value (or a
+    subgraph does)."""
     functions = {(f.domain, f.name): f for f in model.functions}
     constants = _constants(model.graph.node, model.graph.initializer)
     nodes = [
         (
             node,
             _draws(node, constants, functions),
-            []
-            if node.op_type in _SHAPE_ONLY_OPS and node.domain in ("", "ai.onnx")
-            else [*node.input, *(name for inner in _nested(node) for name in inner.input)],
+            [*node.input, *(name for inner in _nested(node) for name in inner.input)],
+            node.domain in ("", "ai.onnx"),
         )
         for node in model.graph.node
     ]
-    tainted: dict[str, dict[str, None]] = {}
+    values: dict[str, dict[str, None]] = {}  # drawn values: their draws
+    shapes: dict[str, dict[str, None]] = {}  # drawn shapes: their draws
     changed = True
     while changed:  # (a valid graph is in order: one pass, and one to see nothing changes)
         changed = False
-        for node, own, used in nodes:
-            sources = dict.fromkeys(own)
+        for node, own, used, standard in nodes:
+            value_sources = dict.fromkeys(own)
+            shape_sources: dict[str, None] = {}
             for name in used:
-                sources.update(tainted.get(name, {}))
+                shape_sources.update(shapes.get(name, {}))
+            if standard and node.op_type in _SHAPE_ONLY_OPS:
+                value_sources.update(shape_sources)
+                shape_sources = {}  # a 1-D tensor of the rank's length, or a scalar
+            else:
+                for name in used:
+                    value_sources.update(values.get(name, {}))
+                if not standard or node.op_type not in _SHAPE_FOLLOWS_OPS or _nested(node):
+                    shape_sources.update(value_sources)
             for out in node.output:
-                if out and sources and not sources.keys() <= tainted.get(out, {}).keys():
-                    tainted.setdefault(out, {}).update(sources)
-                    changed = True
-    return {o.name: list(tainted[o.name]) for o in model.graph.output if o.name in tainted}
+                for taint, sources in ((values, value_sources), (shapes, shape_sources)):
+                    if out and sources and not sources.keys() <= taint.get(out, {}).keys():
+                        taint.setdefault(out, {}).update(sources)
+                        changed = True
+    return {o.name: list(values[o.name]) for o in model.graph.output if o.name in values}
 
 
 def _listed(items: Sequence[str], limit: int = 3) -> str:

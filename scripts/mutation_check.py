@@ -518,6 +518,24 @@ MUTANTS = [
         "    drawn: dict[str, list[str]] = {}\n",
     ),
     Mutant(
+        "verify: Shape / Size of a value shaped by a draw taken as fixed",
+        "rewriter/verify.py",
+        " or node.op_type not in _SHAPE_FOLLOWS_OPS or _nested(node):\n",
+        " or False:\n",
+    ),
+    Mutant(
+        "verify: Shape / Size of a draw taken as random",
+        "rewriter/verify.py",
+        "            if standard and node.op_type in _SHAPE_ONLY_OPS:\n",
+        "            if False:\n",
+    ),
+    Mutant(
+        "io: an unreadable model in the folder: every kept data file called unreferenced",
+        "rewriter/io.py",
+        "    if unknown and unreadable:\n",
+        "    if False:\n",
+    ),
+    Mutant(
         "io: external data one byte too short accepted",
         "rewriter/io.py",
         "        if size < end:\n",

@@ -298,3 +298,34 @@ def test_the_taint_stops_at_shape_and_size_only() -> None:
     assert _names([normal, shape_of_n, fill, again]) == {
         "y": ["node 'again' (RandomUniformLike, no seed)"]
     }
+
+
+def test_the_shape_of_a_value_shaped_by_a_draw_is_still_random() -> None:
+    """Shape and Size stop the taint only where their input's shape cannot come from drawn
+    values: after an operator that may shape its output by a drawn input (NonZero, Expand,
+    an If's branch) they are random; after ones whose output shape follows their inputs'
+    shapes (Relu, a broadcasting Add, Transpose) they are not."""
+    noise = ["node 'noise' (RandomNormalLike, no seed)"]
+    normal = helper.make_node("RandomNormalLike", ["x"], ["n"], name="noise")
+    size = [
+        helper.make_node("Size", ["v"], ["c"]),
+        helper.make_node("Cast", ["c"], ["cf"], to=FLOAT),
+        helper.make_node("Mul", ["x", "cf"], ["y"]),
+    ]
+    positive = [
+        helper.make_node("Greater", ["n", "half"], ["g"]),
+        helper.make_node("NonZero", ["g"], ["v"]),
+    ]
+    assert _names([normal, *positive, *size]) == {"y": noise}
+    cast = helper.make_node("Cast", ["n"], ["ni"], to=TensorProto.INT64)
+    grown = helper.make_node("Reshape", ["x", "ni"], ["v"])  # shaped by drawn values
+    assert _names([normal, cast, grown, *size]) == {"y": noise}
+    uses = helper.make_node("Identity", ["n"], ["t"])
+    branch = [*_if([uses]), helper.make_node("Identity", ["r"], ["v"])]
+    assert _names([normal, *branch, *size]) == {"y": noise}
+    followed = [
+        helper.make_node("Relu", ["n"], ["a"]),
+        helper.make_node("Add", ["a", "x"], ["b"]),
+        helper.make_node("Transpose", ["b"], ["v"], perm=[1, 0]),
+    ]
+    assert _names([normal, *followed, *size]) == {}
