@@ -419,15 +419,15 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
       whole`` on each of ``cached``'s pieces (tiles of rows, or chunks of an outermost axis:
       :func:`_piece`), one Scan step per piece (:func:`_pieces_model`);
     - float32 (twenty-fifth round): a float32 tree on onnxruntime takes its block totals from
-      x in float64 and scans them in float64 (``rewriter/lowerings/wide.py``; the float32
-      totals' error grew with n). So ``blocked level 2`` and ``blocked levels 3+`` run in
-      float64 there, and where r > ``wide.NARROW_SLICES`` (where the route takes the totals
-      by a ReduceProd) ``wide totals`` is that pass alone (x viewed (o * m, r, i), cast to
-      float64, ReduceProd along r: :func:`_wide_totals_model`), and ``blocked whole (wide)``
-      and ``blocked whole (pieces, wide)`` are ``blocked whole`` and ``blocked whole
-      (pieces)`` with it in the same graph (inside each piece, as in ``cached``). For r <=
-      ``NARROW_SLICES`` (narrow runs) the route takes them from its slices: not timed, so
-      those floors leave that pass out.
+      x in float64 and scans them in float64 (``rewriter/lowerings/wide.py``; float32 totals
+      rounded factors near 1 one way, an error growing with n; exact totals need every factor
+      in float64). So ``blocked level 2`` and ``blocked levels 3+`` run in float64 there;
+      ``cast x`` is x cast to float64 (the least of that pass: every factor cast once); and
+      ``blocked whole (wide, F)`` and ``blocked whole (pieces, wide, F)`` are ``blocked
+      whole`` and ``blocked whole (pieces)`` with the totals taken in the same graph (inside
+      each piece, as in ``cached``), in each form F the route may take (:func:`_wide_forms`:
+      ``reduce``, a Cast of the view and a ReduceProd, for r > ``wide.NARROW_SLICES``, and
+      ``slices``, the level's slices cast and multiplied).
     """
     one = helper.make_tensor("one", elem_type, [], [1])
     outer, n, inner = _view(shape, axis)
@@ -499,12 +499,13 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         models["blocked whole"] = _level_model(elem_type, shape, fine, r, carries=True)
         # a float32 tree on onnxruntime takes its block totals from x in float64 and scans
         # them in float64 (rewriter/lowerings/wide.py): those passes are the route's too
-        wide = elem_type == TensorProto.FLOAT and r > wide_carries.NARROW_SLICES
-        above = TensorProto.DOUBLE if elem_type == TensorProto.FLOAT else elem_type
+        wide = _wide_forms(elem_type, r)
+        above = TensorProto.DOUBLE if wide else elem_type
         if wide:
-            models["wide totals"] = _wide_totals_model(shape, fine)
-            models["blocked whole (wide)"] = _level_model(
-                elem_type, shape, fine, r, carries=True, wide=True
+            models["cast x"] = _cast_model(shape)
+        for form in wide:
+            models[f"blocked whole (wide, {form})"] = _level_model(
+                elem_type, shape, fine, r, carries=True, wide=form
             )
         m = -(-n // r)
         r2 = min(m, r)
@@ -522,10 +523,9 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             rows = dims[0] * dims[1]
             if rows % rp == 0 and rp < dims[1]:
                 shape_of_piece = dims if outer > 1 else dims[1:]  # a chunk: (C, i)
-                variants = {"blocked whole (pieces)": False}
-                if wide:
-                    variants["blocked whole (pieces, wide)"] = True
-                for key, with_totals in variants.items():
+                variants: dict[str, str | None] = {"blocked whole (pieces)": None}
+                variants |= {f"blocked whole (pieces, wide, {form})": form for form in wide}
+                for key, form in variants.items():
                     level = _level_model(
                         elem_type,
                         shape_of_piece,
@@ -533,7 +533,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
                         rp,
                         carries=True,
                         halves=outer > 1 and cached.halves(dims, int(compute.itemsize)),
-                        wide=with_totals,
+                        wide=form,
                     )
                     models[key] = _pieces_model(elem_type, shape, level, count)
     if outer > 1:
@@ -679,7 +679,7 @@ def _level_model(
     carries: bool,
     exclusive: bool = False,
     halves: bool = False,
-    wide: bool = False,
+    wide: str | None = None,
 ) -> onnx.ModelProto:
     """One level of an unrolled route as one graph, without its serial dependence: x viewed
     as ``view`` and cut into ``parts`` slices along axis 1, each slice but the first
@@ -692,9 +692,9 @@ def _level_model(
     ``exclusive``: the last slice is not multiplied (an exclusive scan's n outputs are the
     ones and the first n - 1 products). ``halves``: the slices cut in two steps, the view's
     two halves first, as ``carry``'s ``halves`` (``cached``'s 4-byte tiles of 2 MiB or more
-    with runs of 32-64 bytes, nineteenth round). ``wide``: also the block totals in float64
-    from the view, as a second output ``t64`` (:func:`_wide_totals_nodes`: a float32 tree's
-    totals on onnxruntime, :mod:`rewriter.lowerings.wide`), in the same graph.
+    with runs of 32-64 bytes, nineteenth round). ``wide``: also the block totals in float64,
+    as a second output ``t64``, in the same graph, in one of a float32 tree's two forms on
+    onnxruntime (:func:`_wide_totals_nodes`; ``rewriter.lowerings.wide.block_totals``).
 
     Until the fourteenth round each slice was multiplied by itself (one tensor read): that
     left out a read per Mul, 3-15 % of a middle-axis ``chain`` (docs/performance.md)."""
@@ -712,7 +712,7 @@ def _level_model(
     else:
         nodes.append(helper.make_node("Split", ["v"], names, axis=1, num_outputs=parts))
     if wide:  # before the products, as the route's (the graph's last nodes stay its own)
-        nodes += _wide_totals_nodes("v", "t64")
+        nodes += _wide_totals_nodes(wide, "v", names, "t64")
     multiplied = range(1, parts - 1 if exclusive else parts)
     nodes += [helper.make_node("Mul", [names[k - 1], names[k]], [f"p{k}"]) for k in multiplied]
     products = [f"p{k}" if k in multiplied else names[k] for k in range(parts)]
@@ -738,32 +738,52 @@ def _level_model(
         model.graph.input.append(helper.make_tensor_value_info("carry", elem_type, slab))
     if wide:
         model.graph.output.append(helper.make_tensor_value_info("t64", TensorProto.DOUBLE, None))
+    if wide == "reduce":
         model.graph.initializer.append(helper.make_tensor("axis1", TensorProto.INT64, [1], [1]))
     return model
 
 
-def _wide_totals_nodes(view: str, out: str) -> list[onnx.NodeProto]:
-    """The block totals of the (o * m, r, i) ``view`` in float64, as a float32 tree takes
-    them on onnxruntime for r > :data:`rewriter.lowerings.wide.NARROW_SLICES`: the view cast
-    to float64 and a ReduceProd along axis 1 (``wide.block_totals``); needs an initializer
-    ``axis1`` ([1])."""
-    return [
-        helper.make_node("Cast", [view], [f"{out}_cast"], to=TensorProto.DOUBLE),
-        helper.make_node("ReduceProd", [f"{out}_cast", "axis1"], [out], keepdims=1),
+def _wide_forms(elem_type: int, r: int) -> list[str]:
+    """The forms in which a float32 tree on onnxruntime may take its block totals of r
+    positions in float64 (:func:`_wide_totals_nodes`): ``slices`` always (the route's form
+    for r <= ``wide.NARROW_SLICES``), ``reduce`` past that (the route's form there); none
+    for other types (their trees compute in their own type)."""
+    if elem_type != TensorProto.FLOAT:
+        return []
+    return ["reduce", "slices"] if r > wide_carries.NARROW_SLICES else ["slices"]
+
+
+def _wide_totals_nodes(form: str, view: str, slices: list[str], out: str) -> list[onnx.NodeProto]:
+    """The block totals of the (o * m, r, i) ``view`` in float64 (``out``, (o * m, 1, i)),
+    in a float32 tree's ``form`` (``wide.block_totals``): ``reduce``, the view cast to
+    float64 and a ReduceProd along axis 1 (needs an initializer ``axis1``, [1]); ``slices``,
+    the view's r ``slices`` each cast and multiplied in turn."""
+    if form == "reduce":
+        return [
+            helper.make_node("Cast", [view], [f"{out}_cast"], to=TensorProto.DOUBLE),
+            helper.make_node("ReduceProd", [f"{out}_cast", "axis1"], [out], keepdims=1),
+        ]
+    casts = [f"{out}_c{k}" for k in range(len(slices))]
+    nodes = [
+        helper.make_node("Cast", [piece], [cast], to=TensorProto.DOUBLE)
+        for piece, cast in zip(slices, casts, strict=True)
     ]
+    running = casts[0]
+    for k, cast in enumerate(casts[1:], start=1):
+        product = out if k == len(casts) - 1 else f"{out}_p{k}"
+        nodes.append(helper.make_node("Mul", [running, cast], [product]))
+        running = product
+    return nodes
 
 
-def _wide_totals_model(shape: tuple[int, ...], view: list[int]) -> onnx.ModelProto:
-    """float32 x viewed as ``view`` (o * m, r, i) and its block totals taken in float64
-    (:func:`_wide_totals_nodes`): the pass a float32 tree adds on onnxruntime, alone."""
+def _cast_model(shape: tuple[int, ...]) -> onnx.ModelProto:
+    """float32 x cast to float64: the pass every form of a float32 tree's float64 block
+    totals makes at least (each factor cast once)."""
     model = _graph_model(
-        [helper.make_node("Reshape", ["x", "view"], ["v"]), *_wide_totals_nodes("v", "y")],
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.DOUBLE)],
         TensorProto.FLOAT,
         shape,
-        [
-            helper.make_tensor("view", TensorProto.INT64, [len(view)], view),
-            helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
-        ],
+        [],
     )
     model.graph.output[0].type.tensor_type.elem_type = TensorProto.DOUBLE
     return model
@@ -849,11 +869,12 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
     cheaper of its whole graphs (``scan whole``, ``scan whole (axes)``), when the cell has
     them (middle and last axes).
 
-    A float32 cell timed with the float64 totals (``wide totals``, twenty-fifth round): the
-    trees are those with them, as ``auto`` builds them on onnxruntime: ``blocked`` adds
-    ``wide totals`` to its parts' sum and takes ``blocked whole (wide)`` as its whole level,
-    ``pieces`` takes ``blocked whole (pieces, wide)``. ``chain`` and ``scan`` multiply each
-    output's factors in order (the sequential kernel's error): nothing to add.
+    A float32 cell timed with the float64 totals (``cast x``, twenty-fifth round): the trees
+    are those with them, as ``auto`` builds them on onnxruntime: ``blocked`` adds ``cast x``
+    to its parts' sum and takes the cheaper form of ``blocked whole (wide, F)`` as its whole
+    level, ``pieces`` the cheaper of ``blocked whole (pieces, wide, F)``. ``chain`` and
+    ``scan`` multiply each output's factors in order (the sequential kernel's error):
+    nothing to add.
     """
     us: dict[str, float] = row["us"]  # type: ignore[assignment]
     n = int(row["n"])  # type: ignore[call-overload]
@@ -864,17 +885,22 @@ def route_floors(row: dict[str, object], position: str) -> dict[str, float]:
     if position != "first":
         scan += us["transpose"] + us.get("transpose back", us["transpose"])
     wholes = [us[k] for k in ("scan whole", "scan whole (axes)") if k in us]
-    wide = " (wide)" if "wide totals" in us else ""
-    pieces = "blocked whole (pieces, wide)" if wide else "blocked whole (pieces)"
+    wide = "cast x" in us
+    levels = [k for k in us if k.startswith("blocked whole (wide")] if wide else ["blocked whole"]
+    pieces = [
+        us[k]
+        for k in us
+        if k.startswith("blocked whole (pieces, wide" if wide else "blocked whole (pieces)")
+    ]
     return {
         "chain": max(move + us["mul x*x"] + launches, us.get("chain whole", 0.0)),
         "blocked": max(
-            us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"] + us.get("wide totals", 0.0),
-            us.get(f"blocked whole{wide}", 0.0),
+            us["fine split+concat"] + 2 * us["mul x*x"] + us["mul"] + us.get("cast x", 0.0),
+            min((us[k] for k in levels if k in us), default=0.0),
         )
         + totals,
         "scan": max(scan, min(wholes)) if wholes else scan,
-        **({"pieces": us[pieces] + totals} if pieces in us else {}),
+        **({"pieces": min(pieces) + totals} if pieces else {}),
     }
 
 

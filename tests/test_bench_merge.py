@@ -373,49 +373,73 @@ def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -
 
 def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: ignore[no-untyped-def]
     """A float32 tree on onnxruntime takes its block totals from x in float64 and scans them
-    in float64 (rewriter/lowerings/wide.py), so its floors do too: ``wide totals`` and the
-    totals inside ``blocked whole (wide)`` and each piece of ``blocked whole (pieces,
-    wide)`` are the blocks' products of x in float64 (numpy's, below), the upper levels'
-    models take float64; the tree routes then cost those models, the others do not move.
-    Integers and narrow runs (r = 4: totals from the slices) get none of them."""
+    in float64 (rewriter/lowerings/wide.py), so its floors do too: the totals inside
+    ``blocked whole (wide, F)`` and each piece of ``blocked whole (pieces, wide, F)``, in
+    both forms F, are the blocks' products of x in float64 (numpy's, below), ``cast x`` is
+    x in float64, the upper levels' models take float64; the tree routes then cost the
+    cheaper form, the others do not move. Narrow runs (r = 4) get the slices' form only,
+    integers none."""
     import numpy as np
     import onnx
     import onnxruntime as ort
+
+    def run(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
+        session = ort.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        return session.run(None, bench.floor_feeds(model, x))
 
     shape, r = (4, 64, 16), 16  # float32 rows of 4 KiB: tests/conftest.py's pieces cut them
     x = np.random.default_rng(0).uniform(0.5, 1.5, shape).astype(np.float32)
     blocks = x.astype(np.float64).reshape(4 * 64 // r, r, 16).prod(axis=1, keepdims=True)
     models = bench.floor_models(onnx.TensorProto.FLOAT, shape, 1)
-    for name in ("wide totals", "blocked whole (wide)", "blocked whole (pieces, wide)"):
-        model = models[name]
-        session = ort.InferenceSession(
-            model.SerializeToString(), providers=["CPUExecutionProvider"]
-        )
-        *_, totals = session.run(None, bench.floor_feeds(model, x))
-        assert totals.dtype == np.float64
+    wide = [name for name in models if "wide" in name]
+    assert sorted(wide) == sorted(
+        f"blocked whole ({where}wide, {form})"
+        for where in ("", "pieces, ")
+        for form in ("reduce", "slices")
+    )
+    for name in wide:
+        y, totals = run(models[name], x)
+        assert y.shape == x.shape and totals.dtype == np.float64
         np.testing.assert_allclose(totals.reshape(blocks.shape), blocks, rtol=1e-15)
+        ops = {node.op_type for node in models[name].graph.node}
+        if "pieces" in name:
+            (scan,) = [node for node in models[name].graph.node if node.op_type == "Scan"]
+            ops = {node.op_type for node in scan.attribute[0].g.node}
+        assert ("ReduceProd" in ops) == name.endswith("reduce)"), name
+    (cast,) = run(models["cast x"], x)
+    assert cast.dtype == np.float64 and np.array_equal(cast, x)
     level = models["blocked level 2"]  # (no third level: m = 4 <= r)
     assert [v.type.tensor_type.elem_type for v in level.graph.input] == [onnx.TensorProto.DOUBLE]
     assert [f.dtype for f in bench.floor_feeds(level, x).values()] == [np.float64]
     upper = bench.floor_models(onnx.TensorProto.FLOAT, (2, 4096, 16), 1)["blocked levels 3+"]
     assert {v.type.tensor_type.elem_type for v in upper.graph.input} == {onnx.TensorProto.DOUBLE}
-    for elem, dims in [(onnx.TensorProto.INT32, shape), (onnx.TensorProto.FLOAT, (64, 4096))]:
-        narrow_or_int = bench.floor_models(elem, dims, 1)
-        assert not any("wide" in name for name in narrow_or_int)
-        level = narrow_or_int["blocked level 2"].graph.input[0].type.tensor_type.elem_type
-        assert level == (onnx.TensorProto.DOUBLE if elem == onnx.TensorProto.FLOAT else elem)
+    narrow = bench.floor_models(onnx.TensorProto.FLOAT, (64, 4096), 1)  # the last axis: r = 4
+    assert sorted(name for name in narrow if "wide" in name) == [
+        "blocked whole (pieces, wide, slices)",
+        "blocked whole (wide, slices)",
+    ]
+    integers = bench.floor_models(onnx.TensorProto.INT32, shape, 1)
+    assert not any("wide" in name or name == "cast x" for name in integers)
+    level = integers["blocked level 2"].graph.input[0].type.tensor_type.elem_type
+    assert level == onnx.TensorProto.INT32
     row = _row(native=100.0, auto=500.0, scan=5000.0, position="last")
     row["us"] |= {"blocked whole": 3500.0, "blocked whole (pieces)": 300.0}
     before = bench.route_floors(row, "last")
     row["us"] |= {
-        "wide totals": 700.0,
-        "blocked whole (wide)": 4000.0,
-        "blocked whole (pieces, wide)": 450.0,
+        "cast x": 700.0,
+        "blocked whole (wide, reduce)": 4500.0,
+        "blocked whole (wide, slices)": 4200.0,
+        "blocked whole (pieces, wide, reduce)": 450.0,
+        "blocked whole (pieces, wide, slices)": 480.0,
     }
     after = bench.route_floors(row, "last")
     assert before["blocked"] == pytest.approx(4000.0)  # the parts: 1000 + 2 x 1000 + 1000
-    assert after["blocked"] == pytest.approx(4700.0)  # the parts and the wide totals
-    row["us"]["blocked whole (wide)"] = 5000.0
+    assert after["blocked"] == pytest.approx(4700.0)  # the parts and the cast
+    row["us"]["blocked whole (wide, reduce)"] = row["us"]["blocked whole (wide, slices)"] = 5000.0
     assert bench.route_floors(row, "last")["blocked"] == pytest.approx(5000.0)  # the whole
+    row["us"]["blocked whole (wide, slices)"] = 4800.0  # the cheaper form
+    assert bench.route_floors(row, "last")["blocked"] == pytest.approx(4800.0)
     assert (before["pieces"], after["pieces"]) == (pytest.approx(300.0), pytest.approx(450.0))
     assert (after["chain"], after["scan"]) == (before["chain"], before["scan"])
