@@ -328,18 +328,25 @@ def node_warnings(site: CumProdSite, lowering: lowerings.Lowering, target: Targe
     not known: computed in x's own type), and what the lowered node cannot refuse
     at run time there (``run_time_checks``): a length past the bound, for a lowering that
     takes one, and a run-time axis (neither for an empty x: its output is x, read from
-    neither)."""
-    limit = target.limit_for(site.spec.dtype)
+    neither), and a length known only at run time inside an If branch where the runtime
+    resolves no symbol there (``symbols_in_if``: it fails at run time)."""
+    spec = site.spec
+    limit = target.limit_for(spec.dtype)
     warnings = [] if limit is None else [limit.message]
-    if site.spec.dtype is None:
+    if site.in_if and not target.symbols_in_if and spec.length is None and not spec.static_dims:
+        warnings.append(
+            f"{target.name} resolves no symbolic dim of the model inside an If branch: "
+            "this CumProd's length is known only at run time, so its lowering fails there "
+            "at run time when the branch runs (a static length works)"
+        )
+    if spec.dtype is None:
         warnings.append(
             "x's element type is not known here, so the lowering multiplies in x's own "
             "type: float16 / bfloat16 less accurately than the native kernel (which "
             "multiplies in float32), uint32 / uint64 only on runtimes with those Muls"
         )
-    if target.run_time_checks or site.spec.empty:
+    if target.run_time_checks or spec.empty:
         return warnings
-    spec = site.spec
     runtime = (
         f"{target.name} does not"
         if target.run_time_checks is False

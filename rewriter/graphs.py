@@ -31,6 +31,7 @@ class Located:
         depth: 0 for a node of the main graph or a function body, 1 + the depth of the
             node whose attribute holds its subgraph otherwise.
         in_scan: Whether the node is inside a Scan body (at any depth).
+        in_if: Whether the node is inside an If branch (at any depth).
 
     For a node inlined from a model-local function (for a runtime that loads none) the
     location is ``function 'dom.F' (inlined into graph 'main')``, and :attr:`name` its name
@@ -44,6 +45,7 @@ class Located:
     scope: str
     depth: int = 0
     in_scan: bool = False
+    in_if: bool = False
 
     @property
     def name(self) -> str:
@@ -57,10 +59,10 @@ def ai_onnx_opset(opset_imports: dict[str, int], default: int = 0) -> int:
 
 
 def _walk(
-    graph: ir.Graph, path: str, depth: int = 0, in_scan: bool = False
-) -> Iterator[tuple[ir.Node, str, int, bool]]:
+    graph: ir.Graph, path: str, depth: int = 0, in_scan: bool = False, in_if: bool = False
+) -> Iterator[tuple[ir.Node, str, int, bool, bool]]:
     for node in graph:
-        yield node, path, depth, in_scan
+        yield node, path, depth, in_scan, in_if
         for attr in node.attributes.values():
             if attr.type == ir.AttributeType.GRAPH:
                 subgraphs = [attr.as_graph()]
@@ -69,20 +71,23 @@ def _walk(
             else:
                 continue
             scan = in_scan or (node.op_type == "Scan" and node.domain in ONNX_DOMAINS)
+            branch = in_if or (node.op_type == "If" and node.domain in ONNX_DOMAINS)
             for sub in subgraphs:
                 where = f"{path} > {node.op_type} '{node.name or ''}' {attr.name}"
-                yield from _walk(sub, where, depth + 1, scan)
+                yield from _walk(sub, where, depth + 1, scan, branch)
 
 
 def walk_model(model: ir.Model) -> Iterator[Located]:
     """Every node of ``model``, main graph first, then each function, in order."""
     main_opset = ai_onnx_opset(model.opset_imports)
-    for node, path, depth, scan in _walk(model.graph, f"graph '{model.graph.name or 'main'}'"):
+    for node, path, depth, scan, branch in _walk(
+        model.graph, f"graph '{model.graph.name or 'main'}'"
+    ):
         origin = node.meta.get(INLINED_FROM)
         where = f"{origin[1]} (inlined into {path})" if origin else path
-        yield Located(node, where, main_opset, "", depth, scan)
+        yield Located(node, where, main_opset, "", depth, scan, branch)
     for function in model.functions.values():
         opset = ai_onnx_opset(function.opset_imports, main_opset)
         root = f"function '{function.domain}.{function.name}'"
-        for node, path, depth, scan in _walk(function.graph, root):  # type: ignore[attr-defined]
-            yield Located(node, path, opset, function_scope(function), depth, scan)
+        for node, path, depth, scan, branch in _walk(function.graph, root):  # type: ignore[attr-defined]
+            yield Located(node, path, opset, function_scope(function), depth, scan, branch)

@@ -141,6 +141,7 @@ class CumProdSite:
         node: The CumProd node the site was read from; None for one built from values
             (e.g. the PyTorch translation, where only the input exists).
         in_scan: Whether the node is inside a Scan body (see ``Target.scan_in_scan``).
+        in_if: Whether the node is inside an If branch (see ``Target.symbols_in_if``).
         axis_rank_known: Whether the axis is known to be 0-D (declared, inferred or a
             constant); when not, the lowering checks its rank at run time.
     """
@@ -153,6 +154,7 @@ class CumProdSite:
     opset: int
     node: ir.Node | None = None
     in_scan: bool = False
+    in_if: bool = False
     axis_rank_known: bool = True
 
     # Read-only views of the spec, for reports.
@@ -300,5 +302,6 @@ def inspect_cumprod(where: Located, types: TypeTable) -> CumProdSite:
         location=location,
         opset=where.opset,
         in_scan=where.in_scan,
+        in_if=where.in_if,
         axis_rank_known=axis_shape is not None or constant is not None,
     )

@@ -132,6 +132,12 @@ class Target:
         scan_in_scan: Whether a Scan inside a Scan body converts and runs right: else a
             CumProd in a Scan body takes no Scan (OpenVINO 2026.4 failed to convert one
             there: "Check 'ov::as_type_ptr<op::v0::TensorIterator>(node)'").
+        symbols_in_if: Whether the runtime resolves the model's symbolic dims inside an If
+            branch: tract 0.23 does not ("Undetermined symbol in expression: N+1" at run
+            time, from the lowering's Slice by a length known only at run time; a Slice by
+            ``Shape(x)`` fails the same way without CumProd), so a CumProd there whose
+            length is known only at run time is warned about (it works where the length
+            is static).
         lowers_in_scan: Whether a CumProd inside a Scan body can be lowered at all: tract 0.23
             carried a nested Scan's state from one outer step to the next (wrong values) and
             failed to load an exclusive chain there ("Inconsistent concat"): refused.
@@ -168,6 +174,7 @@ class Target:
     exclusive_cumsum: bool = True
     scan_in_scan: bool = True
     lowers_in_scan: bool = True
+    symbols_in_if: bool = True
     pad_shifts: bool = True
     local_functions: bool = True
 
@@ -254,6 +261,7 @@ TARGETS: dict[str, Target] = {
             bounded_lengths=False,
             scan_in_scan=False,
             lowers_in_scan=False,
+            symbols_in_if=False,
             local_functions=False,
             auto="tract",
             limits=(Limit(frozenset({ir.DataType.BFLOAT16}), "tract has no bfloat16 at all"),),

@@ -536,6 +536,12 @@ MUTANTS = [
         "    if False:\n",
     ),
     Mutant(
+        "tract: a run-time length in an If branch not warned about",
+        "rewriter/targets.py",
+        "            symbols_in_if=False,\n",
+        "            symbols_in_if=True,\n",
+    ),
+    Mutant(
         "io: external data one byte too short accepted",
         "rewriter/io.py",
         "        if size < end:\n",

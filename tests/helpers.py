@@ -400,3 +400,25 @@ def functions_model(
         graph, opset_imports=local, functions=[f, g, k, unused], ir_version=10
     )
     return model, [("a", 1, 1), ("b", 0, 0), ("b", 1, 0), ("abs_a", 0, 1)]
+
+
+def cumprod_in_if_model(dims: list[int | str], axis: int) -> onnx.ModelProto:
+    """y = If(c, then: CumProd(x, axis), else: x), x float32 of ``dims``."""
+    value = {name: helper.make_tensor_value_info(name, TensorProto.FLOAT, dims) for name in "xte"}
+    then = helper.make_graph(
+        [helper.make_node("CumProd", ["x", "axis"], ["t"], name="scan")],
+        "then",
+        [],
+        [value["t"]],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [axis])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["e"])], "else", [], [value["e"]]
+    )
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="pick")],
+        "in_if",
+        [value["x"], helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])

@@ -38,7 +38,14 @@ from onnx import TensorProto, helper
 import rewriter
 from rewriter.verify import compare
 from tests import bounds, runtime_harness
-from tests.helpers import ALL_TYPES, INTS, TYPE_NAMES, np_dtype, random_data
+from tests.helpers import (
+    ALL_TYPES,
+    INTS,
+    TYPE_NAMES,
+    cumprod_in_if_model,
+    np_dtype,
+    random_data,
+)
 
 RUNTIMES = ("openvino", "tract", "tinygrad")
 SHAPES = {1: (6,), 2: (3, 5), 3: (2, 3, 4), 4: (2, 3, 2, 3)}
@@ -470,3 +477,42 @@ def test_tinygrad_scans_empty_inputs_over_symbolic_dims(tmp_path: Path) -> None:
         expected = np.flip(np.cumprod(np.flip(x, 0), axis=0), 0)  # reverse, then exclusive:
         expected = np.concatenate([expected[1:], np.ones_like(x[:1])], axis=0)
         np.testing.assert_array_equal(result[0], expected, err_msg=key)
+
+
+def test_tract_in_an_if_branch_warns_where_it_fails(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """tract resolves no symbolic dim of the model inside an If branch: a CumProd there whose
+    length is known only at run time fails at run time (README, the tract target), and the
+    rewrite says so for that node alone; a static length (other dims symbolic or not) runs
+    right and is not warned about; onnxruntime resolves them (no warning). When tract starts
+    resolving them, the failing forms' assert says the warning can go."""
+    x = np.random.default_rng(0).uniform(0.5, 1.5, (6, 8)).astype(np.float32)
+    forms = {  # name: (dims, axis, whether the scanned length is known only at run time)
+        "static": ([6, 8], 1, False),
+        "symbolic rows, static length": (["N", 8], 1, False),
+        "symbolic length": (["N", 8], 0, True),
+        "every dim symbolic": (["N", "M"], 1, True),
+    }
+    cases: dict[str, runtime_harness.Case] = {}
+    for name, (dims, axis, _) in forms.items():
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="rewriter"):
+            lowered = rewriter.decompose_cumprod(cumprod_in_if_model(dims, axis), target="tract")
+        warned = [r.getMessage() for r in caplog.records if "If branch" in r.getMessage()]
+        assert len(warned) == forms[name][2], (name, warned)
+        assert all("CumProd 'scan'" in w and "(target tract)" in w for w in warned), warned
+        cases[name] = (lowered, {"x": x, "c": np.array(True)})
+    results = runtime_harness.run_cases("tract", cases, tmp_path)
+    for name, (_, axis, fails) in forms.items():
+        result = results[name]
+        if fails:
+            assert isinstance(result, str) and "Undetermined symbol" in result, (name, result)
+        else:
+            assert not isinstance(result, str), (name, result)
+            expected = np.cumprod(x.astype(np.float64), axis=axis)
+            np.testing.assert_allclose(result[0], expected, rtol=1e-5, err_msg=name)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rewriter"):
+        rewriter.decompose_cumprod(cumprod_in_if_model(["N", 8], 0), target="onnxruntime")
+    assert not [r for r in caplog.records if "If branch" in r.getMessage()]

@@ -20,6 +20,7 @@ from tests.helpers import (
     ALL_TYPES,
     TYPE_NAMES,
     all_nodes,
+    cumprod_in_if_model,
     cumprod_model,
     op_types,
     reference,
@@ -97,6 +98,28 @@ def test_a_runtime_limit_is_one_warning_naming_node_and_runtime(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "'cumprod'" in warnings[0] and f"(target {target})" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("dims", "axis", "warned"),
+    [(["N", 8], 0, True), (["N", "M"], 1, True), (["N", 8], 1, False), ([6, 8], 0, False)],
+)
+def test_a_run_time_length_in_an_if_branch_is_warned_on_tract_only(
+    dims: list[int | str], axis: int, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """tract resolves no symbolic dim inside an If branch (``Target.symbols_in_if``; the
+    failure itself: tests/test_runtimes.py): one warning naming the node there where the
+    scanned length is known only at run time, none for a static length; none on the
+    targets that resolve them."""
+    model = cumprod_in_if_model(dims, axis)
+    for target in rewriter.TARGETS:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="rewriter"):
+            rewriter.decompose_cumprod(model, target=target, max_length=64)
+        lines = [r.getMessage() for r in caplog.records if "If branch" in r.getMessage()]
+        expected = warned and target == "tract"
+        assert len(lines) == expected, (target, lines)
+        assert all("CumProd 'scan' in graph 'in_if' > If 'pick'" in line for line in lines)
 
 
 @pytest.mark.parametrize("target", ["onnxruntime", "spec"])
