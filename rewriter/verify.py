@@ -514,7 +514,7 @@ def random_outputs(model: onnx.ModelProto) -> dict[str, list[str]]:
             node,
             _draws(node, constants, functions),
             [*node.input, *(name for inner in _nested(node) for name in inner.input)],
-            node.domain in ("", "ai.onnx"),
+            _shape_rule(node),
         )
         for node in model.graph.node
     ]
@@ -523,18 +523,18 @@ def random_outputs(model: onnx.ModelProto) -> dict[str, list[str]]:
     changed = True
     while changed:  # (a valid graph is in order: one pass, and one to see nothing changes)
         changed = False
-        for node, own, used, standard in nodes:
+        for node, own, used, rule in nodes:
             value_sources = dict.fromkeys(own)
             shape_sources: dict[str, None] = {}
             for name in used:
                 shape_sources.update(shapes.get(name, {}))
-            if standard and node.op_type in _SHAPE_ONLY_OPS:
+            if rule == "shape only":
                 value_sources.update(shape_sources)
                 shape_sources = {}  # a 1-D tensor of the rank's length, or a scalar
             else:
                 for name in used:
                     value_sources.update(values.get(name, {}))
-                if not standard or node.op_type not in _SHAPE_FOLLOWS_OPS or _nested(node):
+                if rule == "any":
                     shape_sources.update(value_sources)
             for out in node.output:
                 for taint, sources in ((values, value_sources), (shapes, shape_sources)):
@@ -542,6 +542,18 @@ def random_outputs(model: onnx.ModelProto) -> dict[str, list[str]]:
                         taint.setdefault(out, {}).update(sources)
                         changed = True
     return {o.name: list(values[o.name]) for o in model.graph.output if o.name in values}
+
+
+def _shape_rule(node: onnx.NodeProto) -> str:
+    """How ``node``'s outputs depend on drawn inputs (:func:`random_outputs`): "shape only"
+    (:data:`_SHAPE_ONLY_OPS`: their values are their input's shape), "follows" (their
+    shapes follow their inputs' shapes: :data:`_SHAPE_FOLLOWS_OPS`, no subgraph) or "any"
+    (values and shapes may both come from drawn values)."""
+    if node.domain not in ("", "ai.onnx"):
+        return "any"
+    if node.op_type in _SHAPE_ONLY_OPS:
+        return "shape only"
+    return "follows" if node.op_type in _SHAPE_FOLLOWS_OPS and not _nested(node) else "any"
 
 
 def _listed(items: Sequence[str], limit: int = 3) -> str:

@@ -520,13 +520,13 @@ MUTANTS = [
     Mutant(
         "verify: Shape / Size of a value shaped by a draw taken as fixed",
         "rewriter/verify.py",
-        " or node.op_type not in _SHAPE_FOLLOWS_OPS or _nested(node):\n",
-        " or False:\n",
+        ' and not _nested(node) else "any"\n',
+        ' else "follows"\n',
     ),
     Mutant(
         "verify: Shape / Size of a draw taken as random",
         "rewriter/verify.py",
-        "            if standard and node.op_type in _SHAPE_ONLY_OPS:\n",
+        '            if rule == "shape only":\n',
         "            if False:\n",
     ),
     Mutant(
