@@ -22,6 +22,7 @@ import onnx
 import onnx_ir as ir
 
 from rewriter import runtimes
+from rewriter.graphs import ONNX_DOMAINS
 
 __all__ = [
     "PRECISION",
@@ -325,7 +326,7 @@ def _index_use(
             used = [i for i, name in enumerate(node.input) if name and name in tainted]
             if not used:
                 continue
-            if node.domain in ("", "ai.onnx"):
+            if node.domain in ONNX_DOMAINS:
                 table = positions.get(node.op_type, {})
                 for i in used:
                     if i in table:
@@ -437,7 +438,7 @@ def _constants(
     """The initializers and Constant tensors of one graph (or function body), by name."""
     found = {t.name: t for t in initializers}
     for node in nodes:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+        if node.op_type == "Constant" and node.domain in ONNX_DOMAINS and node.output:
             for attr in node.attribute:
                 if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
                     found[node.output[0]] = attr.t
@@ -456,7 +457,7 @@ def _false(tensor: onnx.TensorProto | None) -> bool:
 
 def _draw(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) -> str | None:
     """What random values ``node`` draws ("RandomNormal, no seed"), None when it draws none."""
-    if node.domain not in ("", "ai.onnx"):
+    if node.domain not in ONNX_DOMAINS:
         return None
     dropout = node.op_type == "Dropout" and len(node.input) > 2 and node.input[2]
     if node.op_type not in RANDOM_OPS and not (
@@ -549,11 +550,11 @@ def _shape_rule(node: onnx.NodeProto) -> str:
     (:data:`_SHAPE_ONLY_OPS`: their values are their input's shape), "follows" (their
     shapes follow their inputs' shapes: :data:`_SHAPE_FOLLOWS_OPS`, no subgraph) or "any"
     (values and shapes may both come from drawn values)."""
-    if node.domain not in ("", "ai.onnx"):
+    if node.domain not in ONNX_DOMAINS:
         return "any"
     if node.op_type in _SHAPE_ONLY_OPS:
         return "shape only"
-    return "follows" if node.op_type in _SHAPE_FOLLOWS_OPS and not _nested(node) else "any"
+    return "follows" if node.op_type in _SHAPE_FOLLOWS_OPS and not _subgraphs(node) else "any"
 
 
 def _listed(items: Sequence[str], limit: int = 3) -> str:

@@ -520,7 +520,7 @@ MUTANTS = [
     Mutant(
         "verify: Shape / Size of a value shaped by a draw taken as fixed",
         "rewriter/verify.py",
-        ' and not _nested(node) else "any"\n',
+        ' and not _subgraphs(node) else "any"\n',
         ' else "follows"\n',
     ),
     Mutant(
