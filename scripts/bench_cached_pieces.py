@@ -32,8 +32,15 @@ shapes; a last axis as (o, n, 1)).
 
 With ``--copy``, only :func:`copy_probe`: what a Reshape as the Scan body's output costs.
 
+With ``--tiles MIB``, only :func:`tiles_round`: ``cached`` as shipped against ``cached`` built
+with tiles of at most MIB MiB (``cached.TILE_BYTES``; the halves follow the tile, as built),
+and against a second session of the shipped graph (``again``: what two timings of one graph
+differ by), on the twenty-sixth round's twenty held-out cells (:data:`TILES_CELLS`) or
+``--cells``. Its rule, declared before any of its cells was timed: adopt tiles of 2 MiB if
+the median time tiles / cached is at most 0.95 with at most two cells above 1.05.
+
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
-    [--chains | --chains-512 | --halves | --grid | --copy] [--rounds 11]
+    [--chains | --chains-512 | --halves | --grid | --copy | --tiles MIB] [--rounds 11]
     [--out scripts/results/NAME]
 """
 
@@ -79,6 +86,14 @@ CHAIN_512_CELLS = (
     "int64:96,448,56;float64:80,480,60;float32:24,384,480;int32:60,400,200;"
     "int64:20,400,300;float64:36,384,180"
 )
+TILES_CELLS = (  # the twenty-sixth round's held-out cells: per type three middle axes, two last
+    "float32:12,3000,40;float32:12,16384,8;float32:40,6000,24;float32:3000,1500,1;"
+    "float32:1200,4000,1;int32:10,5000,30;int32:24,12000,12;int32:24,8192,16;"
+    "int32:5000,1000,1;int32:1500,3000,1;float64:12,6000,10;float64:20,2000,40;"
+    "float64:36,3000,30;float64:600,5000,1;float64:3000,1200,1;int64:8,9000,12;"
+    "int64:48,1500,16;int64:24,5000,24;int64:2400,1400,1;int64:12000,300,1"
+)
+TILES_RULE = (0.95, 1.05, 2)  # adopt if median tiles / cached <= 0.95, at most 2 above 1.05
 TYPES = {
     "float32": TensorProto.FLOAT,
     "float64": TensorProto.DOUBLE,
@@ -158,6 +173,77 @@ def grid_cells() -> str:
     return ";".join(cells)
 
 
+@contextlib.contextmanager
+def _tile_bytes(size: int) -> Iterator[None]:
+    """``cached`` with tiles of at most ``size`` bytes while a graph is built."""
+    shipped = cached.TILE_BYTES
+    cached.TILE_BYTES = size
+    try:
+        yield
+    finally:
+        cached.TILE_BYTES = shipped
+
+
+def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
+    """``cached`` as shipped, ``again`` (a second session of its graph) and ``tiles`` (tiles
+    of at most ``mib`` MiB), each checked bit for bit against the shipped graph (a tile
+    holds whole rows, so the size changes no product) and integers against native; the
+    table's lines and the verdict of :data:`TILES_RULE`."""
+    lines, ratios = [], []
+    for cell in cells.split(";"):
+        name, dims = cell.split(":")
+        o, n, i = (int(d) for d in dims.split(","))
+        elem_type = TYPES[name]
+        shape, axis = ((o, n), 1) if i == 1 else ((o, n, i), 1)
+        rng = np.random.default_rng(0)
+        x = bench.data_for(elem_type, shape, rng)
+        odd = (2 * rng.integers(-2, 2, shape) + 1).astype(x.dtype)
+        model = bench.model_for(elem_type, shape, axis, 0, 0)
+        assert bench._auto_pick(model) == "cached", cell
+        size = int(mib * (1 << 20))
+        with _tile_bytes(size):
+            wide = bench.lowered(model, "cached")
+            wide_piece = cached.pieces((o, n, i), x.dtype.itemsize)
+        piece = cached.pieces((o, n, i), x.dtype.itemsize)
+        assert piece is not None and wide_piece is not None and piece != wide_piece, cell
+        models = {
+            "native": model,
+            "cached": bench.lowered(model, "cached"),
+            "again": bench.lowered(model, "cached"),
+            "tiles": wide,
+        }
+        runs: dict[str, Callable[[], object]] = {}
+        outputs = {}
+        for label, m in models.items():
+            session, _ = bench.session(m, 1)
+            outputs[label] = session.run(None, {"x": odd if name.startswith("int") else x})[0]
+            runs[label] = functools.partial(session.run, None, {"x": x})
+        for label in ("again", "tiles"):
+            assert np.array_equal(outputs[label], outputs["cached"], equal_nan=True), cell
+        if name.startswith("int"):
+            assert np.array_equal(outputs["cached"], outputs["native"]), cell
+        times = bench.interleaved(runs, rounds)
+        x_ = {k: v / times["native"] for k, v in times.items()}
+        ratios.append(times["tiles"] / times["cached"])
+        lines.append(
+            f"| {name} | ({o}, {n}, {i}) | {x.nbytes / 2**20:.1f} | {piece[1]} | "
+            f"{wide_piece[1]} | {'yes' if cached.halves(wide_piece[0], x.dtype.itemsize) else ''}"
+            f" | {times['native'] * 1e6:.0f} | {x_['cached']:.2f}× | {x_['again']:.2f}× | "
+            f"{x_['tiles']:.2f}× | {times['again'] / times['cached']:.2f} | {ratios[-1]:.2f} |"
+        )
+        print(lines[-1], flush=True)
+    most, above, allowed = TILES_RULE
+    median = statistics.median(ratios)
+    high = sum(r > above for r in ratios)
+    verdict = "adopt" if median <= most and high <= allowed else "do not adopt"
+    summary = (
+        f"tiles {mib:g} MiB / cached: median {median:.3f}, {min(ratios):.2f}-{max(ratios):.2f},"
+        f" {high} of {len(ratios)} above {above}: {verdict} (rule: median <= {most}, at most "
+        f"{allowed} above {above})"
+    )
+    return lines, summary
+
+
 def copy_probe(rounds: int) -> str:
     """A Scan over the eight 2 MiB rows of a float32 (8, 65536, 8) tensor whose body is one
     Neg, its result the body's output three ways: the Neg's own (``direct``), viewed back
@@ -230,12 +316,25 @@ def main() -> None:
     parser.add_argument("--grid", action="store_true", help="the grid's cells where auto caches")
     parser.add_argument("--copy", action="store_true", help="only the Scan output's copy")
     parser.add_argument("--halves", action="store_true", help="the halves' held-out cells")
+    parser.add_argument("--tiles", type=float, help="only cached's tiles of this many MiB")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
     args = parser.parse_args()
     bench.CLOCK["now"] = time.thread_time
     if args.copy:
         print(copy_probe(args.rounds))
+        return
+    if args.tiles:
+        head = "| type | (o, n, i) | MiB | pieces | pieces (tiles) | halves (tiles) | native µs"
+        head += " | cached | again | tiles | again / cached | tiles / cached |"
+        print(head, flush=True)
+        table, verdict = tiles_round(args.cells or TILES_CELLS, args.tiles, args.rounds)
+        print(verdict)
+        if args.out:
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            intro = f"{when}, onnxruntime, one thread, thread clock, {args.rounds} rounds\n\n"
+            text = "\n".join([head, "|" + "---|" * 12, *table, "", verdict, ""])
+            Path(args.out + ".md").write_text(intro + text)
         return
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
