@@ -342,6 +342,32 @@ def test_bench_cached_pieces_runs_each_variant_against_native(tmp_path: Path) ->
     assert "cached / reshaped" in table
 
 
+def test_bench_cached_pieces_tiles_round_checks_its_cells(tmp_path: Path) -> None:
+    """``--tiles``: a cell whose pieces differ at the asked size is built both ways, each
+    checked against the shipped graph and native, and judged by the declared rule; a cell
+    whose pieces the size does not change is refused (it would test nothing)."""
+    script = _PATH.parent / "bench_cached_pieces.py"
+    out = tmp_path / "tiles"
+
+    def run(cells: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, str(script), "--tiles", "1", "--cells", cells]
+        return subprocess.run(
+            [*command, "--rounds", "1", "--out", str(out)],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=300,
+        )
+
+    done = run("int32:10,5000,30")  # 5 tiles of two rows as shipped (2 MiB), 10 at 1 MiB
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "tiles.md").read_text()
+    assert "| int32 | (10, 5000, 30) | 5.7 | 5 | 10 |" in table
+    assert "of 1 above 1.05: the rule (median <= 0.95, at most 2 above 1.05)" in table
+    refused = run("int32:20,9000,30")  # rows of 1.03 MiB: one per tile either way
+    assert refused.returncode != 0 and "int32:20,9000,30" in refused.stderr
+
+
 def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """auto within 3.4-4.8x, or the floor within 3.4-4.5x; the command prints each picked
     cell's options, which select it alone."""

@@ -36,7 +36,7 @@ last axis takes ``scan`` up to n = 256 (never ``tiled``) where ``cached`` does n
 Where that gives ``carry`` in a tensor of 16 MiB or more (4 MiB on a middle or first axis)
 that cuts into pieces of at most 4 MiB, ``cached`` runs carry on those pieces inside a Scan,
 so that each level's passes stay in cache: tiles of rows (o; :func:`.cached.tile_rows`, about
-1 MiB, two tiles at least) on middle and last axes, chunks of positions
+2 MiB, two tiles at least) on middle and last axes, chunks of positions
 (:func:`.cached.chunk_length`, about 4 MiB) on a first axis, whose Scan carries the product
 so far. See "Sixteenth round" in ``docs/performance.md`` for the figures. First axes took it
 from 16 MiB until the twentieth round; since the seventeenth round's seeded chunks, on 36

@@ -25,7 +25,11 @@ of i elements at a time: 1.0-2.3x the seeded chunks' time, median 1.6x, on 10 fi
 2^21-2^22 elements, the most where i is 2-4; seventeenth round.) What changes is where the
 data lives: on a tensor larger than the last-level cache, every ``carry`` level's Split, Muls
 and Concat stream their (o * m, r, i) slices through memory; on a tile of about
-:data:`TILE_BYTES` (the L2 of the machine measured) they stay in cache between the nodes.
+:data:`TILE_BYTES` they stay in cache between the nodes. Tiles of 2 MiB (the L2 of the
+machine measured) since the twenty-sixth round: on 20 held-out middle and last axes of
+5-28 MiB, every type, its rule declared first, 0.84-1.07x the time of 1 MiB tiles (median
+0.948; a second session of the 1 MiB graph took 0.98-1.09x). The rounds that had chosen 1 MiB
+found 0.5-1 MiB fastest among 256 KiB-4 MiB, in another machine state.
 On onnxruntime 1.32 (one thread, thread clock; ``docs/performance.md``, sixteenth round):
 on 4 * 2^20 elements, last axis, int64 n = 512 went from 4.2x native to 2.8x and int32 from
 1.9x to 1.5x (ad hoc, 1 MiB tiles; 16-row tiles were slower than none); on last axes of
@@ -85,7 +89,7 @@ __all__ = [
     "unsupported",
 ]
 
-TILE_BYTES = 1 << 20  # bytes per tile at most: 256 KiB-4 MiB measured, 0.5-1 MiB fastest
+TILE_BYTES = 2 << 20  # bytes per tile at most: 1 MiB until the twenty-sixth round (below)
 CHUNK_BYTES = 4 << 20  # bytes per chunk of an outermost axis at most
 HALVES_FROM_BYTES = 2 << 20  # tiles this large with runs of HALVES_RUN_BYTES: Split in halves
 HALVES_RUN_BYTES = (32, 64)  # (least, most) bytes of a run of i elements
@@ -155,7 +159,7 @@ def pieces(dims: tuple[Dim, Dim, Dim], itemsize: int) -> tuple[tuple[int, int, i
 def halves(tile: tuple[int, int, int], itemsize: int) -> bool:
     """Whether carry's first level cuts the (T, n, i) ``tile`` into its slices in two
     steps (``carry``'s ``halves``): 4-byte compute types, tiles of
-    :data:`HALVES_FROM_BYTES` or more (past the L2 cache of the machine measured) whose
+    :data:`HALVES_FROM_BYTES` or more (the L2 cache of the machine measured) whose
     runs of i elements take :data:`HALVES_RUN_BYTES`. Two held-out rounds (nineteenth,
     ``docs/performance.md``): 4-byte cells 0.77-1.06x the one Split's time (the second
     round's eight: median 0.90x), 8-byte ones 0.84-1.19x (two of five above 1.05), so not
