@@ -37,9 +37,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.lowerings import LOWERINGS, auto, blocked, cached, carry, doubling, near_one, tiled
+from rewriter.lowerings import LOWERINGS, blocked, cached, carry, doubling, near_one, tiled
 from rewriter.lowerings import wide as wide_carries
-from rewriter.site import ScanSpec
 from rewriter.verify import ulp_error
 
 DTYPES = {
@@ -187,15 +186,6 @@ _INTS = (TensorProto.INT64, TensorProto.INT32)
 AUTO_BEFORE = "auto_before"
 
 
-def _table_before(spec: ScanSpec, compute_itemsize: int, wide_carries: bool = False) -> str:
-    """``auto``'s onnxruntime table before the twenty-second round (2026-12-04): the same
-    table as if the trees had float32 carries (``wide_carries`` False)."""
-    return _CURRENT_TABLE(spec, compute_itemsize, False)
-
-
-_CURRENT_TABLE = auto._onnxruntime
-
-
 @contextlib.contextmanager
 def float32_carries() -> Iterator[None]:
     """The trees as before ``rewriter/lowerings/wide.py`` and ``near_one.py``: block totals
@@ -228,19 +218,20 @@ def offset_totals() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _before() -> Iterator[None]:
-    """``auto`` as before the twenty-second round: :func:`_table_before` as its onnxruntime
-    table, and the trees with :func:`float32_carries`."""
-    auto._onnxruntime = _table_before  # type: ignore[assignment]
+    """``auto`` as before the twenty-sixth round (2026-12-05): ``cached`` in tiles of 1 MiB.
+    (From the twenty-second round to the twenty-fifth it was the trees with
+    :func:`float32_carries` and their table.)"""
+    shipped = cached.TILE_BYTES
+    cached.TILE_BYTES = 1 << 20
     try:
-        with float32_carries():
-            yield
+        yield
     finally:
-        auto._onnxruntime = _CURRENT_TABLE  # type: ignore[assignment]
+        cached.TILE_BYTES = shipped
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:
     """The model rewritten by ``strategy``, or None where it refuses (chain past 256).
-    ``auto_before`` is ``auto`` with the table before this round (:func:`_table_before`),
+    ``auto_before`` is ``auto`` as before this round (:func:`_before`),
     so one run times the old and new graphs side by side."""
     try:
         if strategy == AUTO_BEFORE:
@@ -970,7 +961,7 @@ def floors(
 def _auto_pick(model: onnx.ModelProto, before: bool = False) -> str:
     """The lowering ``auto`` picks on onnxruntime for the model's one CumProd (the pass's own
     plan, so this follows ``auto``'s table whatever its signature); ``before``: with the
-    table before this round (:func:`_table_before`)."""
+    table before this round (:func:`_before`)."""
     rewrite = rewriter.DecomposeCumProdPass("auto")
     with _before() if before else contextlib.nullcontext():
         rewrite(ir.serde.deserialize_model(model))
