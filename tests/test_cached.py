@@ -2,13 +2,13 @@
 (rewriter/lowerings/cached.py).
 
 Its branches: the tile and chunk sizes (``tile_rows`` / ``chunk_length``: a divisor, two
-pieces at least, not under a quarter of the byte size), the fall-back to plain ``carry``
-where the view does not cut, the Scan over tiles (middle and last axes) and over chunks with
-the product so far as its state (first axes), for every type, exclusive / reverse, the
-refusal on runtimes it was not measured on, and ``auto``'s pick of it on onnxruntime
-(tensors of 16 MiB or more, 4 MiB on a middle axis, pieces of at most 4 MiB). References:
-numpy (integers, with wraparound, in their own type) and onnxruntime's native CumProd;
-tests/conftest.py makes pieces of 256 bytes.
+pieces at least, tiles not under an eighth of their byte size, chunks not under a quarter),
+the fall-back to plain ``carry`` where the view does not cut, the Scan over tiles (middle and
+last axes) and over chunks with the product so far as its state (first axes), for every
+type, exclusive / reverse, the refusal on runtimes it was not measured on, and ``auto``'s
+pick of it on onnxruntime (tensors of 16 MiB or more, 4 MiB on a middle axis, pieces of at
+most 4 MiB). References: numpy (integers, with wraparound, in their own type) and
+onnxruntime's native CumProd; tests/conftest.py makes pieces of 256 bytes.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ def _scans(model: onnx.ModelProto) -> list[onnx.NodeProto]:
         ((8, 65536, 8), 4, 1 << 20, 1),  # a 2 MiB row: one per tile
         ((6, 7, 3), 4, 256, 3),  # 84-byte rows: 3 (252 bytes) divides 6
         ((26, 2, 1), 4, 256, 13),  # at most half of o (26 rows would be a single tile)
-        ((7, 2, 1), 4, 64, None),  # 7 is prime and 7 rows one tile: 1 row is 8 bytes < 16
-        ((202, 2, 1), 4, 256, None),  # 202 = 2 * 101: 2 rows (16 bytes) < a quarter of 256
+        ((7, 2, 1), 4, 128, None),  # 7 is prime and 7 rows one tile: 1 row is 8 bytes < 16
+        ((7, 2, 1), 4, 64, 1),  # ... but 8 bytes are an eighth of 64
+        ((202, 2, 1), 4, 256, None),  # 202 = 2 * 101: 2 rows (16 bytes) < an eighth of 256
         ((1, 512, 1), 8, 1 << 20, None),  # one row: nothing to tile
         ((0, 512, 1), 8, 1 << 20, None),
         ((4, 0, 1), 8, 1 << 20, None),
@@ -68,6 +69,32 @@ def test_tile_rows(
 ) -> None:
     monkeypatch.setattr(cached, "TILE_BYTES", tile_bytes)
     assert cached.tile_rows(dims, itemsize) == rows
+
+
+def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The twenty-sixth round measured tiles of 2 MiB against 1 MiB on views both tile: the
+    least tile (an eighth of TILE_BYTES) keeps every view the 1 MiB tiles cut (tiles of a
+    quarter of 1 MiB or more, written out here) cut, in tiles at least as large."""
+    monkeypatch.setattr(cached, "TILE_BYTES", 2 << 20)  # as shipped (conftest makes 256)
+
+    def rows_in_1_mib(o: int, row: int) -> int | None:
+        most = min(o // 2, max(1, (1 << 20) // row))
+        k = max((d for d in range(1, most + 1) if o % d == 0), default=0)
+        return None if k == 0 or k * row * 4 < 1 << 20 else k
+
+    rng = np.random.default_rng(26)
+    checked = 0
+    for _ in range(3000):
+        o, n, i = (int(v) for v in rng.integers(1, [400, 70000, 64]))
+        itemsize = int(rng.choice([4, 8]))
+        before = rows_in_1_mib(o, n * i * itemsize)
+        if before is not None:
+            checked += 1
+            now = cached.tile_rows((o, n, i), itemsize)
+            assert now is not None and now >= before, (o, n, i, itemsize)
+    assert checked > 300
 
 
 def test_tile_rows_needs_static_dims() -> None:

@@ -11,7 +11,8 @@ Formula, on the (o, n, i) view of x, all three static::
         y_chunk = carry(chunk) seeded with P (P starts the chain of carry's last level, so
         its carries multiply P into every position);  P' = y_chunk at the chunk's last
         position in scan order (exclusive: times the chunk's own factor there)
-    else (a dim not static, pieces under a quarter of their byte size): ``carry``
+    else (a dim not static, tiles under an eighth of their byte size, chunks under a
+    quarter): ``carry``
     carry's r inside a piece: as on the whole view (``carry.narrow`` of x's size, not the
     piece's); in tiles of :func:`halves` (4-byte types, 2 MiB or more, runs of 32-64
     bytes) its first level's Split cut in two steps (``carry``'s ``halves``)
@@ -108,25 +109,27 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return carry.unsupported(spec, target)
 
 
-def _divisor_piece(count: int, unit: int, limit: int) -> int | None:
+def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
     """The largest divisor k of ``count`` up to count / 2 (two pieces at least) with
     k * ``unit`` bytes at most ``limit`` (one unit may take more); None where there is none,
-    or its piece takes under a quarter of ``limit``."""
+    or its piece takes under ``least`` bytes."""
     if unit == 0:
         return None
     most = min(count // 2, max(1, limit // unit))
     k = max((d for d in range(1, most + 1) if count % d == 0), default=0)
-    return None if k == 0 or k * unit * 4 < limit else k
+    return None if k == 0 or k * unit < least else k
 
 
 def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
     """T, the rows per tile: the largest divisor of o up to o / 2 whose tile of T * n * i
     elements takes at most :data:`TILE_BYTES` (a single row may take more); None where the
-    view does not tile: a dim not static, o < 2, or tiles under a quarter of TILE_BYTES."""
+    view does not tile: a dim not static, o < 2, or tiles under an eighth of TILE_BYTES (a
+    quarter of the 1 MiB tiles before the twenty-sixth round: every view tiled then is
+    tiled now, in tiles as large or larger, which is what that round measured)."""
     o, n, i = dims
     if not (isinstance(o, int) and isinstance(n, int) and isinstance(i, int)):
         return None
-    return _divisor_piece(o, n * i * itemsize, TILE_BYTES)
+    return _divisor_piece(o, n * i * itemsize, TILE_BYTES, TILE_BYTES // 8)
 
 
 def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
@@ -137,7 +140,7 @@ def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
     o, n, i = dims
     if o != 1 or not (isinstance(n, int) and isinstance(i, int)):
         return None
-    return _divisor_piece(n, i * itemsize, CHUNK_BYTES)
+    return _divisor_piece(n, i * itemsize, CHUNK_BYTES, CHUNK_BYTES // 4)
 
 
 def pieces(dims: tuple[Dim, Dim, Dim], itemsize: int) -> tuple[tuple[int, int, int], int] | None:
