@@ -32,6 +32,13 @@ shapes; a last axis as (o, n, 1)).
 
 With ``--copy``, only :func:`copy_probe`: what a Reshape as the Scan body's output costs.
 
+With ``--halves-2mib``, the twenty-sixth round's second held-out round
+(:data:`HALVES_2MIB_CELLS`): twelve 4-byte middle axes of 6-14 MiB whose tiles, since that
+round, take exactly 2 MiB with runs of 32-64 bytes, so that ``cached`` cuts their first Split
+in halves (before it, tiles of 1 MiB: one Split). Its rule, declared before any of its cells
+was timed: halves only in tiles of more than 2 MiB if the median time one split / cached is
+at most 0.95 with at most one cell above 1.05.
+
 With ``--tiles MIB``, only :func:`tiles_round`: ``cached`` as shipped against ``cached`` built
 with tiles of at most MIB MiB (``cached.TILE_BYTES``; the halves follow the tile, as built),
 and against a second session of the shipped graph (``again``: what two timings of one graph
@@ -41,7 +48,8 @@ adopt tiles of 2 MiB if the median time tiles / cached is at most 0.95 with at m
 above 1.05 (it held, and 2 MiB is shipped since; ``--tiles 1`` times the graph before).
 
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
-    [--chains | --chains-512 | --halves | --grid | --copy | --tiles MIB] [--rounds 11]
+    [--chains | --chains-512 | --halves | --halves-2mib | --grid | --copy | --tiles MIB]
+    [--rounds 11]
     [--out scripts/results/NAME]
 """
 
@@ -93,6 +101,11 @@ TILES_CELLS = (  # the twenty-sixth round's held-out cells: per type three middl
     "int32:5000,1000,1;int32:1500,3000,1;float64:12,6000,10;float64:20,2000,40;"
     "float64:36,3000,30;float64:600,5000,1;float64:3000,1200,1;int64:8,9000,12;"
     "int64:48,1500,16;int64:24,5000,24;int64:2400,1400,1;int64:12000,300,1"
+)
+HALVES_2MIB_CELLS = (  # the twenty-sixth round's second held-out round: 2 MiB tiles, halves
+    "float32:24,4096,16;float32:40,8192,8;float32:6,32768,8;float32:12,8192,16;"
+    "float32:48,4096,8;float32:10,16384,16;int32:20,16384,8;int32:8,32768,8;"
+    "int32:28,8192,16;int32:56,4096,16;int32:6,16384,16;int32:40,8192,8"
 )
 TILES_RULE = (0.95, 1.05, 2)  # adopt if median tiles / cached <= 0.95, at most 2 above 1.05
 TYPES = {
@@ -317,6 +330,9 @@ def main() -> None:
     parser.add_argument("--grid", action="store_true", help="the grid's cells where auto caches")
     parser.add_argument("--copy", action="store_true", help="only the Scan output's copy")
     parser.add_argument("--halves", action="store_true", help="the halves' held-out cells")
+    parser.add_argument(
+        "--halves-2mib", action="store_true", help="the halves in 2 MiB tiles: held-out cells"
+    )
     parser.add_argument("--tiles", type=float, help="only cached's tiles of this many MiB")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
@@ -341,6 +357,7 @@ def main() -> None:
     lines: list[str] = []
     default = CHAIN_512_CELLS if args.chains_512 else (CHAIN_CELLS if args.chains else CELLS)
     default = grid_cells() if args.grid else (HALVES_CELLS if args.halves else default)
+    default = HALVES_2MIB_CELLS if args.halves_2mib else default
     for cell in (args.cells or default).split(";"):
         name, dims = cell.split(":")
         o, n, i = (int(d) for d in dims.split(","))
