@@ -37,7 +37,10 @@ With ``--halves-2mib``, the twenty-sixth round's second held-out round
 round, take exactly 2 MiB with runs of 32-64 bytes, so that ``cached`` cuts their first Split
 in halves (before it, tiles of 1 MiB: one Split). Its rule, declared before any of its cells
 was timed: halves only in tiles of more than 2 MiB if the median time one split / cached is
-at most 0.95 with at most one cell above 1.05.
+at most 0.95 with at most one cell above 1.05. With ``--halves-2mib-float32``, its third
+(:data:`HALVES_2MIB_FLOAT32_CELLS`), after the second's six float32 cells had all taken longer
+with the halves: eight new float32 middle axes of 4-16 MiB in 2 MiB tiles; the same rule,
+declared before any of its cells was timed, for float32 only.
 
 With ``--tiles MIB``, only :func:`tiles_round`: ``cached`` as shipped against ``cached`` built
 with tiles of at most MIB MiB (``cached.TILE_BYTES``; the halves follow the tile, as built),
@@ -48,7 +51,8 @@ adopt tiles of 2 MiB if the median time tiles / cached is at most 0.95 with at m
 above 1.05 (it held, and 2 MiB is shipped since; ``--tiles 1`` times the graph before).
 
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
-    [--chains | --chains-512 | --halves | --halves-2mib | --grid | --copy | --tiles MIB]
+    [--chains | --chains-512 | --halves | --halves-2mib | --halves-2mib-float32 | --grid |
+    --copy | --tiles MIB]
     [--rounds 11]
     [--out scripts/results/NAME]
 """
@@ -106,6 +110,10 @@ HALVES_2MIB_CELLS = (  # the twenty-sixth round's second held-out round: 2 MiB t
     "float32:24,4096,16;float32:40,8192,8;float32:6,32768,8;float32:12,8192,16;"
     "float32:48,4096,8;float32:10,16384,16;int32:20,16384,8;int32:8,32768,8;"
     "int32:28,8192,16;int32:56,4096,16;int32:6,16384,16;int32:40,8192,8"
+)
+HALVES_2MIB_FLOAT32_CELLS = (  # the twenty-sixth round's third held-out round: float32 only
+    "float32:32,4096,8;float32:4,16384,16;float32:16,8192,16;float32:12,16384,16;"
+    "float32:48,4096,16;float32:28,8192,16;float32:14,16384,16;float32:16,16384,16"
 )
 TILES_RULE = (0.95, 1.05, 2)  # adopt if median tiles / cached <= 0.95, at most 2 above 1.05
 TYPES = {
@@ -333,6 +341,9 @@ def main() -> None:
     parser.add_argument(
         "--halves-2mib", action="store_true", help="the halves in 2 MiB tiles: held-out cells"
     )
+    parser.add_argument(
+        "--halves-2mib-float32", action="store_true", help="... and new float32 cells"
+    )
     parser.add_argument("--tiles", type=float, help="only cached's tiles of this many MiB")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
@@ -358,6 +369,7 @@ def main() -> None:
     default = CHAIN_512_CELLS if args.chains_512 else (CHAIN_CELLS if args.chains else CELLS)
     default = grid_cells() if args.grid else (HALVES_CELLS if args.halves else default)
     default = HALVES_2MIB_CELLS if args.halves_2mib else default
+    default = HALVES_2MIB_FLOAT32_CELLS if args.halves_2mib_float32 else default
     for cell in (args.cells or default).split(";"):
         name, dims = cell.split(":")
         o, n, i = (int(d) for d in dims.split(","))
