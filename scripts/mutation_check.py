@@ -996,6 +996,12 @@ MUTANTS = [
         "    tiles = b.reshape(x3, b.const([o // rows, 1, rows * n, i]))\n",
     ),
     Mutant(
+        "cached: tiles under a quarter of TILE_BYTES left uncut (the 1 MiB tiles' rule)",
+        "rewriter/lowerings/cached.py",
+        "    return _divisor_piece(o, n * i * itemsize, TILE_BYTES, TILE_BYTES // 8)\n",
+        "    return _divisor_piece(o, n * i * itemsize, TILE_BYTES, TILE_BYTES // 4)\n",
+    ),
+    Mutant(
         "cached: a single tile of every row allowed",
         "rewriter/lowerings/cached.py",
         "    most = min(count // 2, max(1, limit // unit))\n",
