@@ -42,6 +42,14 @@ at most 0.95 with at most one cell above 1.05. With ``--halves-2mib-float32``, i
 with the halves: eight new float32 middle axes of 4-16 MiB in 2 MiB tiles; the same rule,
 declared before any of its cells was timed, for float32 only.
 
+With ``--reshaped-12mib``, the twenty-sixth round's fourth held-out round
+(:data:`RESHAPED_CELLS`): sixteen tiled views of 12-18 MiB, per type two middle axes and two
+last axes, after ``reshaped`` had taken 0.86-0.93x ``cached``'s time on seven 4-byte middle
+axes of 12-16 MiB in the second and third. Its rule, declared before any of its cells was
+timed: in tensors of 12 MiB or more, the tiles' body output reshaped to the tile (as before
+the nineteenth round) if the median time reshaped / cached is at most 0.95 with at most two
+cells above 1.05.
+
 With ``--tiles MIB``, only :func:`tiles_round`: ``cached`` as shipped against ``cached`` built
 with tiles of at most MIB MiB (``cached.TILE_BYTES``; the halves follow the tile, as built),
 and against a second session of the shipped graph (``again``: what two timings of one graph
@@ -51,8 +59,8 @@ adopt tiles of 2 MiB if the median time tiles / cached is at most 0.95 with at m
 above 1.05 (it held, and 2 MiB is shipped since; ``--tiles 1`` times the graph before).
 
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
-    [--chains | --chains-512 | --halves | --halves-2mib | --halves-2mib-float32 | --grid |
-    --copy | --tiles MIB]
+    [--chains | --chains-512 | --halves | --halves-2mib | --halves-2mib-float32 |
+    --reshaped-12mib | --grid | --copy | --tiles MIB]
     [--rounds 11]
     [--out scripts/results/NAME]
 """
@@ -114,6 +122,12 @@ HALVES_2MIB_CELLS = (  # the twenty-sixth round's second held-out round: 2 MiB t
 HALVES_2MIB_FLOAT32_CELLS = (  # the twenty-sixth round's third held-out round: float32 only
     "float32:32,4096,8;float32:4,16384,16;float32:16,8192,16;float32:12,16384,16;"
     "float32:48,4096,16;float32:28,8192,16;float32:14,16384,16;float32:16,16384,16"
+)
+RESHAPED_CELLS = (  # the twenty-sixth round's fourth held-out round: 12-18 MiB, every type
+    "float32:20,12000,16;float32:10,20000,20;float32:2400,2000,1;float32:720,6000,1;"
+    "int32:30,9000,12;int32:18,16384,12;int32:4500,1000,1;int32:1100,4000,1;"
+    "float64:12,10000,16;float64:40,3000,14;float64:2200,1000,1;float64:480,4500,1;"
+    "int64:16,6000,20;int64:48,2500,14;int64:7200,300,1;int64:280,8000,1"
 )
 TILES_RULE = (0.95, 1.05, 2)  # adopt if median tiles / cached <= 0.95, at most 2 above 1.05
 TYPES = {
@@ -344,6 +358,9 @@ def main() -> None:
     parser.add_argument(
         "--halves-2mib-float32", action="store_true", help="... and new float32 cells"
     )
+    parser.add_argument(
+        "--reshaped-12mib", action="store_true", help="the body's output reshaped: held-out"
+    )
     parser.add_argument("--tiles", type=float, help="only cached's tiles of this many MiB")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
@@ -370,6 +387,7 @@ def main() -> None:
     default = grid_cells() if args.grid else (HALVES_CELLS if args.halves else default)
     default = HALVES_2MIB_CELLS if args.halves_2mib else default
     default = HALVES_2MIB_FLOAT32_CELLS if args.halves_2mib_float32 else default
+    default = RESHAPED_CELLS if args.reshaped_12mib else default
     for cell in (args.cells or default).split(";"):
         name, dims = cell.split(":")
         o, n, i = (int(d) for d in dims.split(","))
