@@ -129,6 +129,14 @@ RESHAPED_CELLS = (  # the twenty-sixth round's fourth held-out round: 12-18 MiB,
     "float64:12,10000,16;float64:40,3000,14;float64:2200,1000,1;float64:480,4500,1;"
     "int64:16,6000,20;int64:48,2500,14;int64:7200,300,1;int64:280,8000,1"
 )
+CELL_SETS = {  # flag: (the cells, its help)
+    "chains": (CHAIN_CELLS, "the middle chains past 512"),
+    "chains-512": (CHAIN_512_CELLS, "the middle chains of 384-512"),
+    "halves": (HALVES_CELLS, "the halves' held-out cells"),
+    "halves-2mib": (HALVES_2MIB_CELLS, "the halves in 2 MiB tiles: held-out cells"),
+    "halves-2mib-float32": (HALVES_2MIB_FLOAT32_CELLS, "... and new float32 cells"),
+    "reshaped-12mib": (RESHAPED_CELLS, "the body's output reshaped: held-out cells"),
+}
 TILES_RULE = (0.95, 1.05, 2)  # adopt if median tiles / cached <= 0.95, at most 2 above 1.05
 TYPES = {
     "float32": TensorProto.FLOAT,
@@ -209,6 +217,13 @@ def grid_cells() -> str:
     return ";".join(cells)
 
 
+def _cell(cell: str) -> tuple[str, int, int, int, int]:
+    """ "type:o,n,i" as (type, o, n, i, its ONNX element type)."""
+    name, dims = cell.split(":")
+    o, n, i = (int(d) for d in dims.split(","))
+    return name, o, n, i, TYPES[name]
+
+
 @contextlib.contextmanager
 def _tile_bytes(size: int) -> Iterator[None]:
     """``cached`` with tiles of at most ``size`` bytes while a graph is built."""
@@ -227,9 +242,7 @@ def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
     table's lines and the verdict of :data:`TILES_RULE`."""
     lines, ratios = [], []
     for cell in cells.split(";"):
-        name, dims = cell.split(":")
-        o, n, i = (int(d) for d in dims.split(","))
-        elem_type = TYPES[name]
+        name, o, n, i, elem_type = _cell(cell)
         shape, axis = ((o, n), 1) if i == 1 else ((o, n, i), 1)
         rng = np.random.default_rng(0)
         x = bench.data_for(elem_type, shape, rng)
@@ -347,20 +360,10 @@ def copy_probe(rounds: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cells", help="type:o,n,i;... (o = 1: a first axis)")
-    parser.add_argument("--chains", action="store_true", help="the middle chains past 512")
-    parser.add_argument("--chains-512", action="store_true", help="the middle chains of 384-512")
+    for flag, (_, help_text) in CELL_SETS.items():
+        parser.add_argument(f"--{flag}", action="store_true", help=help_text)
     parser.add_argument("--grid", action="store_true", help="the grid's cells where auto caches")
     parser.add_argument("--copy", action="store_true", help="only the Scan output's copy")
-    parser.add_argument("--halves", action="store_true", help="the halves' held-out cells")
-    parser.add_argument(
-        "--halves-2mib", action="store_true", help="the halves in 2 MiB tiles: held-out cells"
-    )
-    parser.add_argument(
-        "--halves-2mib-float32", action="store_true", help="... and new float32 cells"
-    )
-    parser.add_argument(
-        "--reshaped-12mib", action="store_true", help="the body's output reshaped: held-out"
-    )
     parser.add_argument("--tiles", type=float, help="only cached's tiles of this many MiB")
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
@@ -383,15 +386,10 @@ def main() -> None:
         return
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
-    default = CHAIN_512_CELLS if args.chains_512 else (CHAIN_CELLS if args.chains else CELLS)
-    default = grid_cells() if args.grid else (HALVES_CELLS if args.halves else default)
-    default = HALVES_2MIB_CELLS if args.halves_2mib else default
-    default = HALVES_2MIB_FLOAT32_CELLS if args.halves_2mib_float32 else default
-    default = RESHAPED_CELLS if args.reshaped_12mib else default
+    chosen = [c for f, (c, _) in CELL_SETS.items() if getattr(args, f.replace("-", "_"))]
+    default = grid_cells() if args.grid else (chosen[-1] if chosen else CELLS)
     for cell in (args.cells or default).split(";"):
-        name, dims = cell.split(":")
-        o, n, i = (int(d) for d in dims.split(","))
-        elem_type = TYPES[name]
+        name, o, n, i, elem_type = _cell(cell)
         shape, axis = ((n, i), 0) if o == 1 else ((o, n, i), 1)
         rng = np.random.default_rng(0)
         x = bench.data_for(elem_type, shape, rng)
