@@ -219,8 +219,10 @@ def offset_totals() -> Iterator[None]:
 @contextlib.contextmanager
 def _before() -> Iterator[None]:
     """``auto`` as before the twenty-sixth round (2026-12-05): ``cached`` in tiles of 1 MiB.
-    (From the twenty-second round to the twenty-fifth it was the trees with
-    :func:`float32_carries` and their table.)"""
+    The least tile is an eighth of that, where it was a quarter then: the same pieces on
+    every grid cell (none of their 1 MiB tiles is under 256 KiB). From the twenty-second
+    round to the twenty-fifth this was the trees with :func:`float32_carries` and their
+    table."""
     shipped = cached.TILE_BYTES
     cached.TILE_BYTES = 1 << 20
     try:
