@@ -414,6 +414,17 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
         (TensorProto.FLOAT, (1 << 20,), 0, "carry"),  # one axis of 4 MiB is a last axis
         (I64, (4, 1 << 20), 0, "scan"),  # scan's row: large slabs
         (TensorProto.FLOAT, (8192, 32), 1, "scan"),  # scan's row
+        # an int32 first axis's scan on slabs of 1000-1499, forward, from 16 MiB: cached
+        (I32, (4096, 1024), 0, "cached"),  # 16 MiB exactly
+        (I32, (4095, 1024), 0, "scan"),  # just under
+        (I32, (4096, 1499), 0, "cached"),
+        (I32, (4096, 1500), 0, "scan"),  # slabs from 1500: scan
+        (I32, (16384, 999), 0, "cached"),  # under scan's slab: carry, so cached from 4 MiB
+        (I32, (512, 8192), 0, "scan"),  # n <= 512: scan on any slab
+        (I32, (131072, 32), 1, "scan"),  # a last axis's scan (16 MiB) is no first axis's
+        (TensorProto.FLOAT, (4096, 1024), 0, "scan"),  # float32: float64 carries
+        (TensorProto.UINT32, (4096, 1024), 0, "scan"),  # uint32 computes as int64
+        (I64, (4096, 1024), 0, "scan"),
     ],
 )
 def test_auto_takes_cached_for_carry_on_large_tensors(
@@ -424,9 +435,26 @@ def test_auto_takes_cached_for_carry_on_large_tensors(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the shipped piece sizes (tests/conftest.py makes them 256 bytes)
-    monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
+    monkeypatch.setattr(cached, "TILE_BYTES", 2 << 20)
     monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
     (plan,) = plan_cumprods(ir.serde.deserialize_model(cumprod_model(elem_type, shape, axis)))
+    assert plan.lowering.name == pick
+
+
+@pytest.mark.parametrize(
+    ("exclusive", "reverse", "pick"),
+    [(0, 0, "cached"), (1, 0, "cached"), (0, 1, "scan"), (1, 1, "scan")],
+)
+def test_auto_caches_an_int32_first_axis_scan_forward_only(
+    exclusive: int, reverse: int, pick: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The twenty-sixth round timed the int32 first axes forward only: in reverse (where
+    scan's slab bound doubles, so (4096, 2048) is a scan) the scan stays."""
+    monkeypatch.setattr(cached, "TILE_BYTES", 2 << 20)
+    monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
+    shape = (4096, 1024) if not reverse else (4096, 2048)
+    model = cumprod_model(I32, shape, 0, exclusive=exclusive, reverse=reverse)
+    (plan,) = plan_cumprods(ir.serde.deserialize_model(model))
     assert plan.lowering.name == pick
 
 

@@ -52,6 +52,13 @@ n = 384-480 0.71-1.12x (8 cells, two above 1.05), where the chain stays. On the 
 middle n = 512 cells (16-32 MiB) the two tie: 0.91-1.05x in five runs of each (ten of the
 4-byte ones), with a tenth of the chain's nodes. Under 16 MiB the chain stays too: on the
 grid's 1M middle n = 512 cells (4-8 MiB) ``cached`` took 1.04-1.28x chain's time.
+Where it gives ``scan`` on an int32 first axis, forward, with slabs of 1000-1499 elements in a
+tensor of 16 MiB or more, ``cached`` as well (twenty-sixth round, the rule declared first: on
+8 held-out cells of 16-31 MiB 0.82-1.06x scan's time, median 0.935x; under 14 MiB it lost,
+1.04-1.18x on five cells, and from slabs of 1500 on too, 1.03-1.32x on six in the
+twenty-first round). Not for float32, whose ``cached`` takes float64 carries (7.7x native
+against scan's 4.0x on (4096, 1024)), nor 8-byte types (1.15-1.21x scan's time in the
+twenty-first round's pilot), nor in reverse (not measured).
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
@@ -236,6 +243,8 @@ _CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized pieces in tensors this lar
 _CACHED_INNER_FROM_BYTES = 4 << 20  # ... or this large, on a middle or first axis (i >= 2) ...
 _CACHED_PIECE_UP_TO = 4 << 20  # ... whose pieces (a row may be more than cached.TILE_BYTES) fit
 _CACHED_CHAIN_FROM = 512  # ... and in place of a middle axis's chain this long, from 16 MiB
+_CACHED_INT32_SCAN_SLAB_BELOW = 1500  # ... and of an int32 first axis's scan on slabs under
+_CACHED_INT32_SCAN_FROM_BYTES = 16 << 20  # ... this (forward), in tensors this large
 _WIDE_CARRIES_SCAN_LAST_UP_TO = 256  # float32 last axis: Scan, not float64 carries, to here
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
@@ -270,7 +279,17 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int, wide_carries: bool = Fal
     # a middle axis's chain from n = 512: cached too, in tensors of 16 MiB or more (but not
     # with float64 carries: the chain took 0.65-0.80x cached's time on 7 float32 cells)
     chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM and not wide_carries
-    if pick != "carry" and not chain_to_cache:
+    # an int32 first axis's scan, forward, from 16 MiB on slabs under 1500 elements (scan
+    # takes such a tensor only from slabs of _SCAN_SLAB, 1000: n <= 512 needs 8192)
+    scan_to_cache = (
+        pick == "scan"
+        and o == 1
+        and spec.dtype == ir.DataType.INT32
+        and not spec.reverse
+        and i < _CACHED_INT32_SCAN_SLAB_BELOW
+        and n * i * compute_itemsize >= _CACHED_INT32_SCAN_FROM_BYTES
+    )
+    if pick != "carry" and not chain_to_cache and not scan_to_cache:
         return pick
     # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
     # a tensor that does not
