@@ -37,7 +37,16 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.lowerings import LOWERINGS, blocked, cached, carry, doubling, near_one, tiled
+from rewriter.lowerings import (
+    LOWERINGS,
+    auto,
+    blocked,
+    cached,
+    carry,
+    doubling,
+    near_one,
+    tiled,
+)
 from rewriter.lowerings import wide as wide_carries
 from rewriter.verify import ulp_error
 
@@ -218,17 +227,18 @@ def offset_totals() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _before() -> Iterator[None]:
-    """``auto`` as before the twenty-sixth round (2026-12-05): ``cached`` in tiles of 1 MiB.
-    The least tile is an eighth of that, where it was a quarter then: the same pieces on
-    every grid cell (none of their 1 MiB tiles is under 256 KiB). From the twenty-second
-    round to the twenty-fifth this was the trees with :func:`float32_carries` and their
-    table."""
-    shipped = cached.TILE_BYTES
+    """``auto`` as before the twenty-sixth round (2026-12-05): ``cached`` in tiles of 1 MiB,
+    and an int32 first axis's scan never cached. The least tile is an eighth of 1 MiB, where
+    it was a quarter then: the same pieces on every grid cell (none of their 1 MiB tiles is
+    under 256 KiB). From the twenty-second round to the twenty-fifth this was the trees with
+    :func:`float32_carries` and their table."""
+    shipped = cached.TILE_BYTES, auto._CACHED_INT32_SCAN_FROM_BYTES
     cached.TILE_BYTES = 1 << 20
+    auto._CACHED_INT32_SCAN_FROM_BYTES = 1 << 62
     try:
         yield
     finally:
-        cached.TILE_BYTES = shipped
+        cached.TILE_BYTES, auto._CACHED_INT32_SCAN_FROM_BYTES = shipped
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:
