@@ -1002,16 +1002,10 @@ MUTANTS = [
         "    return _divisor_piece(o, n * i * itemsize, TILE_BYTES, TILE_BYTES // 4)\n",
     ),
     Mutant(
-        "auto: an int32 first axis's scan cached in reverse too",
-        "rewriter/lowerings/auto.py",
-        "        and not spec.reverse\n        and i < _CACHED_INT32_SCAN_SLAB_BELOW\n",
-        "        and i < _CACHED_INT32_SCAN_SLAB_BELOW\n",
-    ),
-    Mutant(
         "auto: any scan of int32 in 16 MiB cached, not only a first axis's",
         "rewriter/lowerings/auto.py",
-        "        pick == \"scan\"\n        and o == 1\n",
-        "        pick == \"scan\"\n",
+        '        pick == "scan"\n        and o == 1\n',
+        '        pick == "scan"\n',
     ),
     Mutant(
         "cached: a single tile of every row allowed",

@@ -448,8 +448,9 @@ def test_auto_takes_cached_for_carry_on_large_tensors(
 def test_auto_caches_an_int32_first_axis_scan_forward_only(
     exclusive: int, reverse: int, pick: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The twenty-sixth round timed the int32 first axes forward only: in reverse (where
-    scan's slab bound doubles, so (4096, 2048) is a scan) the scan stays."""
+    """The twenty-sixth round timed the int32 first axes forward only: in reverse scan takes
+    slabs from 2000 (so (4096, 2048) is a scan, and (4096, 1024) carry, cached anyway), past
+    the rule's 1500, and the scan stays."""
     monkeypatch.setattr(cached, "TILE_BYTES", 2 << 20)
     monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
     shape = (4096, 1024) if not reverse else (4096, 2048)

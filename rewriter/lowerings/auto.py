@@ -58,7 +58,7 @@ tensor of 16 MiB or more, ``cached`` as well (twenty-sixth round, the rule decla
 1.04-1.18x on five cells, and from slabs of 1500 on too, 1.03-1.32x on six in the
 twenty-first round). Not for float32, whose ``cached`` takes float64 carries (7.7x native
 against scan's 4.0x on (4096, 1024)), nor 8-byte types (1.15-1.21x scan's time in the
-twenty-first round's pilot), nor in reverse (not measured).
+twenty-first round's pilot); in reverse scan takes only slabs of 2000 or more.
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
@@ -279,15 +279,15 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int, wide_carries: bool = Fal
     # a middle axis's chain from n = 512: cached too, in tensors of 16 MiB or more (but not
     # with float64 carries: the chain took 0.65-0.80x cached's time on 7 float32 cells)
     chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM and not wide_carries
-    # an int32 first axis's scan, forward, from 16 MiB on slabs under 1500 elements (scan
-    # takes such a tensor only from slabs of _SCAN_SLAB, 1000: n <= 512 needs 8192)
+    # an int32 first axis's scan from 16 MiB on slabs under 1500 elements: forward only, as
+    # scan takes such a tensor from slabs of _SCAN_SLAB (1000; in reverse 2000; n <= 512
+    # needs 8192)
     scan_to_cache = (
         pick == "scan"
         and o == 1
         and spec.dtype == ir.DataType.INT32
-        and not spec.reverse
         and i < _CACHED_INT32_SCAN_SLAB_BELOW
-        and n * i * compute_itemsize >= _CACHED_INT32_SCAN_FROM_BYTES
+        and o * n * i * compute_itemsize >= _CACHED_INT32_SCAN_FROM_BYTES
     )
     if pick != "carry" and not chain_to_cache and not scan_to_cache:
         return pick
