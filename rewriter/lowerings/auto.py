@@ -58,7 +58,8 @@ tensor of 16 MiB or more, ``cached`` as well (twenty-sixth round, the rule decla
 1.04-1.18x on five cells, and from slabs of 1500 on too, 1.03-1.32x on six in the
 twenty-first round). Not for float32, whose ``cached`` takes float64 carries (7.7x native
 against scan's 4.0x on (4096, 1024)), nor 8-byte types (1.15-1.21x scan's time in the
-twenty-first round's pilot); in reverse scan takes only slabs of 2000 or more.
+twenty-first round's pilot); in reverse scan takes only slabs of 2000 or more. (Timed on
+plain CumProd; an exclusive one takes it too.)
 
 ``carry`` (radix's unrolled blocks with the carries multiplied into the slices) replaced
 ``radix`` on the first and middle axes (the 34 cells of the 2026-11-30 floors run where radix
