@@ -226,19 +226,30 @@ def offset_totals() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def tile_bytes(size: int) -> Iterator[None]:
+    """``cached`` with tiles of at most ``size`` bytes while a graph is built."""
+    shipped = cached.TILE_BYTES
+    cached.TILE_BYTES = size
+    try:
+        yield
+    finally:
+        cached.TILE_BYTES = shipped
+
+
+@contextlib.contextmanager
 def _before() -> Iterator[None]:
     """``auto`` as before the twenty-sixth round (2026-12-05): ``cached`` in tiles of 1 MiB,
     and an int32 first axis's scan never cached. The least tile is an eighth of 1 MiB, where
     it was a quarter then: the same pieces on every grid cell (none of their 1 MiB tiles is
     under 256 KiB). From the twenty-second round to the twenty-fifth this was the trees with
     :func:`float32_carries` and their table."""
-    shipped = cached.TILE_BYTES, auto._CACHED_INT32_SCAN_FROM_BYTES
-    cached.TILE_BYTES = 1 << 20
+    shipped = auto._CACHED_INT32_SCAN_FROM_BYTES
     auto._CACHED_INT32_SCAN_FROM_BYTES = 1 << 62
     try:
-        yield
+        with tile_bytes(1 << 20):
+            yield
     finally:
-        cached.TILE_BYTES, auto._CACHED_INT32_SCAN_FROM_BYTES = shipped
+        auto._CACHED_INT32_SCAN_FROM_BYTES = shipped
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:

@@ -224,23 +224,13 @@ def _cell(cell: str) -> tuple[str, int, int, int, int]:
     return name, o, n, i, TYPES[name]
 
 
-@contextlib.contextmanager
-def _tile_bytes(size: int) -> Iterator[None]:
-    """``cached`` with tiles of at most ``size`` bytes while a graph is built."""
-    shipped = cached.TILE_BYTES
-    cached.TILE_BYTES = size
-    try:
-        yield
-    finally:
-        cached.TILE_BYTES = shipped
-
-
 def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
     """``cached`` as shipped, ``again`` (a second session of its graph) and ``tiles`` (tiles
     of at most ``mib`` MiB), each checked bit for bit against the shipped graph (a tile
     holds whole rows, so the size changes no product) and integers against native; the
     table's lines and the verdict of :data:`TILES_RULE`."""
     lines, ratios = [], []
+    size = int(mib * (1 << 20))
     for cell in cells.split(";"):
         name, o, n, i, elem_type = _cell(cell)
         shape, axis = ((o, n), 1) if i == 1 else ((o, n, i), 1)
@@ -249,8 +239,7 @@ def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
         odd = (2 * rng.integers(-2, 2, shape) + 1).astype(x.dtype)
         model = bench.model_for(elem_type, shape, axis, 0, 0)
         assert bench._auto_pick(model) == "cached", cell
-        size = int(mib * (1 << 20))
-        with _tile_bytes(size):
+        with bench.tile_bytes(size):
             wide = bench.lowered(model, "cached")
             wide_piece = cached.pieces((o, n, i), x.dtype.itemsize)
         piece = cached.pieces((o, n, i), x.dtype.itemsize)
