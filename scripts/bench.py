@@ -91,7 +91,33 @@ GRID_LENGTHS = "8,64,512,4096,65536"
 GRID_POSITIONS = "last,first,middle"
 
 
+VIEWS: dict[tuple[int, int, str], tuple[int, int, int]] = {}  # --views: cells off the grid
+
+
+def view_cell(view: tuple[int, int, int]) -> tuple[int, int, str]:
+    """The cell (total, n, position) of an (o, n, i) view, registered in :data:`VIEWS` so
+    that :func:`shape_for` gives the view's own shape: the first axis where o = 1, the last
+    where i = 1, else the middle one."""
+    o, n, i = view
+    position = "first" if o == 1 else "last" if i == 1 else "middle"
+    cell = (o * n * i, n, position)
+    VIEWS[cell] = view
+    return cell
+
+
 def shape_for(total: int, n: int, position: str) -> tuple[tuple[int, ...], int]:
+    """The grid's shape and axis for a cell; a cell of ``--views`` (:data:`VIEWS`) has its
+    own."""
+    if (total, n, position) in VIEWS:
+        o, _, i = VIEWS[(total, n, position)]
+        shape = tuple(d for d in (o, n, i) if d != 1) if o == 1 or i == 1 else (o, n, i)
+        return shape, 0 if o == 1 else 1
+    return grid_shape(total, n, position)
+
+
+def grid_shape(total: int, n: int, position: str) -> tuple[tuple[int, ...], int]:
+    """The grid's shape and axis for a cell: (n, rest), (rest, n), or (a, n, rest / a), a
+    being a power of two near the square root of rest."""
     rest = max(total // n, 1)
     if position == "last":
         return (rest, n), 1
@@ -1052,6 +1078,11 @@ def _totals(args: argparse.Namespace) -> list[int]:
     return [t << 20 for t in int_list(args.totals)]
 
 
+def _view_of(text: str) -> tuple[int, int, int]:
+    o, n, i = (int(d) for d in text.split("x"))
+    return o, n, i
+
+
 def size_label(total: int) -> str:
     """2^20 elements as 1M; an exact count (--elements) as it is."""
     return f"{total >> 20}M" if total % (1 << 20) == 0 else f"{total:,}"
@@ -1116,11 +1147,18 @@ def main() -> None:
         "needs) against native, on the grid's cells (--positions)",
     )
     parser.add_argument(
+        "--views",
+        help="with --floors: cells of these (o, n, i) views instead of the grid's, e.g. "
+        "12x3000x40,1x4096x1000 (o = 1: the first axis; i = 1: the last; else the middle)",
+    )
+    parser.add_argument(
         "--symbolic",
         action="store_true",
         help="a small grid whose dims are all declared symbolic (auto then picks 'dynamic')",
     )
     args = parser.parse_args()
+    if args.views and not args.floors:
+        parser.error("--views is for --floors")
     if args.from_json and args.floors:
         rows = merge_floor_runs([json.loads(Path(f).read_text()) for f in args.from_json])
         if args.band_cells:
@@ -1158,6 +1196,12 @@ def main() -> None:
             for n in int_list(args.lengths)
             for pos in args.positions.split(",")
         ]
+        if args.views:
+            floor_cells = [
+                (dt, *view_cell(_view_of(v)))
+                for dt in args.dtypes.split(",")
+                for v in args.views.split(",")
+            ]
         rows = floors(
             floor_cells,
             threads=args.threads,
@@ -1311,6 +1355,10 @@ def band_cells(rows: list[dict]) -> list[dict]:
 
 def band_arguments(row: dict) -> str:
     """bench.py's options that select ``row``'s cell alone."""
+    shape, _ = grid_shape(row["total"], row["n"], row["position"])
+    if list(shape) != row["shape"]:  # a --views cell
+        o, n, i = _view(tuple(row["shape"]), 0 if row["position"] == "first" else 1)
+        return f"--dtypes {row['dtype']} --views {o}x{n}x{i}"
     total = row["total"]
     size = f"--totals {total >> 20}" if total % (1 << 20) == 0 else f"--elements {total}"
     return f"--dtypes {row['dtype']} {size} --lengths {row['n']} --positions {row['position']}"
@@ -1399,8 +1447,11 @@ def floors_markdown(rows: list[dict], note: str = "") -> str:
             f"{r['routes_us'][k] / r['native_us']:.2f}×" if k in r["routes_us"] else "-"
             for k in ("chain", "blocked", "scan", "pieces")
         )
+        axis = str(r["position"])
+        if list(grid_shape(r["total"], r["n"], axis)[0]) != r["shape"]:
+            axis += " " + "×".join(str(d) for d in r["shape"])  # a --views cell
         lines.append(
-            f"| {r['dtype']} | {size_label(r['total'])} | {r['n']} | {r['position']} | "
+            f"| {r['dtype']} | {size_label(r['total'])} | {r['n']} | {axis} | "
             f"{r['native_us']:.0f} | {cells} | {least} | {r['floor_us'] / r['native_us']:.2f}× "
             f"({r['floor_route']}) | {over} | {floor_verdict(r)} |"
         )

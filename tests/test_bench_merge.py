@@ -30,7 +30,7 @@ def _row(native: float, auto: float, scan: float, position: str = "middle") -> d
         "total": 1 << 20,
         "n": 8,
         "position": position,
-        "shape": [256, 8, 512],
+        "shape": {"middle": [256, 8, 512], "last": [131072, 8], "first": [8, 131072]}[position],
         "native_us": native,
         "us": {
             "mul": 1000.0,
@@ -395,6 +395,37 @@ def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -
         "--dtypes int32 --totals 1 --lengths 8 --positions last",
         "--dtypes int32 --totals 1 --lengths 8 --positions first",
     ]
+
+
+def test_a_views_cell_has_its_own_shape_and_is_selected_by_it(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--views: an (o, n, i) view's cell gets that shape (first axis where o = 1, last
+    where i = 1), the grid's cells keep theirs, and the band and the table name the view."""
+    cells = [bench.view_cell(v) for v in ((12, 3000, 40), (1, 4096, 1000), (7, 300, 1))]
+    assert cells == [(1440000, 3000, "middle"), (4096000, 4096, "first"), (2100, 300, "last")]
+    assert [bench.shape_for(*c) for c in cells] == [
+        ((12, 3000, 40), 1),
+        ((4096, 1000), 0),
+        ((7, 300), 1),
+    ]
+    assert bench.shape_for(1 << 20, 8, "middle") == ((256, 8, 512), 1)
+    row = _row(100.0, 500.0, 300.0)
+    row.update(total=1440000, n=3000, shape=[12, 3000, 40])
+    grid_row = _row(100.0, 500.0, 300.0, "first")
+    assert bench.band_arguments(row) == "--dtypes int32 --views 12x3000x40"
+    assert (
+        bench.band_arguments(grid_row) == "--dtypes int32 --totals 1 --lengths 8 --positions first"
+    )
+    rows = bench.merge_floor_runs([[row, grid_row]])
+    table = bench.floors_markdown(rows)
+    assert "| int32 | 1,440,000 | 3000 | middle 12×3000×40 |" in table
+    assert "| int32 | 1M | 8 | first |" in table
+    refused = subprocess.run(
+        [sys.executable, str(_PATH), "--views", "12x3000x40", "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode != 0 and "--views is for --floors" in refused.stderr
 
 
 def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: ignore[no-untyped-def]
