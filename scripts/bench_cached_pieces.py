@@ -58,9 +58,20 @@ differ by), on the twenty-sixth round's twenty held-out cells (:data:`TILES_CELL
 adopt tiles of 2 MiB if the median time tiles / cached is at most 0.95 with at most two cells
 above 1.05 (it held, and 2 MiB is shipped since; ``--tiles 1`` times the graph before).
 
+With ``--rows``, only :func:`rows_round`, the twenty-seventh round's held-out round: ``auto``
+takes ``carry``, not ``cached``, where ``cached``'s pieces are single rows of more than 4 MiB
+(``auto._CACHED_PIECE_UP_TO``); off the grid, on middle axes of few long rows, ``cached`` took
+0.76-0.88x carry's time (four cells of 6-13 MiB rows, seen before the rule). Its rule,
+declared before any of its cells was timed: where ``auto`` gives ``carry``, ``cached`` on pieces
+of up to 8 MiB if, on ten held-out views whose pieces are rows of 4-8 MiB (every type, middle
+and last axes), the median time cached / carry is at most 0.95 with at most two cells above
+1.05; and up to 16 MiB if, in addition, the same holds on eight views with rows of 8-16 MiB
+(timed only if the first band holds). ``again`` (a second session of ``auto``'s graph) is the
+control.
+
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
     [--chains | --chains-512 | --halves | --halves-2mib | --halves-2mib-float32 |
-    --reshaped-12mib | --grid | --copy | --tiles MIB]
+    --reshaped-12mib | --grid | --copy | --tiles MIB | --rows]
     [--rounds 11]
     [--out scripts/results/NAME]
 """
@@ -129,6 +140,18 @@ RESHAPED_CELLS = (  # the twenty-sixth round's fourth held-out round: 12-18 MiB,
     "float64:12,10000,16;float64:40,3000,14;float64:2200,1000,1;float64:480,4500,1;"
     "int64:16,6000,20;int64:48,2500,14;int64:7200,300,1;int64:280,8000,1"
 )
+ROWS_CELLS = {  # the twenty-seventh round's held-out cells: carry's views cut in rows of ...
+    8: (  # ... 4-8 MiB
+        "float32:3,6000,250;float32:5,20000,64;float32:4,1200000,1;int32:4,5000,300;"
+        "int32:6,12000,100;float64:3,5000,150;float64:2,24000,32;int64:4,6000,120;"
+        "int64:2,20000,40;int64:3,700000,1"
+    ),
+    16: (  # ... 8-16 MiB
+        "float32:3,40000,80;float32:2,10000,300;int32:2,50000,60;int32:2,30000,110;"
+        "float64:2,12000,120;float64:3,4000,400;int64:3,16000,100;float64:2,1500000,1"
+    ),
+}
+ROWS_RULE = (0.95, 1.05, 2)  # per band: median cached / carry <= 0.95, at most 2 above 1.05
 CELL_SETS = {  # flag: (the cells, its help)
     "chains": (CHAIN_CELLS, "the middle chains past 512"),
     "chains-512": (CHAIN_512_CELLS, "the middle chains of 384-512"),
@@ -282,6 +305,64 @@ def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
     return lines, summary
 
 
+def rows_round(cells: str, up_to_mib: int, rounds: int) -> tuple[list[str], str, bool]:
+    """``auto`` as shipped (``carry``: each cell's pieces, single rows, are larger than
+    ``auto._CACHED_PIECE_UP_TO``), ``again`` (a second session of that graph) and ``cached``
+    on those rows, each checked against the shipped graph (bit for bit: a row's products do
+    not depend on the other rows) and integers against native; the table's lines, the verdict
+    of :data:`ROWS_RULE` and whether it holds."""
+    lines, ratios = [], []
+    low = {8: 4, 16: 8}[up_to_mib] << 20
+    for cell in cells.split(";"):
+        name, o, n, i, elem_type = _cell(cell)
+        shape, axis = ((o, n), 1) if i == 1 else ((o, n, i), 1)
+        rng = np.random.default_rng(0)
+        x = bench.data_for(elem_type, shape, rng)
+        odd = (2 * rng.integers(-2, 2, shape) + 1).astype(x.dtype)
+        model = bench.model_for(elem_type, shape, axis, 0, 0)
+        assert bench._auto_pick(model) == "carry", cell
+        piece = cached.pieces((o, n, i), x.dtype.itemsize)
+        assert piece is not None and piece[0][0] == 1, cell
+        assert low < n * i * x.dtype.itemsize <= up_to_mib << 20, cell
+        models = {
+            "native": model,
+            "carry": bench.lowered(model, "auto"),
+            "again": bench.lowered(model, "auto"),
+            "cached": bench.lowered(model, "cached"),
+        }
+        runs: dict[str, Callable[[], object]] = {}
+        outputs = {}
+        for label, m in models.items():
+            session, _ = bench.session(m, 1)
+            outputs[label] = session.run(None, {"x": odd if name.startswith("int") else x})[0]
+            runs[label] = functools.partial(session.run, None, {"x": x})
+        for label in ("again", "cached"):
+            assert np.array_equal(outputs[label], outputs["carry"], equal_nan=True), cell
+        if name.startswith("int"):
+            assert np.array_equal(outputs["carry"], outputs["native"]), cell
+        times = bench.interleaved(runs, rounds)
+        x_ = {k: v / times["native"] for k, v in times.items()}
+        ratios.append(times["cached"] / times["carry"])
+        lines.append(
+            f"| {name} | ({o}, {n}, {i}) | {x.nbytes / 2**20:.1f} | "
+            f"{n * i * x.dtype.itemsize / 2**20:.2f} | {times['native'] * 1e6:.0f} | "
+            f"{x_['carry']:.2f}× | {x_['again']:.2f}× | {x_['cached']:.2f}× | "
+            f"{times['again'] / times['carry']:.2f} | {ratios[-1]:.2f} |"
+        )
+        print(lines[-1], flush=True)
+    most, above, allowed = ROWS_RULE
+    median = statistics.median(ratios)
+    high = sum(r > above for r in ratios)
+    holds = median <= most and high <= allowed
+    summary = (
+        f"rows of {up_to_mib // 2}-{up_to_mib} MiB, cached / carry: median {median:.3f}, "
+        f"{min(ratios):.2f}-{max(ratios):.2f}, {high} of {len(ratios)} above {above}: the rule "
+        f"(median <= {most}, at most {allowed} above {above}) "
+        + ("holds" if holds else "does not hold")
+    )
+    return lines, summary, holds
+
+
 def copy_probe(rounds: int) -> str:
     """A Scan over the eight 2 MiB rows of a float32 (8, 65536, 8) tensor whose body is one
     Neg, its result the body's output three ways: the Neg's own (``direct``), viewed back
@@ -354,12 +435,32 @@ def main() -> None:
     parser.add_argument("--grid", action="store_true", help="the grid's cells where auto caches")
     parser.add_argument("--copy", action="store_true", help="only the Scan output's copy")
     parser.add_argument("--tiles", type=float, help="only cached's tiles of this many MiB")
+    parser.add_argument(
+        "--rows", action="store_true", help="only cached on rows past 4 MiB (ROWS_CELLS)"
+    )
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md and OUT.json")
     args = parser.parse_args()
     bench.CLOCK["now"] = time.thread_time
     if args.copy:
         print(copy_probe(args.rounds))
+        return
+    if args.rows:
+        head = "| type | (o, n, i) | MiB | row MiB | native µs | carry | again | cached |"
+        head += " again / carry | cached / carry |"
+        print(head, flush=True)
+        text = [head, "|" + "---|" * 10]
+        bands = {8: args.cells} if args.cells else ROWS_CELLS  # --cells: rows of 4-8 MiB
+        for up_to, cells in bands.items():
+            table, verdict, holds = rows_round(cells, up_to, args.rounds)
+            print(verdict, flush=True)
+            text += [*table, "", verdict, ""]
+            if not holds:
+                break  # the 8-16 MiB band is judged only where the 4-8 MiB band's rule held
+        if args.out:
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            intro = f"{when}, onnxruntime, one thread, thread clock, {args.rounds} rounds\n\n"
+            Path(args.out + ".md").write_text(intro + "\n".join(text))
         return
     if args.tiles:
         head = "| type | (o, n, i) | MiB | pieces | pieces (tiles) | halves (tiles) | native µs"

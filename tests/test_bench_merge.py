@@ -368,6 +368,33 @@ def test_bench_cached_pieces_tiles_round_checks_its_cells(tmp_path: Path) -> Non
     assert refused.returncode != 0 and "int32:20,9000,30" in refused.stderr
 
 
+def test_bench_cached_pieces_rows_round_checks_its_cells(tmp_path: Path) -> None:
+    """``--rows``: a view that ``auto`` gives ``carry`` whose pieces are single rows of 4-8
+    MiB is timed as carry, a second session of it and ``cached``, each checked against it
+    and native, and judged by the declared rule; a view ``auto`` already caches is refused."""
+    script = _PATH.parent / "bench_cached_pieces.py"
+    out = tmp_path / "rows"
+
+    def run(cells: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, str(script), "--rows", "--cells", cells]
+        return subprocess.run(
+            [*command, "--rounds", "1", "--out", str(out)],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=300,
+        )
+
+    done = run("int32:2,1100000,1")  # last axis, rows of 4.2 MiB in 8.4 MiB: carry
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "rows.md").read_text()
+    assert "| int32 | (2, 1100000, 1) | 8.4 | 4.20 |" in table
+    assert "rows of 4-8 MiB, cached / carry: median" in table
+    assert "of 1 above 1.05: the rule (median <= 0.95, at most 2 above 1.05)" in table
+    refused = run("int32:8,16384,4")  # auto takes cached: nothing to judge
+    assert refused.returncode != 0 and "int32:8,16384,4" in refused.stderr
+
+
 def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """auto within 3.4-4.8x, or the floor within 3.4-4.5x; the command prints each picked
     cell's options, which select it alone."""
