@@ -1089,6 +1089,7 @@ def size_label(total: int) -> str:
 
 
 def main() -> None:
+    global NWAY_UP_TO  # noqa: PLW0603 - --nway-up-to sets it for the run (floor_models)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small grid, for a smoke run")
     parser.add_argument("--threads", type=int, default=2)
@@ -1152,6 +1153,13 @@ def main() -> None:
         "12x3000x40,1x4096x1000 (o = 1: the first axis; i = 1: the last; else the middle)",
     )
     parser.add_argument(
+        "--nway-up-to",
+        type=int,
+        default=NWAY_UP_TO,
+        help="with --floors: build the n-way split+concat model up to this n (default "
+        f"{NWAY_UP_TO}; past it the chain route's floor leaves out its data movement)",
+    )
+    parser.add_argument(
         "--symbolic",
         action="store_true",
         help="a small grid whose dims are all declared symbolic (auto then picks 'dynamic')",
@@ -1196,6 +1204,7 @@ def main() -> None:
             for n in int_list(args.lengths)
             for pos in args.positions.split(",")
         ]
+        NWAY_UP_TO = args.nway_up_to
         if args.views:
             floor_cells = [
                 (dt, *view_cell(_view_of(v)))

@@ -455,6 +455,17 @@ def test_a_views_cell_has_its_own_shape_and_is_selected_by_it(bench, tmp_path) -
     assert refused.returncode != 0 and "--views is for --floors" in refused.stderr
 
 
+def test_the_chain_routes_data_movement_is_modelled_up_to_nway_up_to(  # type: ignore[no-untyped-def]
+    bench, monkeypatch
+) -> None:
+    """Past NWAY_UP_TO (--nway-up-to) the n-way Split / Concat is not built, and the chain
+    route's floor is its multiplying pass and launches only."""
+    assert "n-way split+concat" not in bench.floor_models(6, (4, 5000, 8), 1)
+    monkeypatch.setattr(bench, "NWAY_UP_TO", 8192)
+    models = bench.floor_models(6, (4, 5000, 8), 1)
+    assert "n-way split+concat" in models and "chain whole" in models
+
+
 def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: ignore[no-untyped-def]
     """A float32 tree on onnxruntime takes its block totals from x in float64 and scans them
     in float64 (rewriter/lowerings/wide.py), so its floors do too: the totals inside
