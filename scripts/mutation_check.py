@@ -1181,9 +1181,20 @@ MUTANTS = [
     Mutant(
         "auto: cached whatever the size of its tiles",
         "rewriter/lowerings/auto.py",
-        "    fits = piece is not None and math.prod(piece[0]) * compute_itemsize"
-        " <= _CACHED_PIECE_UP_TO\n",
+        "    fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= up_to\n",
         "    fits = piece is not None\n",
+    ),
+    Mutant(
+        "auto: carry's single rows cached only to 4 MiB, as the other routes' pieces",
+        "rewriter/lowerings/auto.py",
+        '    up_to = _CACHED_ROW_UP_TO if pick == "carry" else _CACHED_PIECE_UP_TO\n',
+        "    up_to = _CACHED_PIECE_UP_TO\n",
+    ),
+    Mutant(
+        "auto: every route's pieces cached to 16 MiB, as carry's single rows",
+        "rewriter/lowerings/auto.py",
+        '    up_to = _CACHED_ROW_UP_TO if pick == "carry" else _CACHED_PIECE_UP_TO\n',
+        "    up_to = _CACHED_ROW_UP_TO\n",
     ),
 ]
 

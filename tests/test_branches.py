@@ -689,7 +689,7 @@ AUTO_ROWS = [
     (_4, (2, 1024, 1024), 1, "chain", "radix"),  # to 1024 on slabs (o * i) of 2048 or more
     (_8, (2, 600, 1024), 1, "chain", "radix"),
     (_4, (3, 1024, 682), 1, "cached", "radix"),  # 2046: carry, in tiles (8 MiB, middle)
-    (_4, (2, 1025, 1024), 1, "carry", "radix"),
+    (_4, (2, 1025, 1024), 1, "cached", "radix"),  # past 1024: carry, in rows of 4 MiB + 4 KiB
     (_4, ("B", 1000, 4096), 1, "carry", "radix"),  # a slab not known statically
     (_4, ("N", 4), 0, "dynamic", None),  # a length known only at run time
     (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter

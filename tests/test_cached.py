@@ -385,7 +385,14 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
         (I64, (2048, 512), 1, "carry"),  # 8 MiB: in the last-level cache already
         (TensorProto.FLOAT, (8192, 512), 1, "cached"),
         (TensorProto.FLOAT, (8, 65536, 8), 1, "cached"),  # rows of 2 MiB, one per tile
-        (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: no tile fits a cache
+        (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: past 16
+        # in place of carry, tiles of one row of up to 16 MiB (twenty-seventh round)
+        (I64, (2, 131072, 8), 1, "cached"),  # rows of 8 MiB
+        (I64, (2, 16384, 128), 1, "cached"),  # rows of 16 MiB exactly
+        (I64, (2, 16385, 128), 1, "carry"),  # just over
+        (TensorProto.FLOAT, (3, 6000, 250), 1, "cached"),  # rows of 5.7 MiB
+        (I32, (4, 1200000), 1, "cached"),  # a last axis: rows of 4.6 MiB in 18.3 MiB
+        (I32, (2, 1100000), 1, "carry"),  # ... but 16 MiB needed: 8.4 MiB
         (I64, (8191, 512), 1, "carry"),  # 8191 is prime: tiles of one 4 KiB row
         # chain's row from n = 512: cached from 16 MiB (not float32: float64 carries)
         (I32, (64, 512, 128), 1, "cached"),  # 16 MiB exactly

@@ -34,15 +34,21 @@ last axis takes ``scan`` up to n = 256 (never ``tiled``) where ``cached`` does n
 0.65-0.80x ``cached``'s time on 7 cells of 16-24 MiB, n = 512-1000).
 
 Where that gives ``carry`` in a tensor of 16 MiB or more (4 MiB on a middle or first axis)
-that cuts into pieces of at most 4 MiB, ``cached`` runs carry on those pieces inside a Scan,
-so that each level's passes stay in cache: tiles of rows (o; :func:`.cached.tile_rows`, about
-2 MiB, two tiles at least) on middle and last axes, chunks of positions
-(:func:`.cached.chunk_length`, about 4 MiB) on a first axis, whose Scan carries the product
-so far. See "Sixteenth round" in ``docs/performance.md`` for the figures. First axes took it
-from 16 MiB until the twentieth round; since the seventeenth round's seeded chunks, on 36
-held-out first axes of 4-12 MiB (n = 4096-65536, every type; the rule declared first) it
-took 0.76-1.05x carry's time (4-byte median 0.85x-0.88x in two runs, 8-byte 0.85x), and
-0.76-0.95x on the grid's eight 1M first cells of n = 4096 and 65536 ("Twentieth round").
+that cuts into pieces of at most 4 MiB (single rows 16 MiB: below), ``cached`` runs carry on
+those pieces inside a Scan, so that each level's passes stay in cache: tiles of rows (o;
+:func:`.cached.tile_rows`, about 2 MiB, two tiles at least) on middle and last axes, chunks
+of positions (:func:`.cached.chunk_length`, about 4 MiB) on a first axis, whose Scan carries
+the product so far. See "Sixteenth round" in ``docs/performance.md`` for the figures. First
+axes took it from 16 MiB until the twentieth round; since the seventeenth round's seeded
+chunks, on 36 held-out first axes of 4-12 MiB (n = 4096-65536, every type; the rule
+declared first) it took 0.76-1.05x carry's time (4-byte median 0.85x-0.88x in two runs,
+8-byte 0.85x), and 0.76-0.95x on the grid's eight 1M first cells of n = 4096 and 65536
+("Twentieth round").
+A tile is one row where a row takes more than 2 MiB; in place of carry such rows may take up
+to 16 MiB (twenty-seventh round, the rule declared first: on ten held-out middle and last
+axes, every type, with rows of 4-8 MiB ``cached`` took 0.64-0.87x carry's time, median
+0.79x; on eight with rows of 8-16 MiB 0.82-0.92x, median 0.85x; no grid cell has such rows).
+Other routes keep the pieces to 4 MiB.
 Where it gives ``chain`` on a middle axis from n = 512 in a tensor of 16 MiB or more whose
 pieces fit the same way, ``cached`` as well: past n = 512 (slabs of 2048 elements or more;
 seventeenth round) on 12 held-out cells of 16-24 MiB, n = 600-1024, every type, it took
@@ -243,6 +249,7 @@ _MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is
 _CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized pieces in tensors this large ...
 _CACHED_INNER_FROM_BYTES = 4 << 20  # ... or this large, on a middle or first axis (i >= 2) ...
 _CACHED_PIECE_UP_TO = 4 << 20  # ... whose pieces (a row may be more than cached.TILE_BYTES) fit
+_CACHED_ROW_UP_TO = 16 << 20  # ... or, in place of carry, single rows of up to this
 _CACHED_CHAIN_FROM = 512  # ... and in place of a middle axis's chain this long, from 16 MiB
 _CACHED_INT32_SCAN_SLAB_BELOW = 1500  # ... and of an int32 first axis's scan on slabs under
 _CACHED_INT32_SCAN_FROM_BYTES = 16 << 20  # ... this (forward), in tensors this large
@@ -295,7 +302,10 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int, wide_carries: bool = Fal
     # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
     # a tensor that does not
     piece = cached.pieces((o, n, i), compute_itemsize)
-    fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= _CACHED_PIECE_UP_TO
+    # in place of carry, tiles of one row each of up to 16 MiB (twenty-seventh round; only
+    # a tile of one row takes more than 4 MiB: chunks take at most cached.CHUNK_BYTES)
+    up_to = _CACHED_ROW_UP_TO if pick == "carry" else _CACHED_PIECE_UP_TO
+    fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= up_to
     inner_carry = i > 1 and not chain_to_cache  # carry on a middle or first axis: from 4 MiB
     least = _CACHED_INNER_FROM_BYTES if inner_carry else _CACHED_FROM_BYTES
     if fits and o * n * i * compute_itemsize >= least:
