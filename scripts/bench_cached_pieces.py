@@ -439,7 +439,7 @@ def main() -> None:
         "--rows", action="store_true", help="only cached on rows past 4 MiB (ROWS_CELLS)"
     )
     parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--out", help="write OUT.md and OUT.json")
+    parser.add_argument("--out", help="write OUT.md (and OUT.json, but with --tiles or --rows)")
     args = parser.parse_args()
     bench.CLOCK["now"] = time.thread_time
     if args.copy:
