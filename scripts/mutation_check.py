@@ -1185,6 +1185,12 @@ MUTANTS = [
         "    fits = piece is not None\n",
     ),
     Mutant(
+        "near_one: offset totals taken on factors within 1 / (4r) of 1, not 1 / (8r)",
+        "rewriter/lowerings/near_one.py",
+        "    limit = b.const(np.array(1 / (8 * size), dtype=np.float32))\n",
+        "    limit = b.const(np.array(1 / (4 * size), dtype=np.float32))\n",
+    ),
+    Mutant(
         "auto: carry's single rows cached only to 4 MiB, as the other routes' pieces",
         "rewriter/lowerings/auto.py",
         '    up_to = _CACHED_ROW_UP_TO if pick == "carry" else _CACHED_PIECE_UP_TO\n',

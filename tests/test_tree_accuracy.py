@@ -13,8 +13,9 @@ References: onnxruntime's native CumProd on the same input, and numpy in float64
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 import rewriter
 from rewriter.lowerings import cached
@@ -238,3 +239,45 @@ def test_prefixes_swinging_within_range_as_native(strategy: str) -> None:
     native, got, ops = _native_and_lowered((4096, 3), 0, x, strategy)
     assert np.isfinite(native).all()
     np.testing.assert_array_equal(got, native, err_msg=ops)
+
+
+def _offset_limits(model: onnx.ModelProto) -> set[float]:
+    """The constants the offset totals' check compares the factors' distance from 1 with
+    (``Less(distance, limit)``), in every graph of ``model``."""
+    constants: dict[str, np.ndarray] = {}
+    limits: set[float] = set()
+
+    def walk(graph: onnx.GraphProto) -> None:
+        constants.update({t.name: numpy_helper.to_array(t) for t in graph.initializer})
+        for node in graph.node:
+            if node.op_type == "Constant":
+                constants[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    walk(attribute.g)
+            if node.op_type == "Less" and node.input[1] in constants:
+                limits.add(float(constants[node.input[1]]))
+
+    walk(model.graph)
+    return limits
+
+
+@pytest.mark.parametrize(
+    ("strategy", "dims", "axis", "r"),
+    [
+        ("doubling", (4, 4096), 1, 32),  # blocks of 32 positions
+        ("carry", (4, 4096), 1, 4),  # the last axis: r = 4
+        ("carry", (4096, 4), 0, 16),  # other axes: r = 16
+    ],
+)
+def test_the_offset_totals_take_factors_within_one_eighth_r_of_1(
+    strategy: str, dims: tuple[int, int], axis: int, r: int
+) -> None:
+    """near_one's accuracy bound holds where every factor of a block of r is within 1 / (8r)
+    of 1 (the partial products then stay within [0.88, 1.14]); the check compares with
+    exactly that, on a target that computes float64 in float32 (OpenVINO)."""
+    model = cumprod_model(TensorProto.FLOAT, list(dims), axis)
+    lowered = rewriter.decompose_cumprod(model, strategy=strategy, target="openvino")
+    assert isinstance(lowered, onnx.ModelProto)
+    assert _offset_limits(lowered) == {float(np.float32(1 / (8 * r)))}
