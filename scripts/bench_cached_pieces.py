@@ -58,10 +58,11 @@ differ by), on the twenty-sixth round's twenty held-out cells (:data:`TILES_CELL
 adopt tiles of 2 MiB if the median time tiles / cached is at most 0.95 with at most two cells
 above 1.05 (it held, and 2 MiB is shipped since; ``--tiles 1`` times the graph before).
 
-With ``--rows``, only :func:`rows_round`, the twenty-seventh round's held-out round: ``auto``
-takes ``carry``, not ``cached``, where ``cached``'s pieces are single rows of more than 4 MiB
-(``auto._CACHED_PIECE_UP_TO``); off the grid, on middle axes of few long rows, ``cached`` took
-0.76-0.88x carry's time (four cells of 6-13 MiB rows, seen before the rule). Its rule,
+With ``--rows``, only :func:`carry_round` on :data:`ROWS_CELLS`, the twenty-seventh round's
+held-out round: ``auto`` took ``carry``, not ``cached``, where ``cached``'s pieces are single
+rows of more than 4 MiB (``auto._CACHED_PIECE_UP_TO``); off the grid, on middle axes of few
+long rows, ``cached`` took 0.76-0.88x carry's time (four cells of 6-13 MiB rows, seen before
+the rule). Its rule,
 declared before any of its cells was timed: where ``auto`` gives ``carry``, ``cached`` on pieces
 of up to 8 MiB if, on ten held-out views whose pieces are rows of 4-8 MiB (every type, middle
 and last axes), the median time cached / carry is at most 0.95 with at most two cells above
@@ -69,9 +70,19 @@ and last axes), the median time cached / carry is at most 0.95 with at most two 
 (timed only if the first band holds). ``again`` (a second session of ``auto``'s graph) is the
 control.
 
+With ``--last``, only :func:`carry_round` on :data:`LAST_CELLS`, the twenty-seventh round's
+second held-out round: ``auto`` takes ``cached`` on a last axis only from 16 MiB
+(``auto._CACHED_FROM_BYTES``; middle and first axes from 4 MiB), and the sixteenth round timed
+1M / 2M cells on middle and first axes only; the floors of the grid's 8 MiB last axes (8-byte
+types, 1M) put ``cached``'s pieces at 0.7-0.8x ``carry``'s time. Its rule, declared before any
+of its cells was timed: where ``auto`` gives ``carry`` on a last axis, ``cached`` from 8 MiB if,
+on ten held-out last axes of 8-16 MiB (every type), the median time cached / carry is at most
+0.95 with at most two cells above 1.05; and from 4 MiB if, in addition, the same holds on eight
+of 4-8 MiB (timed only if the first band holds).
+
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
     [--chains | --chains-512 | --halves | --halves-2mib | --halves-2mib-float32 |
-    --reshaped-12mib | --grid | --copy | --tiles MIB | --rows]
+    --reshaped-12mib | --grid | --copy | --tiles MIB | --rows | --last]
     [--rounds 11]
     [--out scripts/results/NAME]
 """
@@ -82,6 +93,7 @@ import argparse
 import contextlib
 import functools
 import json
+import math
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -141,14 +153,25 @@ RESHAPED_CELLS = (  # the twenty-sixth round's fourth held-out round: 12-18 MiB,
     "int64:16,6000,20;int64:48,2500,14;int64:7200,300,1;int64:280,8000,1"
 )
 ROWS_CELLS = {  # the twenty-seventh round's held-out cells: carry's views cut in rows of ...
-    8: (  # ... 4-8 MiB
+    (4, 8): (  # ... 4-8 MiB
         "float32:3,6000,250;float32:5,20000,64;float32:4,1200000,1;int32:4,5000,300;"
         "int32:6,12000,100;float64:3,5000,150;float64:2,24000,32;int64:4,6000,120;"
         "int64:2,20000,40;int64:3,700000,1"
     ),
-    16: (  # ... 8-16 MiB
+    (8, 16): (  # ... 8-16 MiB
         "float32:3,40000,80;float32:2,10000,300;int32:2,50000,60;int32:2,30000,110;"
         "float64:2,12000,120;float64:3,4000,400;int64:3,16000,100;float64:2,1500000,1"
+    ),
+}
+LAST_CELLS = {  # the twenty-seventh round's second held-out round: carry's last axes of ...
+    (8, 16): (  # ... 8-16 MiB
+        "float32:3000,1000,1;float32:700,4000,1;int32:2500,1200,1;int32:400,6000,1;"
+        "float64:1500,800,1;float64:200,7000,1;float64:20000,64,1;int64:1200,1000,1;"
+        "int64:24000,48,1;int64:100,12000,1"
+    ),
+    (4, 8): (  # ... 4-8 MiB
+        "float32:1500,1000,1;float32:250,6000,1;int32:1600,900,1;int32:300,5000,1;"
+        "float64:800,900,1;float64:12000,48,1;int64:600,1200,1;int64:40,15000,1"
     ),
 }
 ROWS_RULE = (0.95, 1.05, 2)  # per band: median cached / carry <= 0.95, at most 2 above 1.05
@@ -305,14 +328,16 @@ def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
     return lines, summary
 
 
-def rows_round(cells: str, up_to_mib: int, rounds: int) -> tuple[list[str], str, bool]:
-    """``auto`` as shipped (``carry``: each cell's pieces, single rows, are larger than
-    ``auto._CACHED_PIECE_UP_TO``), ``again`` (a second session of that graph) and ``cached``
-    on those rows, each checked against the shipped graph (bit for bit: a row's products do
-    not depend on the other rows) and integers against native; the table's lines, the verdict
-    of :data:`ROWS_RULE` and whether it holds."""
+def carry_round(
+    cells: str, band: tuple[int, int], rounds: int, label: str, rows: bool
+) -> tuple[list[str], str, bool]:
+    """``auto`` as shipped (``carry``), ``again`` (a second session of that graph) and
+    ``cached``, on views whose size is in ``band`` (bytes, low exclusive): with ``rows``,
+    that of ``cached``'s pieces, which must be single rows; else the whole tensor's. Each checked
+    against the shipped graph bit for bit (a tile's products do not depend on the other
+    tiles) and integers against native too. The table's lines, the verdict of
+    :data:`ROWS_RULE` and whether it holds."""
     lines, ratios = [], []
-    low = {8: 4, 16: 8}[up_to_mib] << 20
     for cell in cells.split(";"):
         name, o, n, i, elem_type = _cell(cell)
         shape, axis = ((o, n), 1) if i == 1 else ((o, n, i), 1)
@@ -322,8 +347,10 @@ def rows_round(cells: str, up_to_mib: int, rounds: int) -> tuple[list[str], str,
         model = bench.model_for(elem_type, shape, axis, 0, 0)
         assert bench._auto_pick(model) == "carry", cell
         piece = cached.pieces((o, n, i), x.dtype.itemsize)
-        assert piece is not None and piece[0][0] == 1, cell
-        assert low < n * i * x.dtype.itemsize <= up_to_mib << 20, cell
+        assert piece is not None, cell
+        assert piece[0][0] == 1 or not rows, cell
+        size = n * i * x.dtype.itemsize if rows else x.nbytes
+        assert band[0] < size <= band[1], cell
         models = {
             "native": model,
             "carry": bench.lowered(model, "auto"),
@@ -332,12 +359,12 @@ def rows_round(cells: str, up_to_mib: int, rounds: int) -> tuple[list[str], str,
         }
         runs: dict[str, Callable[[], object]] = {}
         outputs = {}
-        for label, m in models.items():
+        for kind, m in models.items():
             session, _ = bench.session(m, 1)
-            outputs[label] = session.run(None, {"x": odd if name.startswith("int") else x})[0]
-            runs[label] = functools.partial(session.run, None, {"x": x})
-        for label in ("again", "cached"):
-            assert np.array_equal(outputs[label], outputs["carry"], equal_nan=True), cell
+            outputs[kind] = session.run(None, {"x": odd if name.startswith("int") else x})[0]
+            runs[kind] = functools.partial(session.run, None, {"x": x})
+        for kind in ("again", "cached"):
+            assert np.array_equal(outputs[kind], outputs["carry"], equal_nan=True), cell
         if name.startswith("int"):
             assert np.array_equal(outputs["carry"], outputs["native"]), cell
         times = bench.interleaved(runs, rounds)
@@ -345,7 +372,7 @@ def rows_round(cells: str, up_to_mib: int, rounds: int) -> tuple[list[str], str,
         ratios.append(times["cached"] / times["carry"])
         lines.append(
             f"| {name} | ({o}, {n}, {i}) | {x.nbytes / 2**20:.1f} | "
-            f"{n * i * x.dtype.itemsize / 2**20:.2f} | {times['native'] * 1e6:.0f} | "
+            f"{math.prod(piece[0]) * x.dtype.itemsize / 2**20:.2f} | {times['native'] * 1e6:.0f} | "
             f"{x_['carry']:.2f}× | {x_['again']:.2f}× | {x_['cached']:.2f}× | "
             f"{times['again'] / times['carry']:.2f} | {ratios[-1]:.2f} |"
         )
@@ -355,7 +382,7 @@ def rows_round(cells: str, up_to_mib: int, rounds: int) -> tuple[list[str], str,
     high = sum(r > above for r in ratios)
     holds = median <= most and high <= allowed
     summary = (
-        f"rows of {up_to_mib // 2}-{up_to_mib} MiB, cached / carry: median {median:.3f}, "
+        f"{label}, cached / carry: median {median:.3f}, "
         f"{min(ratios):.2f}-{max(ratios):.2f}, {high} of {len(ratios)} above {above}: the rule "
         f"(median <= {most}, at most {allowed} above {above}) "
         + ("holds" if holds else "does not hold")
@@ -438,6 +465,9 @@ def main() -> None:
     parser.add_argument(
         "--rows", action="store_true", help="only cached on rows past 4 MiB (ROWS_CELLS)"
     )
+    parser.add_argument(
+        "--last", action="store_true", help="only cached on last axes under 16 MiB (LAST_CELLS)"
+    )
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--out", help="write OUT.md (and OUT.json, but with --tiles or --rows)")
     args = parser.parse_args()
@@ -445,18 +475,22 @@ def main() -> None:
     if args.copy:
         print(copy_probe(args.rounds))
         return
-    if args.rows:
-        head = "| type | (o, n, i) | MiB | row MiB | native µs | carry | again | cached |"
+    if args.rows or args.last:
+        head = "| type | (o, n, i) | MiB | piece MiB | native µs | carry | again | cached |"
         head += " again / carry | cached / carry |"
         print(head, flush=True)
         text = [head, "|" + "---|" * 10]
-        bands = {8: args.cells} if args.cells else ROWS_CELLS  # --cells: rows of 4-8 MiB
-        for up_to, cells in bands.items():
-            table, verdict, holds = rows_round(cells, up_to, args.rounds)
+        sets = ROWS_CELLS if args.rows else LAST_CELLS
+        bands = {next(iter(sets)): args.cells} if args.cells else sets  # --cells: the first
+        what = "rows" if args.rows else "last axes"
+        for (low, high), cells in bands.items():
+            label = f"{what} of {low}-{high} MiB"
+            band = (low << 20, high << 20)
+            table, verdict, holds = carry_round(cells, band, args.rounds, label, args.rows)
             print(verdict, flush=True)
             text += [*table, "", verdict, ""]
             if not holds:
-                break  # the 8-16 MiB band is judged only where the 4-8 MiB band's rule held
+                break  # the second band is judged only where the first band's rule held
         if args.out:
             when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             intro = f"{when}, onnxruntime, one thread, thread clock, {args.rounds} rounds\n\n"

@@ -395,6 +395,32 @@ def test_bench_cached_pieces_rows_round_checks_its_cells(tmp_path: Path) -> None
     assert refused.returncode != 0 and "int32:8,16384,4" in refused.stderr
 
 
+def test_bench_cached_pieces_last_round_checks_its_cells(tmp_path: Path) -> None:
+    """``--last``: a last axis of 8-16 MiB (with ``--cells``, the first band) that ``auto``
+    gives ``carry`` is timed as carry, a second session of it and ``cached`` on its tiles,
+    each checked, and judged by the rule; one ``auto`` already caches (16 MiB) is refused."""
+    script = _PATH.parent / "bench_cached_pieces.py"
+    out = tmp_path / "last"
+
+    def run(cells: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, str(script), "--last", "--cells", cells]
+        return subprocess.run(
+            [*command, "--rounds", "1", "--out", str(out)],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=300,
+        )
+
+    done = run("int32:2400,1000,1")  # 9.2 MiB
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "last.md").read_text()
+    assert "| int32 | (2400, 1000, 1) | 9.2 | 1.83 |" in table  # tiles of 480 rows
+    assert "last axes of 8-16 MiB, cached / carry: median" in table
+    refused = run("int32:4096,1024,1")  # 16 MiB: auto caches it already
+    assert refused.returncode != 0 and "int32:4096,1024,1" in refused.stderr
+
+
 def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """auto within 3.4-4.8x, or the floor within 3.4-4.5x; the command prints each picked
     cell's options, which select it alone."""
