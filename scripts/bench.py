@@ -264,18 +264,18 @@ def tile_bytes(size: int) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _before() -> Iterator[None]:
-    """``auto`` as before the twenty-sixth round (2026-12-05): ``cached`` in tiles of 1 MiB,
-    and an int32 first axis's scan never cached. The least tile is an eighth of 1 MiB, where
-    it was a quarter then: the same pieces on every grid cell (none of their 1 MiB tiles is
-    under 256 KiB). From the twenty-second round to the twenty-fifth this was the trees with
-    :func:`float32_carries` and their table."""
-    shipped = auto._CACHED_INT32_SCAN_FROM_BYTES
-    auto._CACHED_INT32_SCAN_FROM_BYTES = 1 << 62
+    """``auto`` as before the twenty-seventh round (2026-12-05): ``cached`` in place of
+    ``carry`` on a last axis only from 16 MiB, and on pieces of at most 4 MiB (no single rows
+    past that). In the twenty-sixth round this was ``cached`` in tiles of 1 MiB and an int32
+    first axis's scan never cached (b265bb4's ``_before`` and abfa039's); from the
+    twenty-second round to the twenty-fifth, the trees with :func:`float32_carries` and
+    their table."""
+    shipped = auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO
+    auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO = 16 << 20, 4 << 20
     try:
-        with tile_bytes(1 << 20):
-            yield
+        yield
     finally:
-        auto._CACHED_INT32_SCAN_FROM_BYTES = shipped
+        auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO = shipped
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:

@@ -1128,30 +1128,43 @@ MUTANTS = [
         "    narrow_runs = carry.narrow((1, length, i), v.dtype)\n",
     ),
     Mutant(
-        "auto: cached from just above 16 MiB",
+        "auto: cached from just above its least size",
         "rewriter/lowerings/auto.py",
         "    if fits and o * n * i * compute_itemsize >= least:\n",
         "    if fits and o * n * i * compute_itemsize > least:\n",
     ),
     Mutant(
-        "auto: a middle or first axis cached only from 16 MiB, as a last axis",
+        "auto: carry cached only from 16 MiB on every axis",
         "rewriter/lowerings/auto.py",
-        "    least = _CACHED_INNER_FROM_BYTES if inner_carry else _CACHED_FROM_BYTES\n",
-        "    least = _CACHED_FROM_BYTES\n",
+        "    least = _CACHED_LAST_FROM_BYTES if i == 1 else _CACHED_FROM_BYTES\n",
+        "    least = _CACHED_OTHER_FROM_BYTES\n",
     ),
     Mutant(
         "auto: a first axis cached only from 16 MiB (before the twentieth round)",
         "rewriter/lowerings/auto.py",
-        "    inner_carry = i > 1 and not chain_to_cache"
-        "  # carry on a middle or first axis: from 4 MiB\n",
-        "    inner_carry = o > 1 and i > 1 and not chain_to_cache\n",
+        "    least = _CACHED_LAST_FROM_BYTES if i == 1 else _CACHED_FROM_BYTES\n",
+        "    least = _CACHED_OTHER_FROM_BYTES if o == 1 else _CACHED_FROM_BYTES\n",
     ),
     Mutant(
-        "auto: a last axis cached from 4 MiB, as the others",
+        "auto: a last axis cached only from 16 MiB (before the twenty-seventh round)",
         "rewriter/lowerings/auto.py",
-        "    inner_carry = i > 1 and not chain_to_cache"
-        "  # carry on a middle or first axis: from 4 MiB\n",
-        "    inner_carry = not chain_to_cache\n",
+        "    untimed_last = i == 1 and (o == 1 or (wide_carries"
+        " and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO))\n",
+        "    untimed_last = i == 1\n",
+    ),
+    Mutant(
+        "auto: a float32 last axis to n = 256 cached from 4 MiB, in the Scan's place",
+        "rewriter/lowerings/auto.py",
+        "    untimed_last = i == 1 and (o == 1 or (wide_carries"
+        " and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO))\n",
+        "    untimed_last = i == 1 and o == 1\n",
+    ),
+    Mutant(
+        "auto: a single row (a last axis in chunks) cached from 4 MiB",
+        "rewriter/lowerings/auto.py",
+        "    untimed_last = i == 1 and (o == 1 or (wide_carries"
+        " and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO))\n",
+        "    untimed_last = i == 1 and wide_carries and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO\n",
     ),
     Mutant(
         "auto: a middle chain of n = 512 left a chain (cached only past it)",
@@ -1174,9 +1187,8 @@ MUTANTS = [
     Mutant(
         "auto: a long middle chain cached from 4 MiB, as carry on a middle axis",
         "rewriter/lowerings/auto.py",
-        "    inner_carry = i > 1 and not chain_to_cache"
-        "  # carry on a middle or first axis: from 4 MiB\n",
-        "    inner_carry = i > 1\n",
+        "    if chain_to_cache or untimed_last:\n",
+        "    if untimed_last:\n",
     ),
     Mutant(
         "auto: cached whatever the size of its tiles",

@@ -369,9 +369,10 @@ def test_bench_cached_pieces_tiles_round_checks_its_cells(tmp_path: Path) -> Non
 
 
 def test_bench_cached_pieces_rows_round_checks_its_cells(tmp_path: Path) -> None:
-    """``--rows``: a view that ``auto`` gives ``carry`` whose pieces are single rows of 4-8
-    MiB is timed as carry, a second session of it and ``cached``, each checked against it
-    and native, and judged by the declared rule; a view ``auto`` already caches is refused."""
+    """``--rows``: a view of ``carry``'s row of ``auto``'s table (``cached`` since the round)
+    whose pieces are single rows of 4-8 MiB is timed as carry, a second session of it and
+    ``cached``, each checked against it and native, and judged by the declared rule; a view
+    of another route (a Scan) is refused."""
     script = _PATH.parent / "bench_cached_pieces.py"
     out = tmp_path / "rows"
 
@@ -391,14 +392,14 @@ def test_bench_cached_pieces_rows_round_checks_its_cells(tmp_path: Path) -> None
     assert "| int32 | (2, 1100000, 1) | 8.4 | 4.20 |" in table
     assert "rows of 4-8 MiB, cached / carry: median" in table
     assert "of 1 above 1.05: the rule (median <= 0.95, at most 2 above 1.05)" in table
-    refused = run("int32:8,16384,4")  # auto takes cached: nothing to judge
-    assert refused.returncode != 0 and "int32:8,16384,4" in refused.stderr
+    refused = run("int32:4096,8,1")  # scan's row: nothing to judge
+    assert refused.returncode != 0 and "int32:4096,8,1" in refused.stderr
 
 
 def test_bench_cached_pieces_last_round_checks_its_cells(tmp_path: Path) -> None:
-    """``--last``: a last axis of 8-16 MiB (with ``--cells``, the first band) that ``auto``
-    gives ``carry`` is timed as carry, a second session of it and ``cached`` on its tiles,
-    each checked, and judged by the rule; one ``auto`` already caches (16 MiB) is refused."""
+    """``--last``: a last axis of 8-16 MiB (with ``--cells``, the first band) of ``carry``'s
+    row of the table is timed as carry, a second session of it and ``cached`` on its tiles,
+    each checked, and judged by the rule; a view of another route (a Scan) is refused."""
     script = _PATH.parent / "bench_cached_pieces.py"
     out = tmp_path / "last"
 
@@ -417,8 +418,8 @@ def test_bench_cached_pieces_last_round_checks_its_cells(tmp_path: Path) -> None
     table = (tmp_path / "last.md").read_text()
     assert "| int32 | (2400, 1000, 1) | 9.2 | 1.83 |" in table  # tiles of 480 rows
     assert "last axes of 8-16 MiB, cached / carry: median" in table
-    refused = run("int32:4096,1024,1")  # 16 MiB: auto caches it already
-    assert refused.returncode != 0 and "int32:4096,1024,1" in refused.stderr
+    refused = run("int32:4096,8,1")  # scan's row
+    assert refused.returncode != 0 and "int32:4096,8,1" in refused.stderr
 
 
 def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]

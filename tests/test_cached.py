@@ -381,8 +381,10 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
     ("elem_type", "shape", "axis", "pick"),
     [
         (I64, (4096, 512), 1, "cached"),  # 16 MiB exactly
-        (I64, (4095, 512), 1, "carry"),  # just under
-        (I64, (2048, 512), 1, "carry"),  # 8 MiB: in the last-level cache already
+        (I64, (4095, 512), 1, "cached"),  # a last axis from 4 MiB (twenty-seventh round)
+        (I64, (2048, 512), 1, "cached"),  # 8 MiB
+        (I64, (512, 1024), 1, "cached"),  # 4 MiB exactly
+        (I64, (511, 1024), 1, "carry"),  # just under
         (TensorProto.FLOAT, (8192, 512), 1, "cached"),
         (TensorProto.FLOAT, (8, 65536, 8), 1, "cached"),  # rows of 2 MiB, one per tile
         (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: past 16
@@ -392,7 +394,7 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
         (I64, (2, 16385, 128), 1, "carry"),  # just over
         (TensorProto.FLOAT, (3, 6000, 250), 1, "cached"),  # rows of 5.7 MiB
         (I32, (4, 1200000), 1, "cached"),  # a last axis: rows of 4.6 MiB in 18.3 MiB
-        (I32, (2, 1100000), 1, "carry"),  # ... but 16 MiB needed: 8.4 MiB
+        (I32, (2, 1100000), 1, "cached"),  # ... and in 8.4 MiB (a last axis from 4 MiB)
         (I64, (8191, 512), 1, "carry"),  # 8191 is prime: tiles of one 4 KiB row
         # chain's row from n = 512: cached from 16 MiB (not float32: float64 carries)
         (I32, (64, 512, 128), 1, "cached"),  # 16 MiB exactly
@@ -410,15 +412,18 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
         (TensorProto.FLOAT, (32767, 128), 1, "scan"),
         (TensorProto.FLOAT, (16384, 256), 1, "cached"),
         (TensorProto.FLOAT, (8192, 256), 1, "scan"),
-        (I32, (8192, 256), 1, "carry"),
+        (I32, (8192, 256), 1, "cached"),  # 8 MiB: a last axis from 4 MiB
+        (I32, (4096, 255), 1, "carry"),  # just under 4 MiB
         (TensorProto.FLOAT, (16, 4096, 16), 1, "cached"),  # a middle axis from 4 MiB
         (TensorProto.FLOAT, (16, 4095, 16), 1, "carry"),  # just under
-        (TensorProto.FLOAT, (1024, 1024), 1, "carry"),  # 4 MiB on a last axis: 16 needed
+        (TensorProto.FLOAT, (1024, 1024), 1, "cached"),  # 4 MiB on a last axis
+        (TensorProto.FLOAT, (16384, 128), 1, "scan"),  # float32 to n = 256: 16 MiB needed
         (I64, (65536, 64), 0, "cached"),  # a first axis: chunks of 8192 positions (4 MiB)
         (TensorProto.FLOAT, (65536, 16), 0, "cached"),  # a first axis from 4 MiB: 2 chunks
         (TensorProto.FLOAT, (65535, 16), 0, "carry"),  # just under (3 chunks would fit)
         (I64, (16384, 32), 0, "cached"),  # 8-byte: 4 MiB too
-        (TensorProto.FLOAT, (1 << 20,), 0, "carry"),  # one axis of 4 MiB is a last axis
+        (TensorProto.FLOAT, (1 << 20,), 0, "carry"),  # one row: chunks, from 16 MiB
+        (TensorProto.FLOAT, (1 << 22,), 0, "cached"),
         (I64, (4, 1 << 20), 0, "scan"),  # scan's row: large slabs
         (TensorProto.FLOAT, (8192, 32), 1, "scan"),  # scan's row
         # an int32 first axis's scan on slabs of 1000-1499, forward, from 16 MiB: cached

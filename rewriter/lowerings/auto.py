@@ -33,7 +33,8 @@ last axis takes ``scan`` up to n = 256 (never ``tiled``) where ``cached`` does n
 0.77-1.06x); a middle axis's chain stays a chain from n = 512 in 16 MiB or more (it took
 0.65-0.80x ``cached``'s time on 7 cells of 16-24 MiB, n = 512-1000).
 
-Where that gives ``carry`` in a tensor of 16 MiB or more (4 MiB on a middle or first axis)
+Where that gives ``carry`` in a tensor of 4 MiB or more (16 MiB on a last axis until the
+twenty-seventh round, below; still for a single row and a float32 last axis to n = 256)
 that cuts into pieces of at most 4 MiB (single rows 16 MiB: below), ``cached`` runs carry on
 those pieces inside a Scan, so that each level's passes stay in cache: tiles of rows (o;
 :func:`.cached.tile_rows`, about 2 MiB, two tiles at least) on middle and last axes, chunks
@@ -48,6 +49,12 @@ A tile is one row where a row takes more than 2 MiB; in place of carry such rows
 to 16 MiB (twenty-seventh round, the rule declared first: on ten held-out middle and last
 axes, every type, with rows of 4-8 MiB ``cached`` took 0.64-0.87x carry's time, median
 0.79x; on eight with rows of 8-16 MiB 0.82-0.92x, median 0.85x; no grid cell has such rows).
+A last axis takes it from 4 MiB too since that round (a second held-out round, its rule
+declared first: on ten held-out last axes of 8-16 MiB, every type, 0.69-1.03x carry's time,
+median 0.84x; on eight of 4-8 MiB 0.76-0.97x, median 0.91x; on the grid's sixteen 1M last
+cells where the table gives carry 0.79-0.97x in three floors runs, median 0.85x). Not a
+single row (one row is cut in chunks, not tiles: not timed), nor a float32 last axis to
+n = 256, where the Scan takes carry's place under 16 MiB and was not timed against it.
 Other routes keep the pieces to 4 MiB.
 Where it gives ``chain`` on a middle axis from n = 512 in a tensor of 16 MiB or more whose
 pieces fit the same way, ``cached`` as well: past n = 512 (slabs of 2048 elements or more;
@@ -246,8 +253,9 @@ _TILED_LAST_UP_TO = 64  # last axis, 4-byte types: tiled from _SCAN_LAST_BELOW t
 _PADDED_SCAN_UP_TO = 128  # last axis: Scan where carry would pad
 _MIDDLE_CHAIN_UP_TO = 512  # middle axes: chain, then carry; but chain to its MAX_LENGTH ...
 _MIDDLE_LONG_CHAIN_SLAB = 2048  # ... where o * i, the elements per position, is this or more
-_CACHED_FROM_BYTES = 16 << 20  # carry on cache-sized pieces in tensors this large ...
-_CACHED_INNER_FROM_BYTES = 4 << 20  # ... or this large, on a middle or first axis (i >= 2) ...
+_CACHED_FROM_BYTES = 4 << 20  # carry on cache-sized pieces in tensors this large ...
+_CACHED_LAST_FROM_BYTES = 4 << 20  # ... on a last axis, in tiles (16 MiB before round 27) ...
+_CACHED_OTHER_FROM_BYTES = 16 << 20  # ... or this large (a chain; some last axes)
 _CACHED_PIECE_UP_TO = 4 << 20  # ... whose pieces (a row may be more than cached.TILE_BYTES) fit
 _CACHED_ROW_UP_TO = 16 << 20  # ... or, in place of carry, single rows of up to this
 _CACHED_CHAIN_FROM = 512  # ... and in place of a middle axis's chain this long, from 16 MiB
@@ -306,8 +314,13 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int, wide_carries: bool = Fal
     # a tile of one row takes more than 4 MiB: chunks take at most cached.CHUNK_BYTES)
     up_to = _CACHED_ROW_UP_TO if pick == "carry" else _CACHED_PIECE_UP_TO
     fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= up_to
-    inner_carry = i > 1 and not chain_to_cache  # carry on a middle or first axis: from 4 MiB
-    least = _CACHED_INNER_FROM_BYTES if inner_carry else _CACHED_FROM_BYTES
+    # carry from 4 MiB (a last axis since the twenty-seventh round, 16 MiB before); from 16
+    # MiB a chain, a float32 last axis to n = 256 (the Scan takes carry's place under 16 MiB,
+    # below, and cached was not timed against it) and a single row (chunks, not tiles)
+    untimed_last = i == 1 and (o == 1 or (wide_carries and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO))
+    least = _CACHED_LAST_FROM_BYTES if i == 1 else _CACHED_FROM_BYTES
+    if chain_to_cache or untimed_last:
+        least = _CACHED_OTHER_FROM_BYTES
     if fits and o * n * i * compute_itemsize >= least:
         return "cached"
     if wide_carries and pick == "carry" and i == 1 and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO:

@@ -35,7 +35,9 @@ On onnxruntime 1.32 (one thread, thread clock; ``docs/performance.md``, sixteent
 on 4 * 2^20 elements, last axis, int64 n = 512 went from 4.2x native to 2.8x and int32 from
 1.9x to 1.5x (ad hoc, 1 MiB tiles; 16-row tiles were slower than none); on last axes of
 4-8 MiB (in the last-level cache anyway) tiles took 0.85-1.08x carry's time (5 cells, where
-two timings of one graph differed by up to 14 %), at 16 MiB 0.77x; middle axes gained from
+two timings of one graph differed by up to 14 %; in tiles of 2 MiB, since the twenty-seventh
+round, 0.76-0.97x on eight held-out ones, median 0.91x, and ``auto`` takes it from 4 MiB
+there), at 16 MiB 0.77x; middle axes gained from
 4 MiB: 0.77-1.06x carry's time on 16 cells of 2^20 and 2 * 2^20 elements (13 below 1).
 First-axis chunks took 0.71-1.06x carry's time on 24 held-out cells of 4 and 8 * 2^20 elements,
 but 0.79-1.54x on 2^20 and 2 * 2^20; after the seventeenth round's seeded chunks, 0.76-1.05x on
