@@ -472,7 +472,9 @@ def main() -> None:
         "--last", action="store_true", help="only cached on last axes under 16 MiB (LAST_CELLS)"
     )
     parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--out", help="write OUT.md (and OUT.json, but with --tiles or --rows)")
+    parser.add_argument(
+        "--out", help="write OUT.md (and OUT.json, but with --tiles, --rows or --last)"
+    )
     args = parser.parse_args()
     bench.CLOCK["now"] = time.thread_time
     if args.copy:
