@@ -422,6 +422,31 @@ def test_bench_cached_pieces_last_round_checks_its_cells(tmp_path: Path) -> None
     assert refused.returncode != 0 and "int32:4096,8,1" in refused.stderr
 
 
+def test_bench_wide_totals_checks_its_cells(tmp_path: Path) -> None:
+    """scripts/bench_wide_totals.py: a float32 tree's view is built with both forms of the
+    float64 block totals, which must differ, checked and judged by the rule; a view
+    ``auto`` gives no tree (a Scan) is refused."""
+    script = _PATH.parent / "bench_wide_totals.py"
+    out = tmp_path / "totals"
+
+    def run(cells: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(script), "--cells", cells, "--rounds", "1", "--out", str(out)],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=300,
+        )
+
+    done = run("4,2000,32")  # carry on a middle axis, blocks of 16 positions
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "totals.md").read_text()
+    assert "| (4, 2000, 32) | 1.0 | carry |" in table
+    assert "of 1 above 1.05: the rule (median <= 0.95, at most 2 above 1.05)" in table
+    refused = run("1,100,8")  # scan's row
+    assert refused.returncode != 0 and "1,100,8" in refused.stderr
+
+
 def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """auto within 3.4-4.8x, or the floor within 3.4-4.5x; the command prints each picked
     cell's options, which select it alone."""
