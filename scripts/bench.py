@@ -199,6 +199,41 @@ def interleaved(
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def run_graphs(
+    models: dict[str, onnx.ModelProto],
+    check: dict[str, np.ndarray],
+    feed: dict[str, np.ndarray],
+    rounds: int,
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """A held-out round's cell: each model's first output on ``check`` (to compare before
+    timing), and its median seconds per run on ``feed`` (:func:`interleaved`, one thread)."""
+    runs: dict[str, Callable[[], object]] = {}
+    outputs = {}
+    for label, model in models.items():
+        sess, _ = session(model, 1)
+        outputs[label] = sess.run(None, check)[0]
+        runs[label] = lambda s=sess: s.run(None, feed)
+    return outputs, interleaved(runs, rounds)
+
+
+def rule_verdict(
+    ratios: list[float], rule: tuple[float, float, int], label: str
+) -> tuple[str, bool]:
+    """A held-out round's verdict: the median of ``ratios`` (new / old time per cell) at most
+    ``rule[0]`` with at most ``rule[2]`` cells above ``rule[1]``; one line, and whether it
+    holds."""
+    most, above, allowed = rule
+    median = statistics.median(ratios)
+    high = sum(r > above for r in ratios)
+    holds = median <= most and high <= allowed
+    line = (
+        f"{label}: median {median:.3f}, {min(ratios):.2f}-{max(ratios):.2f}, {high} of "
+        f"{len(ratios)} above {above}: the rule (median <= {most}, at most {allowed} above "
+        f"{above}) " + ("holds" if holds else "does not hold")
+    )
+    return line, holds
+
+
 def count_nodes(model: onnx.ModelProto) -> int:
     def walk(nodes: list[onnx.NodeProto]) -> int:
         total = 0

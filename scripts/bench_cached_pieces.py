@@ -298,17 +298,12 @@ def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
             "again": bench.lowered(model, "cached"),
             "tiles": wide,
         }
-        runs: dict[str, Callable[[], object]] = {}
-        outputs = {}
-        for label, m in models.items():
-            session, _ = bench.session(m, 1)
-            outputs[label] = session.run(None, {"x": odd if name.startswith("int") else x})[0]
-            runs[label] = functools.partial(session.run, None, {"x": x})
+        check = {"x": odd if name.startswith("int") else x}
+        outputs, times = bench.run_graphs(models, check, {"x": x}, rounds)
         for label in ("again", "tiles"):
             assert np.array_equal(outputs[label], outputs["cached"], equal_nan=True), cell
         if name.startswith("int"):
             assert np.array_equal(outputs["cached"], outputs["native"]), cell
-        times = bench.interleaved(runs, rounds)
         x_ = {k: v / times["native"] for k, v in times.items()}
         ratios.append(times["tiles"] / times["cached"])
         lines.append(
@@ -318,15 +313,7 @@ def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
             f"{x_['tiles']:.2f}× | {times['again'] / times['cached']:.2f} | {ratios[-1]:.2f} |"
         )
         print(lines[-1], flush=True)
-    most, above, allowed = TILES_RULE
-    median = statistics.median(ratios)
-    high = sum(r > above for r in ratios)
-    verdict = "holds" if median <= most and high <= allowed else "does not hold"
-    summary = (
-        f"tiles {mib:g} MiB / cached: median {median:.3f}, {min(ratios):.2f}-{max(ratios):.2f},"
-        f" {high} of {len(ratios)} above {above}: the rule (median <= {most}, at most "
-        f"{allowed} above {above}) {verdict}"
-    )
+    summary, _ = bench.rule_verdict(ratios, TILES_RULE, f"tiles {mib:g} MiB / cached")
     return lines, summary
 
 
@@ -360,17 +347,12 @@ def carry_round(
             "again": bench.lowered(model, "carry"),
             "cached": bench.lowered(model, "cached"),
         }
-        runs: dict[str, Callable[[], object]] = {}
-        outputs = {}
-        for kind, m in models.items():
-            session, _ = bench.session(m, 1)
-            outputs[kind] = session.run(None, {"x": odd if name.startswith("int") else x})[0]
-            runs[kind] = functools.partial(session.run, None, {"x": x})
+        check = {"x": odd if name.startswith("int") else x}
+        outputs, times = bench.run_graphs(models, check, {"x": x}, rounds)
         for kind in ("again", "cached"):
             assert np.array_equal(outputs[kind], outputs["carry"], equal_nan=True), cell
         if name.startswith("int"):
             assert np.array_equal(outputs["carry"], outputs["native"]), cell
-        times = bench.interleaved(runs, rounds)
         x_ = {k: v / times["native"] for k, v in times.items()}
         ratios.append(times["cached"] / times["carry"])
         lines.append(
@@ -380,16 +362,7 @@ def carry_round(
             f"{times['again'] / times['carry']:.2f} | {ratios[-1]:.2f} |"
         )
         print(lines[-1], flush=True)
-    most, above, allowed = ROWS_RULE
-    median = statistics.median(ratios)
-    high = sum(r > above for r in ratios)
-    holds = median <= most and high <= allowed
-    summary = (
-        f"{label}, cached / carry: median {median:.3f}, "
-        f"{min(ratios):.2f}-{max(ratios):.2f}, {high} of {len(ratios)} above {above}: the rule "
-        f"(median <= {most}, at most {allowed} above {above}) "
-        + ("holds" if holds else "does not hold")
-    )
+    summary, holds = bench.rule_verdict(ratios, ROWS_RULE, f"{label}, cached / carry")
     return lines, summary, holds
 
 

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import bench  # scripts/bench.py, beside this script
@@ -73,17 +71,11 @@ def run_round(cells: str, rounds: int) -> tuple[list[str], str]:
         assert shipped is not None and slices is not None, cell
         assert shipped.SerializeToString() != slices.SerializeToString(), cell  # tests something
         graphs = {"native": model, "reduce": shipped, "again": shipped, "slices": slices}
-        runs: dict[str, Callable[[], object]] = {}
-        outputs = {}
-        for label, m in graphs.items():
-            session, _ = bench.session(m, 1)
-            outputs[label] = session.run(None, {"x": x})[0]
-            runs[label] = functools.partial(session.run, None, {"x": x})
+        outputs, times = bench.run_graphs(graphs, {"x": x}, {"x": x}, rounds)
         got, want = outputs["slices"], outputs["reduce"]
         with np.errstate(invalid="ignore"):
             near = np.abs(got.astype(np.float64) - want) <= np.spacing(np.abs(want))
         assert np.all(near | (got == want) | (np.isnan(got) & np.isnan(want))), cell
-        times = bench.interleaved(runs, rounds)
         x_ = {k: v / times["native"] for k, v in times.items()}
         ratios.append(times["slices"] / times["reduce"])
         lines.append(
@@ -92,15 +84,7 @@ def run_round(cells: str, rounds: int) -> tuple[list[str], str]:
             f"{x_['slices']:.2f}× | {times['again'] / times['reduce']:.2f} | {ratios[-1]:.2f} |"
         )
         print(lines[-1], flush=True)
-    most, above, allowed = RULE
-    median = statistics.median(ratios)
-    high = sum(r > above for r in ratios)
-    verdict = "holds" if median <= most and high <= allowed else "does not hold"
-    summary = (
-        f"slices / reduce: median {median:.3f}, {min(ratios):.2f}-{max(ratios):.2f}, {high} of "
-        f"{len(ratios)} above {above}: the rule (median <= {most}, at most {allowed} above "
-        f"{above}) {verdict}"
-    )
+    summary, _ = bench.rule_verdict(ratios, RULE, "slices / reduce")
     return lines, summary
 
 

@@ -342,22 +342,28 @@ def test_bench_cached_pieces_runs_each_variant_against_native(tmp_path: Path) ->
     assert "cached / reshaped" in table
 
 
+def _held_out_round(
+    script: str, flags: list[str], cells: str, out: Path
+) -> subprocess.CompletedProcess[str]:
+    """scripts/SCRIPT with ``flags`` on ``cells``, one timing round, writing OUT.md."""
+    command = [sys.executable, str(_PATH.parent / script), *flags, "--cells", cells]
+    return subprocess.run(
+        [*command, "--rounds", "1", "--out", str(out)],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=300,
+    )
+
+
 def test_bench_cached_pieces_tiles_round_checks_its_cells(tmp_path: Path) -> None:
     """``--tiles``: a cell whose pieces differ at the asked size is built both ways, each
     checked against the shipped graph and native, and judged by the declared rule; a cell
     whose pieces the size does not change is refused (it would test nothing)."""
-    script = _PATH.parent / "bench_cached_pieces.py"
     out = tmp_path / "tiles"
 
     def run(cells: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, str(script), "--tiles", "1", "--cells", cells]
-        return subprocess.run(
-            [*command, "--rounds", "1", "--out", str(out)],
-            capture_output=True,
-            check=False,
-            text=True,
-            timeout=300,
-        )
+        return _held_out_round("bench_cached_pieces.py", ["--tiles", "1"], cells, out)
 
     done = run("int32:10,5000,30")  # 5 tiles of two rows as shipped (2 MiB), 10 at 1 MiB
     assert done.returncode == 0, done.stderr[-2000:]
@@ -373,20 +379,12 @@ def test_bench_cached_pieces_rows_round_checks_its_cells(tmp_path: Path) -> None
     whose pieces are single rows of 4-8 MiB is timed as carry, a second session of it and
     ``cached``, each checked against it and native, and judged by the declared rule; a view
     of another route (a Scan) is refused."""
-    script = _PATH.parent / "bench_cached_pieces.py"
     out = tmp_path / "rows"
 
     def run(cells: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, str(script), "--rows", "--cells", cells]
-        return subprocess.run(
-            [*command, "--rounds", "1", "--out", str(out)],
-            capture_output=True,
-            check=False,
-            text=True,
-            timeout=300,
-        )
+        return _held_out_round("bench_cached_pieces.py", ["--rows"], cells, out)
 
-    done = run("int32:2,1100000,1")  # last axis, rows of 4.2 MiB in 8.4 MiB: carry
+    done = run("int32:2,1100000,1")  # a last axis: rows of 4.2 MiB in 8.4 MiB
     assert done.returncode == 0, done.stderr[-2000:]
     table = (tmp_path / "rows.md").read_text()
     assert "| int32 | (2, 1100000, 1) | 8.4 | 4.20 |" in table
@@ -400,18 +398,10 @@ def test_bench_cached_pieces_last_round_checks_its_cells(tmp_path: Path) -> None
     """``--last``: a last axis of 8-16 MiB (with ``--cells``, the first band) of ``carry``'s
     row of the table is timed as carry, a second session of it and ``cached`` on its tiles,
     each checked, and judged by the rule; a view of another route (a Scan) is refused."""
-    script = _PATH.parent / "bench_cached_pieces.py"
     out = tmp_path / "last"
 
     def run(cells: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, str(script), "--last", "--cells", cells]
-        return subprocess.run(
-            [*command, "--rounds", "1", "--out", str(out)],
-            capture_output=True,
-            check=False,
-            text=True,
-            timeout=300,
-        )
+        return _held_out_round("bench_cached_pieces.py", ["--last"], cells, out)
 
     done = run("int32:2400,1000,1")  # 9.2 MiB
     assert done.returncode == 0, done.stderr[-2000:]
@@ -426,17 +416,10 @@ def test_bench_wide_totals_checks_its_cells(tmp_path: Path) -> None:
     """scripts/bench_wide_totals.py: a float32 tree's view is built with both forms of the
     float64 block totals, which must differ, checked and judged by the rule; a view
     ``auto`` gives no tree (a Scan) is refused."""
-    script = _PATH.parent / "bench_wide_totals.py"
     out = tmp_path / "totals"
 
     def run(cells: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, str(script), "--cells", cells, "--rounds", "1", "--out", str(out)],
-            capture_output=True,
-            check=False,
-            text=True,
-            timeout=300,
-        )
+        return _held_out_round("bench_wide_totals.py", [], cells, out)
 
     done = run("4,2000,32")  # carry on a middle axis, blocks of 16 positions
     assert done.returncode == 0, done.stderr[-2000:]
