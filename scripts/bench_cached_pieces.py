@@ -272,6 +272,21 @@ def _cell(cell: str) -> tuple[str, int, int, int, int]:
     return name, o, n, i, TYPES[name]
 
 
+def _timed_exact(
+    models: dict[str, Any], old: str, *, x: np.ndarray, odd: np.ndarray, rounds: int, cell: str
+) -> dict[str, float]:
+    """Median seconds per run of each of ``models`` (``native``, ``old`` and graphs that must
+    give its products bit for bit), after checking that they do: integers on ``odd`` values
+    (x's zeros would leave every later product 0), and against native too."""
+    ints = np.issubdtype(x.dtype, np.integer)
+    outputs, times = bench.run_graphs(models, {"x": odd if ints else x}, {"x": x}, rounds)
+    for label in models.keys() - {"native", old}:
+        assert np.array_equal(outputs[label], outputs[old], equal_nan=True), (cell, label)
+    if ints:
+        assert np.array_equal(outputs[old], outputs["native"]), cell
+    return times
+
+
 def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
     """``cached`` as shipped, ``again`` (a second session of its graph) and ``tiles`` (tiles
     of at most ``mib`` MiB), each checked bit for bit against the shipped graph (a tile
@@ -298,12 +313,7 @@ def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
             "again": bench.lowered(model, "cached"),
             "tiles": wide,
         }
-        check = {"x": odd if name.startswith("int") else x}
-        outputs, times = bench.run_graphs(models, check, {"x": x}, rounds)
-        for label in ("again", "tiles"):
-            assert np.array_equal(outputs[label], outputs["cached"], equal_nan=True), cell
-        if name.startswith("int"):
-            assert np.array_equal(outputs["cached"], outputs["native"]), cell
+        times = _timed_exact(models, "cached", x=x, odd=odd, rounds=rounds, cell=cell)
         x_ = {k: v / times["native"] for k, v in times.items()}
         ratios.append(times["tiles"] / times["cached"])
         lines.append(
@@ -347,12 +357,7 @@ def carry_round(
             "again": bench.lowered(model, "carry"),
             "cached": bench.lowered(model, "cached"),
         }
-        check = {"x": odd if name.startswith("int") else x}
-        outputs, times = bench.run_graphs(models, check, {"x": x}, rounds)
-        for kind in ("again", "cached"):
-            assert np.array_equal(outputs[kind], outputs["carry"], equal_nan=True), cell
-        if name.startswith("int"):
-            assert np.array_equal(outputs["carry"], outputs["native"]), cell
+        times = _timed_exact(models, "carry", x=x, odd=odd, rounds=rounds, cell=cell)
         x_ = {k: v / times["native"] for k, v in times.items()}
         ratios.append(times["cached"] / times["carry"])
         lines.append(
