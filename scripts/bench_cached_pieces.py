@@ -61,8 +61,8 @@ above 1.05 (it held, and 2 MiB is shipped since; ``--tiles 1`` times the graph b
 With ``--rows``, only :func:`carry_round` on :data:`ROWS_CELLS`, the twenty-seventh round's
 held-out round: ``auto`` took ``carry``, not ``cached``, where ``cached``'s pieces are single
 rows of more than 4 MiB (``auto._CACHED_PIECE_UP_TO``); off the grid, on middle axes of few
-long rows, ``cached`` took 0.76-0.88x carry's time (four cells of 6-13 MiB rows, seen before
-the rule). Its rule,
+long rows, ``cached`` took 0.77-0.88x carry's time (four cells of 5.9-12.2 MiB rows, seen
+before the rule). Its rule,
 declared before any of its cells was timed: where ``auto`` gives ``carry``, ``cached`` on pieces
 of up to 8 MiB if, on ten held-out views whose pieces are rows of 4-8 MiB (every type, middle
 and last axes), the median time cached / carry is at most 0.95 with at most two cells above
