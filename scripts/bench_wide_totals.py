@@ -3,8 +3,8 @@ float64 (shipped for blocks of more than ``wide.NARROW_SLICES`` positions) again
 cast and multiplied, on wide runs (``rewriter/lowerings/wide.py``).
 
 The twenty-seventh round's third held-out round. A pilot on the grid's eight float32 ``cached``
-cells (ad hoc, 7 rounds) gave the slices 0.91-0.95x the ReduceProd's time where the runs
-(i, the elements after the axis) are 32 or more, and 0.98-1.29x at i = 4-16 (where the
+cells (ad hoc, 7 rounds) gave the slices 0.91-0.94x the ReduceProd's time where the runs
+(i, the elements after the axis) are 32 or more, and 0.94-1.29x at i = 4-16 (where the
 ReduceProd was measured faster, 0.66x, when ``NARROW_SLICES`` was set). Its rule, declared
 before any of its cells was timed: on onnxruntime, a float32 tree takes its float64 block
 totals from the slices where i >= 32 if, on the twelve held-out float32 views of
