@@ -58,7 +58,7 @@ differ by), on the twenty-sixth round's twenty held-out cells (:data:`TILES_CELL
 adopt tiles of 2 MiB if the median time tiles / cached is at most 0.95 with at most two cells
 above 1.05 (it held, and 2 MiB is shipped since; ``--tiles 1`` times the graph before).
 
-With ``--rows``, only :func:`carry_round` on :data:`ROWS_CELLS`, the twenty-seventh round's
+With ``--rows``, only :func:`cached_round` on :data:`ROWS_CELLS`, the twenty-seventh round's
 held-out round: ``auto`` took ``carry``, not ``cached``, where ``cached``'s pieces are single
 rows of more than 4 MiB (``auto._CACHED_PIECE_UP_TO``); off the grid, on middle axes of few
 long rows, ``cached`` took 0.77-0.88x carry's time (four cells of 5.9-12.2 MiB rows, seen
@@ -71,7 +71,7 @@ and last axes), the median time cached / carry is at most 0.95 with at most two 
 the control. Both rules held, so ``auto`` takes ``cached`` on these cells since: the script
 times ``carry`` by name.
 
-With ``--last``, only :func:`carry_round` on :data:`LAST_CELLS`, the twenty-seventh round's
+With ``--last``, only :func:`cached_round` on :data:`LAST_CELLS`, the twenty-seventh round's
 second held-out round: ``auto`` takes ``cached`` on a last axis only from 16 MiB
 (middle and first axes from 4 MiB); the sixteenth round's 1M / 2M run timed middle and first
 axes only (five last axes of 4-8 MiB ad hoc, in tiles of 1 MiB: 0.85-1.08x carry's time); the
@@ -82,9 +82,18 @@ on ten held-out last axes of 8-16 MiB (every type), the median time cached / car
 0.95 with at most two cells above 1.05; and from 4 MiB if, in addition, the same holds on eight
 of 4-8 MiB (timed only if the first band holds). It held too.
 
+With ``--tiled``, only :func:`cached_round` on :data:`TILED_CELLS`, the twenty-seventh round's
+fourth held-out round: ``auto`` gives ``tiled`` to an int32 last axis of n = 64 (the one row
+of its table ``tiled`` keeps), which ``cached`` never replaced; ad hoc on the grid's int32 4M
+last n = 64 cell (16 MiB) ``cached`` took 0.63x ``tiled``'s time (9 rounds), on a 4 MiB one
+1.00x. Its rule, declared before any of its cells was timed: where ``auto`` gives ``tiled``,
+``cached`` from 16 MiB if, on eight held-out int32 last axes of n = 64 and 17-64 MiB, the
+median time cached / tiled is at most 0.95 with at most two cells above 1.05; from 8 MiB if,
+in addition, the same holds on eight of 8-16 MiB (timed only if the first band holds).
+
 Usage: python scripts/bench_cached_pieces.py [--cells "float32:256,2048,5;int64:1,1048576,2"]
     [--chains | --chains-512 | --halves | --halves-2mib | --halves-2mib-float32 |
-    --reshaped-12mib | --grid | --copy | --tiles MIB | --rows | --last]
+    --reshaped-12mib | --grid | --copy | --tiles MIB | --rows | --last | --tiled]
     [--rounds 11]
     [--out scripts/results/NAME]
 """
@@ -176,7 +185,17 @@ LAST_CELLS = {  # the twenty-seventh round's second held-out round: carry's last
         "float64:800,900,1;float64:12000,48,1;int64:600,1200,1;int64:40,15000,1"
     ),
 }
-ROWS_RULE = (0.95, 1.05, 2)  # per band: median cached / carry <= 0.95, at most 2 above 1.05
+TILED_CELLS = {  # the twenty-seventh round's fourth held-out round: tiled's int32 last axes ...
+    (16, 64): (  # ... (n = 64) of 16-64 MiB
+        "int32:150000,64,1;int32:100000,64,1;int32:80000,64,1;int32:200000,64,1;"
+        "int32:70000,64,1;int32:120000,64,1;int32:260000,64,1;int32:90000,64,1"
+    ),
+    (8, 16): (  # ... of 8-16 MiB
+        "int32:40000,64,1;int32:50000,64,1;int32:34000,64,1;int32:60000,64,1;"
+        "int32:45000,64,1;int32:36000,64,1;int32:55000,64,1;int32:62000,64,1"
+    ),
+}
+ROWS_RULE = (0.95, 1.05, 2)  # per band: median cached / old <= 0.95, at most 2 above 1.05
 CELL_SETS = {  # flag: (the cells, its help)
     "chains": (CHAIN_CELLS, "the middle chains past 512"),
     "chains-512": (CHAIN_512_CELLS, "the middle chains of 384-512"),
@@ -327,12 +346,12 @@ def tiles_round(cells: str, mib: float, rounds: int) -> tuple[list[str], str]:
     return lines, summary
 
 
-def carry_round(
-    cells: str, band: tuple[int, int], rounds: int, label: str, rows: bool
+def cached_round(
+    cells: str, band: tuple[int, int], rounds: int, label: str, *, rows: bool, old: str = "carry"
 ) -> tuple[list[str], str, bool]:
-    """``carry`` (``auto``'s pick on these views before the twenty-seventh round; ``cached``
-    since), ``again`` (a second session of that graph) and ``cached``, on views of ``carry``'s
-    row of the table whose size is in ``band`` (bytes, low exclusive): with ``rows``,
+    """``old`` (``auto``'s pick on these views before the twenty-seventh round: ``carry``, or
+    ``tiled``), ``again`` (a second session of that graph) and ``cached``, on views of
+    ``old``'s row of the table whose size is in ``band`` (bytes, low exclusive): with ``rows``,
     that of ``cached``'s pieces, which must be single rows; else the whole tensor's. Each checked
     against the shipped graph bit for bit (a tile's products do not depend on the other
     tiles) and integers against native too. The table's lines, the verdict of
@@ -345,7 +364,7 @@ def carry_round(
         x = bench.data_for(elem_type, shape, rng)
         odd = (2 * rng.integers(-2, 2, shape) + 1).astype(x.dtype)
         model = bench.model_for(elem_type, shape, axis, 0, 0)
-        assert bench._auto_pick(model) in ("carry", "cached"), cell  # carry's, either way
+        assert bench._auto_pick(model) in (old, "cached"), cell  # old's row, either way
         piece = cached.pieces((o, n, i), x.dtype.itemsize)
         assert piece is not None, cell
         assert piece[0][0] == 1 or not rows, cell
@@ -353,21 +372,21 @@ def carry_round(
         assert band[0] < size <= band[1], cell
         models = {
             "native": model,
-            "carry": bench.lowered(model, "carry"),
-            "again": bench.lowered(model, "carry"),
+            old: bench.lowered(model, old),
+            "again": bench.lowered(model, old),
             "cached": bench.lowered(model, "cached"),
         }
-        times = _timed_exact(models, "carry", x=x, odd=odd, rounds=rounds, cell=cell)
+        times = _timed_exact(models, old, x=x, odd=odd, rounds=rounds, cell=cell)
         x_ = {k: v / times["native"] for k, v in times.items()}
-        ratios.append(times["cached"] / times["carry"])
+        ratios.append(times["cached"] / times[old])
         lines.append(
             f"| {name} | ({o}, {n}, {i}) | {x.nbytes / 2**20:.1f} | "
             f"{math.prod(piece[0]) * x.dtype.itemsize / 2**20:.2f} | {times['native'] * 1e6:.0f} | "
-            f"{x_['carry']:.2f}× | {x_['again']:.2f}× | {x_['cached']:.2f}× | "
-            f"{times['again'] / times['carry']:.2f} | {ratios[-1]:.2f} |"
+            f"{x_[old]:.2f}× | {x_['again']:.2f}× | {x_['cached']:.2f}× | "
+            f"{times['again'] / times[old]:.2f} | {ratios[-1]:.2f} |"
         )
         print(lines[-1], flush=True)
-    summary, holds = bench.rule_verdict(ratios, ROWS_RULE, f"{label}, cached / carry")
+    summary, holds = bench.rule_verdict(ratios, ROWS_RULE, f"{label}, cached / {old}")
     return lines, summary, holds
 
 
@@ -449,27 +468,33 @@ def main() -> None:
     parser.add_argument(
         "--last", action="store_true", help="only cached on last axes under 16 MiB (LAST_CELLS)"
     )
+    parser.add_argument(
+        "--tiled", action="store_true", help="only cached in tiled's place (TILED_CELLS)"
+    )
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument(
-        "--out", help="write OUT.md (and OUT.json, but with --tiles, --rows or --last)"
+        "--out", help="write OUT.md (and OUT.json, but with --tiles, --rows, --last or --tiled)"
     )
     args = parser.parse_args()
     bench.CLOCK["now"] = time.thread_time
     if args.copy:
         print(copy_probe(args.rounds))
         return
-    if args.rows or args.last:
-        head = "| type | (o, n, i) | MiB | piece MiB | native µs | carry | again | cached |"
-        head += " again / carry | cached / carry |"
+    if args.rows or args.last or args.tiled:
+        old = "tiled" if args.tiled else "carry"
+        head = f"| type | (o, n, i) | MiB | piece MiB | native µs | {old} | again | cached |"
+        head += f" again / {old} | cached / {old} |"
         print(head, flush=True)
         text = [head, "|" + "---|" * 10]
-        sets = ROWS_CELLS if args.rows else LAST_CELLS
+        sets = ROWS_CELLS if args.rows else TILED_CELLS if args.tiled else LAST_CELLS
         bands = {next(iter(sets)): args.cells} if args.cells else sets  # --cells: the first
         what = "rows" if args.rows else "last axes"
         for (low, high), cells in bands.items():
             label = f"{what} of {low}-{high} MiB"
             band = (low << 20, high << 20)
-            table, verdict, holds = carry_round(cells, band, args.rounds, label, args.rows)
+            table, verdict, holds = cached_round(
+                cells, band, args.rounds, label, rows=args.rows, old=old
+            )
             print(verdict, flush=True)
             text += [*table, "", verdict, ""]
             if not holds:

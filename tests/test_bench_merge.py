@@ -412,6 +412,24 @@ def test_bench_cached_pieces_last_round_checks_its_cells(tmp_path: Path) -> None
     assert refused.returncode != 0 and "int32:4096,8,1" in refused.stderr
 
 
+def test_bench_cached_pieces_tiled_round_checks_its_cells(tmp_path: Path) -> None:
+    """``--tiled``: an int32 last axis of n = 64 over 16 MiB (``tiled``'s row of the table)
+    is timed as tiled, a second session of it and ``cached``, each checked, and judged by
+    the rule; a view of another route (a Scan) is refused."""
+    out = tmp_path / "tiled"
+
+    def run(cells: str) -> subprocess.CompletedProcess[str]:
+        return _held_out_round("bench_cached_pieces.py", ["--tiled"], cells, out)
+
+    done = run("int32:66000,64,1")  # 16.1 MiB
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "tiled.md").read_text()
+    assert "| int32 | (66000, 64, 1) | 16.1 |" in table
+    assert "last axes of 16-64 MiB, cached / tiled: median" in table
+    refused = run("int32:4096,8,1")  # scan's row
+    assert refused.returncode != 0 and "int32:4096,8,1" in refused.stderr
+
+
 def test_bench_wide_totals_checks_its_cells(tmp_path: Path) -> None:
     """scripts/bench_wide_totals.py: a float32 tree's view is built with both forms of the
     float64 block totals, which must differ, checked and judged by the rule; a view
