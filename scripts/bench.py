@@ -301,16 +301,21 @@ def tile_bytes(size: int) -> Iterator[None]:
 def _before() -> Iterator[None]:
     """``auto`` as before the twenty-seventh round (2026-12-05): ``cached`` in place of
     ``carry`` on a last axis only from 16 MiB, and on pieces of at most 4 MiB (no single rows
-    past that). In the twenty-sixth round this was ``cached`` in tiles of 1 MiB and an int32
-    first axis's scan never cached (b265bb4's ``_before`` and abfa039's); from the
-    twenty-second round to the twenty-fifth, the trees with :func:`float32_carries` and
-    their table."""
-    shipped = auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO
+    past that), and never in place of ``tiled``. In the twenty-sixth round this was
+    ``cached`` in tiles of 1 MiB and an int32 first axis's scan never cached (b265bb4's
+    ``_before`` and abfa039's); from the twenty-second round to the twenty-fifth, the trees
+    with :func:`float32_carries` and their table."""
+    shipped = auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO, auto._CACHED_TILED_FROM_BYTES
     auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO = 16 << 20, 4 << 20
+    auto._CACHED_TILED_FROM_BYTES = 1 << 62
     try:
         yield
     finally:
-        auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO = shipped
+        (
+            auto._CACHED_LAST_FROM_BYTES,
+            auto._CACHED_ROW_UP_TO,
+            auto._CACHED_TILED_FROM_BYTES,
+        ) = shipped
 
 
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:

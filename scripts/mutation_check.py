@@ -1203,6 +1203,20 @@ MUTANTS = [
         "    limit = b.const(np.array(1 / (4 * size), dtype=np.float32))\n",
     ),
     Mutant(
+        "auto: tiled's int32 last axis never cached",
+        "rewriter/lowerings/auto.py",
+        '    tiled_to_cache = pick == "tiled" and o * n * i * compute_itemsize'
+        " >= _CACHED_TILED_FROM_BYTES\n",
+        "    tiled_to_cache = False\n",
+    ),
+    Mutant(
+        "auto: tiled's int32 last axis cached from 4 MiB, as carry's",
+        "rewriter/lowerings/auto.py",
+        '    tiled_to_cache = pick == "tiled" and o * n * i * compute_itemsize'
+        " >= _CACHED_TILED_FROM_BYTES\n",
+        '    tiled_to_cache = pick == "tiled" and o * n * i * compute_itemsize >= 4 << 20\n',
+    ),
+    Mutant(
         "auto: carry's single rows cached only to 4 MiB, as the other routes' pieces",
         "rewriter/lowerings/auto.py",
         '    up_to = _CACHED_ROW_UP_TO if pick == "carry" else _CACHED_PIECE_UP_TO\n',

@@ -414,6 +414,11 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
         (TensorProto.FLOAT, (8192, 256), 1, "scan"),
         (I32, (8192, 256), 1, "cached"),  # 8 MiB: a last axis from 4 MiB
         (I32, (4096, 255), 1, "carry"),  # just under 4 MiB
+        # tiled's row (int32, n = 64): cached from 8 MiB (twenty-seventh round)
+        (I32, (32768, 64), 1, "cached"),  # 8 MiB exactly
+        (I32, (32767, 64), 1, "tiled"),  # just under
+        (I32, (65536, 64), 1, "cached"),
+        (I32, (16384, 64), 1, "tiled"),  # 4 MiB: not from 4 MiB, as carry
         (TensorProto.FLOAT, (16, 4096, 16), 1, "cached"),  # a middle axis from 4 MiB
         (TensorProto.FLOAT, (16, 4095, 16), 1, "carry"),  # just under
         (TensorProto.FLOAT, (1024, 1024), 1, "cached"),  # 4 MiB on a last axis

@@ -55,7 +55,10 @@ median 0.84x; on eight of 4-8 MiB 0.76-0.97x, median 0.91x; on the grid's sixtee
 cells where the table gives carry 0.79-0.97x in three floors runs, median 0.85x). Not a
 single row (one row is cut in chunks, not tiles: not timed), nor a float32 last axis to
 n = 256, where the Scan takes carry's place under 16 MiB and was not timed against it.
-Other routes keep the pieces to 4 MiB.
+Other routes keep the pieces to 4 MiB. Where the table gives ``tiled`` (an int32 last axis of
+n = 64), ``cached`` from 8 MiB (that round's fourth held-out round, the rule declared first:
+on eight int32 last axes of n = 64 and 17-64 MiB 0.66-0.78x tiled's time, median 0.74x; on
+eight of 8-16 MiB 0.70-0.87x, median 0.78x).
 Where it gives ``chain`` on a middle axis from n = 512 in a tensor of 16 MiB or more whose
 pieces fit the same way, ``cached`` as well: past n = 512 (slabs of 2048 elements or more;
 seventeenth round) on 12 held-out cells of 16-24 MiB, n = 600-1024, every type, it took
@@ -261,6 +264,7 @@ _CACHED_ROW_UP_TO = 16 << 20  # ... or, in place of carry, single rows of up to 
 _CACHED_CHAIN_FROM = 512  # ... and in place of a middle axis's chain this long, from 16 MiB
 _CACHED_INT32_SCAN_SLAB_BELOW = 1500  # ... and of an int32 first axis's scan on slabs under
 _CACHED_INT32_SCAN_FROM_BYTES = 16 << 20  # ... this (forward), in tensors this large
+_CACHED_TILED_FROM_BYTES = 8 << 20  # ... and of tiled's int32 last axis (n = 64) from this
 _WIDE_CARRIES_SCAN_LAST_UP_TO = 256  # float32 last axis: Scan, not float64 carries, to here
 # the other runtimes
 _TRACT_SCAN_UP_TO = 8192  # last axis
@@ -305,7 +309,9 @@ def _onnxruntime(spec: ScanSpec, compute_itemsize: int, wide_carries: bool = Fal
         and i < _CACHED_INT32_SCAN_SLAB_BELOW
         and o * n * i * compute_itemsize >= _CACHED_INT32_SCAN_FROM_BYTES
     )
-    if pick != "carry" and not chain_to_cache and not scan_to_cache:
+    # tiled's row (an int32 last axis of n = 64): cached from 8 MiB (twenty-seventh round)
+    tiled_to_cache = pick == "tiled" and o * n * i * compute_itemsize >= _CACHED_TILED_FROM_BYTES
+    if pick != "carry" and not (chain_to_cache or scan_to_cache or tiled_to_cache):
         return pick
     # carry on pieces that stay in cache (tiles of rows, or chunks of an outermost axis), in
     # a tensor that does not
