@@ -306,7 +306,8 @@ def _before() -> Iterator[None]:
     ``_before`` and abfa039's); from the twenty-second round to the twenty-fifth, the trees
     with :func:`float32_carries` and their table."""
     shipped = auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO, auto._CACHED_TILED_FROM_BYTES
-    auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO = 16 << 20, 4 << 20
+    auto._CACHED_LAST_FROM_BYTES = auto._CACHED_OTHER_FROM_BYTES  # 16 MiB, as a chain's
+    auto._CACHED_ROW_UP_TO = auto._CACHED_PIECE_UP_TO  # single rows as any piece: 4 MiB
     auto._CACHED_TILED_FROM_BYTES = 1 << 62
     try:
         yield
