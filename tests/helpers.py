@@ -422,3 +422,14 @@ def cumprod_in_if_model(dims: list[int | str], axis: int) -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+def swinging(shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """float32 factors 2^-70, 1, 1, 1, then (2^70, 2^70, 2^-70, 2^-70) repeated along
+    ``axis``: the running product stays within 2^+-70 (far from float32's 2^128), a product
+    of two or more factors that does not start at the front reaches 2^+-140."""
+    walk = np.resize(np.array([-70, 0, 0, 0] + [70, 70, -70, -70] * 1024), shape[axis])
+    steps = np.ldexp(np.float32(1), walk).astype(np.float32)
+    view = [1] * len(shape)
+    view[axis] = shape[axis]
+    return np.ascontiguousarray(np.broadcast_to(steps.reshape(view), shape))

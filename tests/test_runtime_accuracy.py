@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto
 
 import rewriter
-from tests.helpers import cumprod_model, float32_ulps
+from tests.helpers import cumprod_model, float32_ulps, swinging
 from tests.runtime_harness import run_cases
 
 # (runtime, strategy, shape, axis), and "N" where the axis's length is known only at run
@@ -64,3 +64,31 @@ def test_factors_near_one_on_the_runtime(case: tuple[object, ...], tmp_path: Pat
     mine, theirs = float32_ulps(got[0], exact), float32_ulps(np.cumprod(x, axis=axis), exact)
     assert mine.max() <= 1.25 * theirs.max(), (mine.max(), theirs.max())
     assert mine.mean() <= 1.25 * theirs.mean(), (mine.mean(), theirs.mean())
+
+
+# (runtime, strategy, shape, axis) on targets that compute float64
+_SWING_CASES = [
+    ("tract", "carry", (3, 4096), 1),
+    ("tract", "radix", (4096, 3), 0),
+    ("tract", "auto", (4096, 3), 0),
+    ("tinygrad", "carry", (3, 1024), 1),
+]
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id="-".join(map(str, c))) for c in _SWING_CASES])
+def test_prefixes_swinging_within_range_on_the_runtime(
+    case: tuple[str, str, tuple[int, int], int], tmp_path: Path
+) -> None:
+    """Factors of 2^+-70 whose running product stays within 2^+-70 while a product of a few
+    of them reaches 2^+-140 (``tests.helpers.swinging``): every element as numpy's float32
+    product gives it (powers of two: exact), on the runtime itself."""
+    runtime, strategy, shape, axis = case
+    x = swinging(shape, axis)
+    lowered = rewriter.decompose_cumprod(
+        cumprod_model(TensorProto.FLOAT, [*shape], axis), strategy=strategy, target=runtime
+    )
+    (got,) = run_cases(runtime, {"swing": (lowered, {"x": x})}, tmp_path).values()
+    assert not isinstance(got, str), got
+    expected = np.cumprod(x, axis=axis)
+    assert np.isfinite(expected).all()
+    np.testing.assert_array_equal(got[0], expected)

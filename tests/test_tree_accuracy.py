@@ -25,6 +25,7 @@ from tests.helpers import (
     float32_ulps,
     reference,
     run_ort,
+    swinging,
     wide_reference,
 )
 
@@ -219,26 +220,60 @@ def test_offset_totals_keep_special_values_and_swings(
     assert np.array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]))
 
 
+SWING_VIEWS = {
+    "first": ((4096, 3), 0),
+    "middle": ((4, 4096, 3), 1),
+    "last": ((3, 4096), 1),
+}
+
+
+@pytest.mark.parametrize("view", list(SWING_VIEWS))
+@pytest.mark.parametrize("attrs", [(0, 0), (1, 1)], ids=["inclusive", "exclusive-reverse"])
 @pytest.mark.parametrize(
-    "strategy",
+    ("strategy", "target"),
     [
-        "scan",
+        ("scan", "onnxruntime"),
+        ("auto", "onnxruntime"),
+        ("carry", "onnxruntime"),
+        ("cached", "onnxruntime"),  # tiles / chunks (conftest's small pieces), carry inside
+        ("radix", "onnxruntime"),
+        ("blocked", "onnxruntime"),
+        ("tiled", "onnxruntime"),
+        ("carry", "tract"),  # other targets that compute float64: the totals by the slices
+        ("radix", "tinygrad"),
         pytest.param(
-            "auto", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=SWING_GAP)
+            "doubling",
+            "onnxruntime",
+            marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=SWING_GAP),
+        ),
+        pytest.param(
+            "carry",
+            "openvino",
+            marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=SWING_GAP),
         ),
     ],
 )
-def test_prefixes_swinging_within_range_as_native(strategy: str) -> None:
-    """float32 factors 2^±70 whose running product stays within 2^±70 (far from float32's
-    2^128): every element as the native kernel gives it (the powers of two multiply exactly)."""
-    # log2 of the factors: -70, 0, 0, 0, then (70, 70, -70, -70) repeated: the running
-    # product's log2 stays within [-70, 70], a block's partial products reach +-140
-    walk = np.resize(np.array([-70, 0, 0, 0] + [70, 70, -70, -70] * 1024), 4096)
-    x = np.ldexp(np.float32(1), np.stack([walk] * 3, 1))
-    x = x.astype(np.float32)
-    native, got, ops = _native_and_lowered((4096, 3), 0, x, strategy)
-    assert np.isfinite(native).all()
-    np.testing.assert_array_equal(got, native, err_msg=ops)
+def test_prefixes_swinging_within_range_as_native(
+    strategy: str, target: str, view: str, attrs: tuple[int, int]
+) -> None:
+    """Where the running product swings by 2^+-70 factors but stays in range, every element
+    as the native kernel gives it (the powers of two multiply exactly): the float64 trees'
+    blocks start from their float64 prefixes, so no partial product leaves the range. Where
+    nothing is computed in float64 (``doubling``'s offset totals, OpenVINO) a block's own
+    partial products still overflow: a strict xfail."""
+    shape, axis = SWING_VIEWS[view]
+    x = swinging(shape, axis)
+    if attrs[1]:
+        x = np.ascontiguousarray(np.flip(x, axis))  # the same walk in scan order
+    model = cumprod_model(
+        TensorProto.FLOAT, list(shape), axis, exclusive=attrs[0], reverse=attrs[1]
+    )
+    lowered = rewriter.decompose_cumprod(model, strategy=strategy, target=target)
+    ops = {n.op_type for n in lowered.graph.node}
+    assert "CumProd" not in ops
+    native = run_ort(model, {"x": x})[0]
+    assert np.isfinite(native).all() and (native != 0).all()
+    np.testing.assert_array_equal(run_ort(lowered, {"x": x})[0], native, err_msg=str(ops))
 
 
 def _offset_limits(model: onnx.ModelProto) -> set[float]:

@@ -15,8 +15,11 @@ Accuracy: every output is its k factors multiplied through a tree of k - 1 multi
 wraparound and floats keep the sequential kernel's bound, k - 1 ulps (the order differs, so
 not bitwise equal to it); float16 / bfloat16 multiplied in float32, rounded once. A float32
 computation on a target that computes float64 takes the block totals from x in float64 and
-computes the levels above in float64 (:mod:`.wide`); on other targets it takes the offset
-totals (:mod:`.near_one`): either way the error does not grow with n.
+computes the levels above in float64 (:mod:`.wide`), and then scans each block from its
+prefix (the Scan's initial state; ``radix``: the chain's seed) in place of the final Mul, so
+that no partial product leaves the range where the sequential one does not; on other
+targets it takes the offset totals (:mod:`.near_one`): either way the error does not grow
+with n.
 
 Cost: B + m Scan iterations instead of n (about 2 sqrt(n) with one level), each over a
 slab of o * m * i (or o * i) elements; passes over memory: Pad (when n is not a multiple of B),
@@ -130,27 +133,81 @@ def scan3(
         t = b.op("Pad", t, pads, one)
     om = times(b, o, m)
     blocks = b.reshape(t, shape_of(b, om, size, i))
-    inner, totals, cut = _in_block(
-        b, blocks, size, v, exclusive=exclusive, reverse=reverse, method=method
-    )
-    above = v
     if wide is not None:
-        above = wide_view(b, v, wide)
-        totals = block_totals(b, blocks, wide, v.target, cut)
-    elif near_one.wanted(v):
-        plain = b.reshape(totals, shape_of(b, om, 1, i))  # the Scan's totals are (o*m, i)
-        totals = near_one.totals(b, v, plain, size, blocks=blocks, slices=cut)
-    totals = b.reshape(totals, shape_of(b, o, m, i))
-    prefix = scan3(
-        b, totals, (o, m, i), above, exclusive=True, reverse=reverse, levels=rest, method=method
-    )
-    if wide is not None:
-        prefix = b.cast(prefix, ir.DataType.FLOAT)  # wide only for a float32 computation
-    prefix = b.reshape(prefix, shape_of(b, om, 1, i))
-    y = b.reshape(b.op("Mul", inner, prefix), shape_of(b, o, padded, i))
+        y = _from_wide_prefixes(
+            b,
+            blocks,
+            size,
+            (o, m, i),
+            v,
+            exclusive=exclusive,
+            reverse=reverse,
+            levels=rest,
+            method=method,
+            wide=wide,
+        )
+        y = b.reshape(y, shape_of(b, o, padded, i))
+    else:
+        inner, totals, cut = _in_block(
+            b, blocks, size, v, exclusive=exclusive, reverse=reverse, method=method
+        )
+        if near_one.wanted(v):
+            plain = b.reshape(totals, shape_of(b, om, 1, i))  # the Scan's totals are (o*m, i)
+            totals = near_one.totals(b, v, plain, size, blocks=blocks, slices=cut)
+        totals = b.reshape(totals, shape_of(b, o, m, i))
+        prefix = scan3(
+            b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, method=method
+        )
+        prefix = b.reshape(prefix, shape_of(b, om, 1, i))
+        y = b.reshape(b.op("Mul", inner, prefix), shape_of(b, o, padded, i))
     if isinstance(n, int):
         return y if padded == n else b.slice_axis(y, 1, 0, n)
     return b.op("Slice", y, b.const([0]), n, b.const([1]))
+
+
+def _from_wide_prefixes(
+    b: Builder,
+    blocks: ir.Value,
+    size: int,
+    dims: tuple[Dim, Dim, Dim],
+    v: View,
+    *,
+    exclusive: bool,
+    reverse: bool,
+    levels: list[int],
+    method: str,
+    wide: ir.DataType,
+) -> ir.Value:
+    """The scan of the (o * m, B, i) ``blocks`` (B = ``size``, m blocks per row of ``dims``)
+    in float32, the levels above in ``wide`` (:mod:`.wide`): the block totals taken from the
+    blocks in ``wide``, their exclusive scan (``levels``), then each block's own scan started
+    from its prefix (a chain's seed, or the Scan's initial state), so that its partial
+    products are x's own prefixes and no Mul by the prefixes follows."""
+    o, m, i = dims
+    om = times(b, o, m)
+    cut = chain.split(b, blocks, 1, size) if method == "chain" else None
+    totals = b.reshape(block_totals(b, blocks, wide, v.target, cut), shape_of(b, o, m, i))
+    prefix = scan3(
+        b,
+        totals,
+        dims,
+        wide_view(b, v, wide),
+        exclusive=True,
+        reverse=reverse,
+        levels=levels,
+        method=method,
+    )
+    prefix = b.cast(prefix, ir.DataType.FLOAT)  # wide only for a float32 computation
+    if cut is not None:
+        seed = b.reshape(prefix, shape_of(b, om, 1, i))
+        outs, _ = chain.chain(b, cut, v, exclusive=exclusive, reverse=reverse, seed=seed)
+        return outs[0] if size == 1 else b.op("Concat", *outs, axis=1)
+    front = b.op("Transpose", blocks, perm=[1, 0, 2])
+    init = b.reshape(prefix, shape_of(b, om, i))
+    inner, _ = scan_front(
+        b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2, init=init
+    )
+    return b.op("Transpose", inner, perm=[1, 0, 2])
 
 
 def lower_3d(b: Builder, x3: ir.Value, v: View, *, levels: list[int], method: str) -> ir.Value:

@@ -40,12 +40,16 @@ Accuracy: every output is its k factors multiplied through a tree of k - 1 multi
 wraparound; floats within the sequential kernel's k - 1 ulps (not bitwise its order);
 float16 / bfloat16 multiplied in float32 and rounded once. A float32 computation on a target
 that computes float64 takes the first level's block totals from x in float64 and scans them
-in float64 (:mod:`.wide`): y = c_b * Cast(P64, float32), whose error does not grow with n
-(float32 carries rounded factors near 1 one way: 2196 ulps against the native kernel's 542
-at n = 20000); on other targets the block totals come from :mod:`.near_one` (float32, every
-level). Cost: a Cast of x to float64 and a product per block (r Casts and r - 1 Muls
-of the slices, or on onnxruntime for r > 4 a ReduceProd: :func:`.wide.block_totals`),
-1.2-2.1x the float32 carries' time on onnxruntime (``scripts/bench_wide_carries.py``).
+in float64 (:mod:`.wide`), and each block's chain starts from its carry: y_b =
+Cast(P64, float32) * s_0 * ... * s_b (r Muls a block instead of c_b's r - 1 and the r Muls
+by the carry), whose error does not grow with n (float32 carries rounded factors near 1 one
+way: 2196 ulps against the native kernel's 542 at n = 20000) and whose partial products are
+x's own prefixes (no overflow inside a block where the sequential product has none); on
+other targets the block totals come from :mod:`.near_one` (float32, every level) and the
+blocks' products from 1 are multiplied by the carries as above. Cost: a Cast of x to float64
+and a product per block (r Casts and r - 1 Muls of the slices, or on onnxruntime for r > 4 a
+ReduceProd: :func:`.wide.block_totals`), 1.2-2.1x the float32 carries' time on onnxruntime
+(``scripts/bench_wide_carries.py``, with the products from 1; seeded, :mod:`.wide`).
 
 Cost: per level, a Split and a Concat at the chunk size i (the passes that cost most: a Split
 into r slices of an (o * m, r, i) view moves N / i runs of i elements), 2r - 1 Muls over
@@ -161,27 +165,10 @@ def _scan(
     om = times(b, o, m)
     view = b.reshape(t, shape_of(b, om, r, i))
     slices = _split_in_halves(b, view, r) if halves else chain.split(b, view, 1, r)
-    outs: list[ir.Value | None] = [None] * r
-    running: ir.Value | None = None
     order = list(range(r - 1, -1, -1) if reverse else range(r))
-    for k in order:
-        if exclusive:
-            outs[k] = running  # None for the first: the carry alone
-            if wide is not None and k == order[-1]:
-                break  # the totals come from x in the wide type
-        # the slice first: its last use, so onnxruntime may write the product in its place
-        running = slices[k] if running is None else b.op("Mul", slices[k], running)
-        if not exclusive:
-            outs[k] = running
-    assert running is not None
-    if wide is None:
-        if near_one.wanted(v):
-            running = near_one.totals(b, v, running, r, slices=slices)
-        totals = b.reshape(running, shape_of(b, o, m, i))
-        carry = _scan(
-            b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, seed=seed
-        )
-    else:
+    if wide is not None:
+        # the carries first, from float64 totals of x itself; each block's chain then starts
+        # from its carry, so its partial products are x's own prefixes (:mod:`.wide`)
         w = wide_view(b, v, wide)
         totals = b.reshape(block_totals(b, view, wide, v.target, slices), shape_of(b, o, m, i))
         wide_seed = None if seed is None else b.cast(seed, wide)
@@ -189,13 +176,50 @@ def _scan(
             b, totals, (o, m, i), w, exclusive=True, reverse=reverse, levels=rest, seed=wide_seed
         )
         carry = b.cast(carry, ir.DataType.FLOAT)  # wide only for a float32 computation
-    carry = b.reshape(carry, shape_of(b, om, 1, i))
-    pieces = [carry if c is None else b.op("Mul", c, carry) for c in outs]
+        pieces = _chain_from(b, slices, order, b.reshape(carry, shape_of(b, om, 1, i)), exclusive)
+    else:
+        outs: list[ir.Value | None] = [None] * r
+        running: ir.Value | None = None
+        for k in order:
+            if exclusive:
+                outs[k] = running  # None for the first: the carry alone
+            # the slice first: its last use, so onnxruntime may write the product in its place
+            running = slices[k] if running is None else b.op("Mul", slices[k], running)
+            if not exclusive:
+                outs[k] = running
+        assert running is not None
+        if near_one.wanted(v):
+            running = near_one.totals(b, v, running, r, slices=slices)
+        totals = b.reshape(running, shape_of(b, o, m, i))
+        carry = _scan(
+            b, totals, (o, m, i), v, exclusive=True, reverse=reverse, levels=rest, seed=seed
+        )
+        carry = b.reshape(carry, shape_of(b, om, 1, i))
+        pieces = [carry if c is None else b.op("Mul", c, carry) for c in outs]
     y = b.op("Concat", *pieces, axis=1)
     if blocks and padded == n:
         return y
     y = b.reshape(y, shape_of(b, o, padded, i))
     return y if padded == n else b.slice_axis(y, 1, 0, n)
+
+
+def _chain_from(
+    b: Builder, slices: list[ir.Value], order: list[int], carry: ir.Value, exclusive: bool
+) -> list[ir.Value]:
+    """The running products of ``slices`` taken in ``order``, started from ``carry``: the
+    block's outputs in the slices' order (exclusive: the carry first, the last slice unused)."""
+    outs: list[ir.Value] = []
+    running = carry
+    for k in order:
+        if exclusive:
+            outs.append(running)
+            if len(outs) == len(order):
+                break
+        # the slice first: its last use, so onnxruntime may write the product in its place
+        running = b.op("Mul", slices[k], running)
+        if not exclusive:
+            outs.append(running)
+    return [outs[order.index(k)] for k in range(len(order))]
 
 
 def _split_in_halves(b: Builder, view: ir.Value, r: int) -> list[ir.Value]:

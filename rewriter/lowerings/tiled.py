@@ -22,8 +22,10 @@ Accuracy: every output is its k factors multiplied through a tree of k - 1 multi
 (padding and exclusive ones multiply by 1 exactly): integers bit-exact with wraparound, floats
 within the sequential kernel's k - 1 ulps (not bitwise its order); float16 / bfloat16
 multiplied in float32, rounded once. float32 on a target that computes float64: the block
-totals taken from x in float64 and the levels above in float64 (:mod:`.wide`); elsewhere
-the offset totals (:mod:`.near_one`).
+totals taken from x in float64 and the levels above in float64 (:mod:`.wide`), and the Scan
+started from the prefixes instead of ones (no Mul after it; its partial products are x's own
+prefixes, so none leaves the range where the sequential product does not); elsewhere the
+offset totals (:mod:`.near_one`).
 
 Cost: passes over memory: Pad (when B does not divide n), Transpose, the Scan (a Mul and a
 copy per element), one Mul, Transpose back, Slice (with padding); B + about
@@ -38,7 +40,7 @@ import onnx_ir as ir
 from rewriter.lowerings import blocked, loop, near_one, radix, scan
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.scan import scan_front
-from rewriter.lowerings.view import View, shape_of, times
+from rewriter.lowerings.view import Dim, View, shape_of, times
 from rewriter.lowerings.wide import block_totals, carry_dtype, wide_view
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
@@ -82,29 +84,34 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     om = times(b, o, m)
     blocks = b.reshape(t, shape_of(b, om, size, i))
     front = b.op("Transpose", blocks, perm=[1, 0, 2])
-    inner, totals = scan_front(
-        b, front, v, exclusive=v.exclusive, reverse=v.reverse, slice_rank=2
-    )  # (B, o*m, i), (o*m, i)
-    wide, above = carry_dtype(v), v
-    if wide is not None:  # float64 totals and carries (:mod:`.wide`)
-        totals, above = block_totals(b, blocks, wide, v.target), wide_view(b, v, wide)
-    elif near_one.wanted(v):
-        plain = b.reshape(totals, shape_of(b, om, 1, i))
-        totals = near_one.totals(b, v, plain, size, blocks=blocks)
-    totals = b.reshape(totals, shape_of(b, o, m, i))
-    prefix = blocked.scan3(
-        b,
-        totals,
-        (o, m, i),
-        above,
-        exclusive=True,
-        reverse=v.reverse,
-        levels=radix.radix_levels(m, last_axis=i == 1),
-        method="chain",
-    )
-    if wide is not None:
-        prefix = b.cast(prefix, ir.DataType.FLOAT)
-    prefix = b.reshape(prefix, shape_of(b, 1, om, i))
-    y = b.op("Transpose", b.op("Mul", inner, prefix), perm=[1, 0, 2])  # (o*m, B, i)
+    levels = radix.radix_levels(m, last_axis=i == 1)
+    wide = carry_dtype(v)
+    if wide is not None:  # float64 totals and prefixes (:mod:`.wide`), the Scan seeded by them
+        totals = b.reshape(block_totals(b, blocks, wide, v.target), shape_of(b, o, m, i))
+        prefix = _prefixes(b, totals, (o, m, i), wide_view(b, v, wide), levels)
+        init = b.reshape(b.cast(prefix, ir.DataType.FLOAT), shape_of(b, om, i))
+        y, _ = scan_front(
+            b, front, v, exclusive=v.exclusive, reverse=v.reverse, slice_rank=2, init=init
+        )
+    else:
+        inner, totals = scan_front(
+            b, front, v, exclusive=v.exclusive, reverse=v.reverse, slice_rank=2
+        )  # (B, o*m, i), (o*m, i)
+        if near_one.wanted(v):
+            plain = b.reshape(totals, shape_of(b, om, 1, i))
+            totals = near_one.totals(b, v, plain, size, blocks=blocks)
+        totals = b.reshape(totals, shape_of(b, o, m, i))
+        prefix = b.reshape(_prefixes(b, totals, (o, m, i), v, levels), shape_of(b, 1, om, i))
+        y = b.op("Mul", inner, prefix)
+    y = b.op("Transpose", y, perm=[1, 0, 2])  # (o*m, B, i)
     y = b.reshape(y, shape_of(b, o, padded, i))
     return y if padded == n else b.slice_axis(y, 1, 0, n)
+
+
+def _prefixes(
+    b: Builder, totals: ir.Value, dims: tuple[Dim, int, Dim], v: View, levels: list[int]
+) -> ir.Value:
+    """The exclusive scan of the (o, m, i) block ``totals`` by ``radix``'s chains."""
+    return blocked.scan3(
+        b, totals, dims, v, exclusive=True, reverse=v.reverse, levels=levels, method="chain"
+    )

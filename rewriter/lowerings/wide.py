@@ -10,20 +10,36 @@ computes float64 (``Target.float64``; elsewhere :mod:`.near_one`)::
 
     t64 = the block totals taken from x in float64 (the block's r factors cast and multiplied)
     P64 = the exclusive scan of t64 along the blocks, in float64 (the upper levels)
-    y   = c32 * Cast(P64, float32)      c32: the block's float32 running products, as before
+    y_b = (...((Cast(P64, float32) * s_0) * s_1) ... ) * s_b      (exclusive: to s_{b-1})
+          each block's own running product started from its prefix, in float32: a chain
+          seeded by it (``carry``, ``radix``) or the Scan's initial state (``blocked``,
+          ``tiled``), in place of the block's products from 1 times the prefix after
 
 Accuracy: P64 carries a relative error of at most about (number of factors) * 2^-53, so its
-rounding to float32 adds 0.5 ulp; c32 has at most r - 1 roundings of the block's own factors,
-and the last Mul one more: at most about r + 1 ulps, whatever n (and never more than the
-k - 1 of the float32 tree: within the first block P is exactly 1). Measured on the cells above:
-3.3 ulps worst / 0.4 mean. The float64 products cannot overflow where the float32 prefixes
-stay in range (a block of float32 factors is the ratio of two prefixes: at most 2^277), so a
-partial product no longer overflows above the first level (``README``, Guarantees).
+rounding to float32 adds 0.5 ulp; then at most r multiplications in float32: at most about
+r + 1 ulps, whatever n (and never more than the k - 1 of the float32 tree: within the first
+block P is exactly 1). Measured on the cells above (products from 1, then the prefix: the
+same count of roundings): 3.3 ulps worst / 0.4 mean.
+
+Range: every partial product the float32 level forms is a prefix of x itself (the prefix
+before the block times the block's first factors), so none overflows or underflows where the
+sequential product does not; the float64 totals and upper levels cannot either (a block of
+float32 factors is the ratio of two prefixes: at most 2^277). Until 2026-12-05 each block's
+products started from 1, and factors of 2^+-70 whose prefixes stay within 2^+-70 overflowed
+inside a block (inf where the native kernel gives 1.2 * 10^21); ``tests/test_tree_accuracy.py``
+and ``tests/test_runtime_accuracy.py`` (tract, tinygrad) hold every such tree to the native
+kernel's bits there. Where a product really leaves the range, a block whose prefix is back in
+range gives the product where numpy stays inf or 0 (README, Guarantees).
 
 Cost: a Cast of x to float64 and a product over each block (a ReduceProd, or r Casts and
 r - 1 Muls of the slices: :func:`block_totals`); the upper levels on 1 / r of the data in
 float64. On onnxruntime 1.32 the trees took 1.2-2.1x the float32 carries' time
-(``scripts/bench_wide_carries.py``), on tract 1.3-3.3x (carry / radix, float32, 2^20 elements).
+(``scripts/bench_wide_carries.py``), on tract 1.3-3.3x (carry / radix, float32, 2^20 elements),
+with the products from 1; seeded, a block takes r Muls where it took 2r - 1 (``carry``) and
+no broadcast Mul by the prefixes follows (``blocked``, ``radix``, ``tiled``): on onnxruntime
+``auto``'s changed grid cells took 0.85-1.09x the time of the products from 1 (median 0.94x),
+``radix`` 0.58-0.97x, ``blocked`` 0.51-1.01x, ``tiled`` 0.87-0.97x
+(``scripts/bench_against_commit.py``; docs/performance.md, twenty-eighth round).
 """
 
 from __future__ import annotations
