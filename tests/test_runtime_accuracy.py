@@ -66,12 +66,14 @@ def test_factors_near_one_on_the_runtime(case: tuple[object, ...], tmp_path: Pat
     assert mine.mean() <= 1.25 * theirs.mean(), (mine.mean(), theirs.mean())
 
 
-# (runtime, strategy, shape, axis) on targets that compute float64
+# (runtime, strategy, shape, axis) on targets that compute float64 (IREE's auto is doubling,
+# whose offset totals start each block from 1: not here)
 _SWING_CASES = [
     ("tract", "carry", (3, 4096), 1),
     ("tract", "radix", (4096, 3), 0),
     ("tract", "auto", (4096, 3), 0),
     ("tinygrad", "carry", (3, 1024), 1),
+    ("iree", "carry", (4096, 3), 0),
 ]
 
 
