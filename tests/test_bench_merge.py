@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
@@ -591,3 +592,34 @@ def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: i
     assert bench.route_floors(row, "last")["blocked"] == pytest.approx(4800.0)
     assert (before["pieces"], after["pieces"]) == (pytest.approx(300.0), pytest.approx(450.0))
     assert (after["chain"], after["scan"]) == (before["chain"], before["scan"])
+
+
+def test_bench_against_commit_checks_a_new_graph_and_lists_its_cells(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """scripts/bench_against_commit.py: a new graph's result must agree with the old one's
+    (integers equal; floats the same non-finite elements, the rest within 2^-16 relative)
+    before it is timed; exclusive + reverse cells only on the last axis."""
+    monkeypatch.syspath_prepend(str(_PATH.parent))
+    spec = importlib.util.spec_from_file_location(
+        "against_under_test", _PATH.parent / "bench_against_commit.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    old = np.array([1.0, 3.0, np.inf, np.nan], dtype=np.float32)
+    assert module.agrees(old.copy(), old)
+    assert module.agrees(old * np.float32(1 + 2.0**-20), old)
+    assert not module.agrees(old * np.float32(1 + 2.0**-12), old)  # a wrong product
+    assert not module.agrees(np.array([1.0, 3.0, 5.0, np.nan], np.float32), old)  # inf lost
+    assert not module.agrees(np.array([1, 2], np.int64), np.array([1, 3], np.int64))
+    args = module.argparse.Namespace(
+        dtypes="float32,int64", totals="1", lengths="64", positions="first,last"
+    )
+    labels = [cell[0] for cell in module.cells(args)]
+    assert labels == [
+        "float32 1M 64 first ex0rev0",
+        "float32 1M 64 last ex0rev0",
+        "float32 1M 64 last ex1rev1",
+        "int64 1M 64 first ex0rev0",
+        "int64 1M 64 last ex0rev0",
+        "int64 1M 64 last ex1rev1",
+    ]

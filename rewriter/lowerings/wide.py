@@ -36,10 +36,12 @@ r - 1 Muls of the slices: :func:`block_totals`); the upper levels on 1 / r of th
 float64. On onnxruntime 1.32 the trees took 1.2-2.1x the float32 carries' time
 (``scripts/bench_wide_carries.py``), on tract 1.3-3.3x (carry / radix, float32, 2^20 elements),
 with the products from 1; seeded, a block takes r Muls where it took 2r - 1 (``carry``) and
-no broadcast Mul by the prefixes follows (``blocked``, ``radix``, ``tiled``): on onnxruntime
-``auto``'s changed grid cells took 0.85-1.09x the time of the products from 1 (median 0.94x),
-``radix`` 0.58-0.97x, ``blocked`` 0.51-1.01x, ``tiled`` 0.87-0.97x
-(``scripts/bench_against_commit.py``; docs/performance.md, twenty-eighth round).
+no broadcast Mul by the prefixes follows (``blocked``, ``radix``, ``tiled``). On onnxruntime,
+float32 grid cells (``scripts/bench_against_commit.py``, medians): ``auto``'s 21 changed
+cells 0.84-0.99x the time of the products from 1 (median 0.95x), ``carry`` 0.94x, ``radix``
+0.77x, ``blocked`` 0.86x, ``tiled`` 0.92x; on tract ``radix`` / ``blocked`` faster, ``carry``
+unchanged, ``tiled``'s last axis 1.2-1.6x slower; on tinygrad ``carry``'s last axis
+1.1-1.3x slower, its first and middle unchanged (docs/performance.md, twenty-eighth round).
 """
 
 from __future__ import annotations
