@@ -768,8 +768,11 @@ def _level_model(
     tensors read, one written), the products put back, then (``carries``) each product
     multiplied by a carry (a graph input ``carry`` of one slice's shape, as the route
     multiplies each of its slices by the block carries) before they are put back, and the
-    Reshape to x's shape into the output. The route's reads, writes and launches, run
-    together, so that their memory traffic meets in the caches as the route's does.
+    Reshape to x's shape into the output; with ``wide`` too, the seeded form the float32
+    trees take since the twenty-eighth round: the carry multiplies the first slice only (the
+    route starts each block's chain from it), r Muls instead of 2r - 1. The route's reads,
+    writes and launches, run together, so that their memory traffic meets in the caches as
+    the route's does.
     ``exclusive``: the last slice is not multiplied (an exclusive scan's n outputs are the
     ones and the first n - 1 products). ``halves``: the slices cut in two steps, the view's
     two halves first, as ``carry``'s ``halves`` (``cached``'s 4-byte tiles of 2 MiB or more
@@ -797,7 +800,18 @@ def _level_model(
     multiplied = range(1, parts - 1 if exclusive else parts)
     nodes += [helper.make_node("Mul", [names[k - 1], names[k]], [f"p{k}"]) for k in multiplied]
     products = [f"p{k}" if k in multiplied else names[k] for k in range(parts)]
-    if carries:
+    if carries and wide:  # seeded (twenty-eighth round): the carry starts each block's chain
+        if exclusive:  # the carry, then the carry times the first slice, then the products
+            seeded = ["carry", "q1", *products[1 : parts - 1]]
+            nodes.append(helper.make_node("Mul", [names[0], "carry"], ["q1"]))
+        else:
+            seeded = ["q0", *products[1:]]
+            nodes.append(helper.make_node("Mul", [names[0], "carry"], ["q0"]))
+        nodes += [
+            helper.make_node("Concat", seeded, ["c"], axis=1),
+            helper.make_node("Reshape", ["c", "shape"], ["y"]),
+        ]
+    elif carries:
         nodes += [helper.make_node("Mul", [p, "carry"], [f"q{k}"]) for k, p in enumerate(products)]
         nodes += [
             helper.make_node("Concat", [f"q{k}" for k in range(parts)], ["c"], axis=1),

@@ -165,6 +165,32 @@ def test_the_level_models_read_two_tensors_per_mul(bench) -> None:  # type: igno
     assert len([n for n in narrow.graph.node if n.op_type == "Mul" and "carry" in n.input]) == 4
 
 
+def test_the_float32_level_models_are_seeded_by_the_carry(bench) -> None:  # type: ignore[no-untyped-def]
+    """float32 (float64 totals): the carry multiplies each block's first slice only, as the
+    seeded route starts each block's chain from its carry (r Muls, not 2r - 1); the model
+    runs and keeps x's shape. int64 keeps a carry per slice."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    shape = (4, 64, 5)  # r = 16
+    models = bench.floor_models(onnx.TensorProto.FLOAT, shape, 1)
+    wide = [k for k in models if k.startswith("blocked whole (wide")]
+    assert wide
+    for name in wide:
+        muls = [n for n in models[name].graph.node if n.op_type == "Mul"]
+        carried = [n for n in muls if "carry" in n.input]
+        assert len(carried) == 1 and carried[0].input[0] == "s0", name
+        assert len([n for n in muls if n.output[0].startswith(("p", "q"))]) == 16, name
+        session = ort.InferenceSession(
+            models[name].SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        x = np.ones(shape, np.float32)
+        assert session.run(None, bench.floor_feeds(models[name], x))[0].shape == shape
+    int64 = bench.floor_models(onnx.TensorProto.INT64, shape, 1)["blocked whole"]
+    assert len([n for n in int64.graph.node if n.op_type == "Mul" and "carry" in n.input]) == 16
+
+
 def test_the_blocked_route_adds_its_totals_scan_and_scan_its_way_back(bench) -> None:  # type: ignore[no-untyped-def]
     """``blocked level 2`` and ``blocked levels 3+`` (the block totals' scan) are added to
     the blocked route's level, and the scan route pays ``transpose back`` for its second
