@@ -60,7 +60,7 @@ MAX_LENGTH = 16  # the bound passed for symbolic dims (no runtime here has a Loo
 # -- float bounds, in ulps of the element type, for an element that is the product of k inputs --
 # Every lowering except the log/exp ones multiplies the k factors with k - 1 roundings, in the
 # element type or a wider one (float16 / bfloat16: in float32, then rounded once).
-MULTIPLY_ULPS = lambda k: (k - 1) + 1.0  # noqa: E731 - float32 / float64 data
+MULTIPLY_ULPS = lambda k: np.maximum(k - 1, 0)  # noqa: E731 - float32 / float64: the contract
 # float16 / bfloat16: a float32 product rounded once, bounds.ulp_bound (the README's bound)
 # logsum: Exp(CumSum(Log|x|)) with the sign from a count of negatives, in float64
 LOGSUM_F64_ULPS = lambda k: 1490.0 * k + 2.0  # noqa: E731 - float64 data
