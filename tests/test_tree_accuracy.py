@@ -241,6 +241,8 @@ SWING_VIEWS = {
         ("tiled", "onnxruntime"),
         ("carry", "tract"),  # other targets that compute float64: the totals by the slices
         ("radix", "tinygrad"),
+        ("carry", "run-time"),  # the axis's length known at run time: padded to max_length
+        ("dynamic", "run-time"),  # blocked.scan3 with a run-time length
         pytest.param(
             "doubling",
             "onnxruntime",
@@ -265,10 +267,17 @@ def test_prefixes_swinging_within_range_as_native(
     x = swinging(shape, axis)
     if attrs[1]:
         x = np.ascontiguousarray(np.flip(x, axis))  # the same walk in scan order
-    model = cumprod_model(
-        TensorProto.FLOAT, list(shape), axis, exclusive=attrs[0], reverse=attrs[1]
+    dims: list[int | str] = list(shape)
+    run_time = target == "run-time"  # on onnxruntime, the axis's length a graph dim
+    if run_time:
+        dims[axis] = "N"
+    model = cumprod_model(TensorProto.FLOAT, dims, axis, exclusive=attrs[0], reverse=attrs[1])
+    lowered = rewriter.decompose_cumprod(
+        model,
+        strategy=strategy,
+        target="onnxruntime" if run_time else target,
+        max_length=8192 if run_time else None,
     )
-    lowered = rewriter.decompose_cumprod(model, strategy=strategy, target=target)
     ops = {n.op_type for n in lowered.graph.node}
     assert "CumProd" not in ops
     native = run_ort(model, {"x": x})[0]
