@@ -30,15 +30,8 @@ from pathlib import Path
 import bench  # scripts/bench.py, beside this script
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
 
 TOP = Path(__file__).resolve().parent.parent
-TYPES = {
-    "float32": TensorProto.FLOAT,
-    "float64": TensorProto.DOUBLE,
-    "int32": TensorProto.INT32,
-    "int64": TensorProto.INT64,
-}
 
 
 def cells(args: argparse.Namespace) -> list[tuple[str, str, tuple[int, ...], int, int, int]]:
@@ -53,19 +46,6 @@ def cells(args: argparse.Namespace) -> list[tuple[str, str, tuple[int, ...], int
                         label = f"{dtype} {total >> 20}M {n} {pos} ex{ex}rev{rev}"
                         out.append((label, dtype, shape, axis, ex, rev))
     return out
-
-
-def cumprod(dtype: str, shape: tuple[int, ...], axis: int, ex: int, rev: int) -> onnx.ModelProto:
-    elem = TYPES[dtype]
-    node = helper.make_node("CumProd", ["x", "axis"], ["y"], exclusive=ex, reverse=rev)
-    graph = helper.make_graph(
-        [node],
-        "cumprod",
-        [helper.make_tensor_value_info("x", elem, list(shape))],
-        [helper.make_tensor_value_info("y", elem, list(shape))],
-        [helper.make_tensor("axis", TensorProto.INT64, [], [axis])],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
 
 
 _BUILD = """
@@ -138,7 +118,7 @@ def main() -> None:
         for strategy in args.strategies.split(","):
             for label, dtype, shape, axis, ex, rev in cells(args):
                 model_path = Path(tmp, "model.onnx")
-                native = cumprod(dtype, shape, axis, ex, rev)
+                native = bench.model_for(bench.DTYPES[dtype], shape, axis, ex, rev)
                 onnx.save(native, model_path)
                 old = build(old_code, model_path, strategy, Path(tmp, "old.onnx"))
                 new = build(TOP, model_path, strategy, Path(tmp, "new.onnx"))
