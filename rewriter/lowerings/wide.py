@@ -27,7 +27,7 @@ sequential product does not; the float64 totals and upper levels cannot either (
 float32 factors is the ratio of two prefixes: at most 2^277). Until 2026-12-05 each block's
 products started from 1, and factors of 2^+-70 whose prefixes stay within 2^+-70 overflowed
 inside a block (inf where the native kernel gives 1.2 * 10^21); ``tests/test_tree_accuracy.py``
-and ``tests/test_runtime_accuracy.py`` (tract, tinygrad) hold every such tree to the native
+and ``tests/test_runtime_accuracy.py`` (tract, tinygrad, IREE) hold every such tree to the native
 kernel's bits there. Where a product really leaves the range, a block whose prefix is back in
 range gives the product where numpy stays inf or 0 (README, Guarantees).
 
