@@ -55,10 +55,9 @@ Cost: per level, a Split and a Concat at the chunk size i (the passes that cost 
 into r slices of an (o * m, r, i) view moves N / i runs of i elements), 2r - 1 Muls over
 one slice each (about two passes; r where the carries are float64, :mod:`.wide`), a Pad
 when r does not divide the length; the levels after the first work on 1/r, 1/r^2, ... of
-the data. About 3r + 6 nodes per level (125-150
-at n = 65536). No control flow. A length known only at run time is padded to the bound
-``max_length`` when there is one (like ``radix``), else lowered as ``dynamic`` (which needs
-If and Scan).
+the data. About 3r + 6 nodes per level (125-150 at n = 65536). No control flow. A length
+known only at run time is padded to the bound ``max_length`` when there is one (like
+``radix``), else lowered as ``dynamic`` (which needs If and Scan).
 """
 
 from __future__ import annotations

@@ -29,8 +29,9 @@ offset totals (:mod:`.near_one`).
 
 Cost: passes over memory: Pad (when B does not divide n), Transpose, the Scan (a Mul and a
 copy per element), one Mul (none where the prefixes are float64: they start the Scan),
-Transpose back, Slice (with padding); B + about 13 log_8(m) kernel launches. Needs Scan and a static length n (outer and inner may be known
-only at run time); runs n <= B as the plain ``scan``.
+Transpose back, Slice (with padding); B + about 13 log_8(m) kernel launches. Needs Scan and
+a static length n (outer and inner may be known only at run time); runs n <= B as the plain
+``scan``.
 """
 
 from __future__ import annotations
