@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto
 
@@ -191,3 +191,75 @@ def test_sequential_lowerings_are_bitwise_ort_native(strategy: str, case: dict) 
         np.testing.assert_array_equal(np.isnan(lowered), nan)
         native, lowered = native[~nan], lowered[~nan]
     assert native.tobytes() == lowered.tobytes()
+
+
+SWING_TARGETS = sorted(name for name, target in TARGETS.items() if target.float64)
+TREES = ["auto", "carry", "cached", "radix", "blocked", "tiled", "dynamic", "scan"]
+
+
+@st.composite
+def swing_cases(draw: st.DrawFn) -> dict:
+    """float32 cases of lengths 17-3000 (the branch points among them: shorter axes are one
+    chain), a tree strategy and a target that computes float64."""
+    case = draw(cases(long=False))
+    n = draw(st.one_of(st.sampled_from(BRANCH_LENGTHS[6:-1]), st.integers(17, 3000)))
+    rank, axis = len(case["shape"]), case["axis"]
+    shape = list(case["shape"])
+    room = max(1, 4096 // max(n, 1))
+    shape = [min(d, room, 3) for d in shape]
+    shape[axis % rank] = n
+    return case | {
+        "shape": tuple(shape),
+        "elem_type": TensorProto.FLOAT,
+        "strategy": draw(st.sampled_from(TREES)),
+        "target": draw(st.sampled_from(SWING_TARGETS)),
+        "limit": draw(st.sampled_from([60, 100, 120])),
+    }
+
+
+def _swing_walk(shape: tuple[int, ...], axis: int, reverse: int, limit: int, seed: int):  # type: ignore[no-untyped-def]
+    """float32 powers of two whose running product, in scan order, stays within 2^+-limit
+    while single factors reach 2^+-limit: a product of a few of them (a block's own, from 1)
+    can reach 2^+-2 limit, past float32's range."""
+    rng = np.random.default_rng(seed)
+    steps = np.moveaxis(np.zeros(shape, np.int64), axis, -1)
+    running = np.zeros(steps.shape[:-1], np.int64)
+    for k in range(steps.shape[-1]):
+        low, high = np.maximum(-limit - running, -limit), np.minimum(limit - running, limit)
+        step = rng.integers(low, high + 1)
+        steps[..., k], running = step, running + step
+    steps = np.moveaxis(steps, -1, axis)
+    if reverse:
+        steps = np.flip(steps, axis)
+    return np.ldexp(np.float32(1), steps).astype(np.float32)
+
+
+@_settings(60)
+@given(case=swing_cases())
+def test_swinging_prefixes_as_native(case: dict) -> None:
+    """Where the running product stays in range but a block's own products would not, every
+    float32 tree on a target that computes float64 gives the native kernel's bits (powers of
+    two multiply exactly): each block starts from its float64 prefix (``lowerings/wide.py``)."""
+    result = rewrite_case(case)
+    if result is None:
+        event("refused")
+        return
+    rewrite, proto = result
+    (plan,) = rewrite.plans
+    if plan.lowering.name == "doubling":  # IREE's auto on a last axis: blocks from 1 (README)
+        event("doubling")
+        return
+    event("run")
+    shape, axis = case["shape"], case["axis"]
+    x = _swing_walk(shape, axis % len(shape), case["reverse"], case["limit"], case["seed"])
+    feeds = {"x": x}
+    if case["axis_form"] == "input":
+        axis_dtype = np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32
+        feeds["axis"] = np.array(axis, dtype=axis_dtype)
+    model = cumprod_model(
+        TensorProto.FLOAT, list(shape), axis, exclusive=case["exclusive"], reverse=case["reverse"]
+    )
+    (native,) = run_ort(model, {"x": x})
+    (actual,) = run_ort(proto, feeds)
+    assert np.isfinite(native).all()
+    np.testing.assert_array_equal(actual, native, err_msg=str(case))
