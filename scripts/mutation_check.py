@@ -207,16 +207,10 @@ MUTANTS = [
         "reverse=v.reverse, slice_rank=2\n",
     ),
     Mutant(
-        "carry._chain_from: the block's slices chained from its other end",
+        "carry: the float64 carries do not start the blocks' chains",
         "rewriter/lowerings/carry.py",
-        "    running = carry\n    for k in order:\n",
-        "    running = carry\n    for k in order[::-1]:\n",
-    ),
-    Mutant(
-        "carry._chain_from: the block's outputs left in scan order (wrong in reverse)",
-        "rewriter/lowerings/carry.py",
-        "    return [outs[order.index(k)] for k in range(len(order))]\n",
-        "    return outs\n",
+        "reverse=reverse, seed=carry, slice_first=True\n",
+        "reverse=reverse, slice_first=True\n",
     ),
     Mutant(
         "View.pad_ones_after (carry, radix): padded with zeros, not ones (wrong only in reverse)",

@@ -165,7 +165,6 @@ def _scan(
     om = times(b, o, m)
     view = b.reshape(t, shape_of(b, om, r, i))
     slices = _split_in_halves(b, view, r) if halves else chain.split(b, view, 1, r)
-    order = list(range(r - 1, -1, -1) if reverse else range(r))
     if wide is not None:
         # the carries first, from float64 totals of x itself; each block's chain then starts
         # from its carry, so its partial products are x's own prefixes (:mod:`.wide`)
@@ -176,11 +175,14 @@ def _scan(
             b, totals, (o, m, i), w, exclusive=True, reverse=reverse, levels=rest, seed=wide_seed
         )
         carry = b.cast(carry, ir.DataType.FLOAT)  # wide only for a float32 computation
-        pieces = _chain_from(b, slices, order, b.reshape(carry, shape_of(b, om, 1, i)), exclusive)
+        carry = b.reshape(carry, shape_of(b, om, 1, i))
+        pieces, _ = chain.chain(
+            b, slices, v, exclusive=exclusive, reverse=reverse, seed=carry, slice_first=True
+        )
     else:
         outs: list[ir.Value | None] = [None] * r
         running: ir.Value | None = None
-        for k in order:
+        for k in range(r - 1, -1, -1) if reverse else range(r):
             if exclusive:
                 outs[k] = running  # None for the first: the carry alone
             # the slice first: its last use, so onnxruntime may write the product in its place
@@ -201,25 +203,6 @@ def _scan(
         return y
     y = b.reshape(y, shape_of(b, o, padded, i))
     return y if padded == n else b.slice_axis(y, 1, 0, n)
-
-
-def _chain_from(
-    b: Builder, slices: list[ir.Value], order: list[int], carry: ir.Value, exclusive: bool
-) -> list[ir.Value]:
-    """The running products of ``slices`` taken in ``order``, started from ``carry``: the
-    block's outputs in the slices' order (exclusive: the carry first, the last slice unused)."""
-    outs: list[ir.Value] = []
-    running = carry
-    for k in order:
-        if exclusive:
-            outs.append(running)
-            if len(outs) == len(order):
-                break
-        # the slice first: its last use, so onnxruntime may write the product in its place
-        running = b.op("Mul", slices[k], running)
-        if not exclusive:
-            outs.append(running)
-    return [outs[order.index(k)] for k in range(len(order))]
 
 
 def _split_in_halves(b: Builder, view: ir.Value, r: int) -> list[ir.Value]:

@@ -67,10 +67,13 @@ def chain(
     reverse: bool,
     seed: ir.Value | None = None,
     want_total: bool = False,
+    slice_first: bool = False,
 ) -> tuple[list[ir.Value], ir.Value | None]:
     """The running products of ``slices`` (in order, or from the end when ``reverse``), each
     started from ``seed`` when given: (the n outputs in the slices' order, and with
-    ``want_total`` the product of the seed and all slices)."""
+    ``want_total`` the product of the seed and all slices). ``slice_first``: each Mul takes
+    the slice as its first input (its last use, so onnxruntime may write the product in its
+    place; ``carry``'s seeded blocks); the same products."""
     n = len(slices)
     order = list(range(n - 1, -1, -1) if reverse else range(n))
     outputs: list[ir.Value | None] = [None] * n
@@ -81,11 +84,17 @@ def chain(
                 running = v.ones(b, slices[idx])
             outputs[idx] = running
             if step < n - 1 or want_total:
-                running = b.op("Mul", running, slices[idx])
+                running = _times(b, running, slices[idx], slice_first)
         else:
-            running = slices[idx] if running is None else b.op("Mul", running, slices[idx])
+            running = (
+                slices[idx] if running is None else _times(b, running, slices[idx], slice_first)
+            )
             outputs[idx] = running
     return [o for o in outputs if o is not None], running if want_total else None
+
+
+def _times(b: Builder, running: ir.Value, piece: ir.Value, slice_first: bool) -> ir.Value:
+    return b.op("Mul", piece, running) if slice_first else b.op("Mul", running, piece)
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
