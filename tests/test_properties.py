@@ -132,6 +132,16 @@ def test_every_refusal_is_documented(target: str) -> None:
         rewrite_case(case | {"strategy": strategy, "target": target})
 
 
+def case_feeds(case: dict, x: np.ndarray) -> dict[str, np.ndarray]:
+    """The rewritten model's inputs: x (as the test model takes it) and, where the case's axis
+    is a graph input, the axis in its type."""
+    feeds = {"x": feed(case["elem_type"], x)}
+    if case["axis_form"] == "input":
+        axis_dtype = np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32
+        feeds["axis"] = np.array(case["axis"], dtype=axis_dtype)
+    return feeds
+
+
 def run_case(case: dict) -> None:
     result = rewrite_case(case)
     if result is None:
@@ -143,11 +153,7 @@ def run_case(case: dict) -> None:
 
     rng = np.random.default_rng(case["seed"])
     x = sprinkle_specials(elem_type, random_data(elem_type, shape, rng), rng, case["special_rate"])
-    feeds = {"x": feed(elem_type, x)}
-    if case["axis_form"] == "input":
-        axis_dtype = np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32
-        feeds["axis"] = np.array(axis, dtype=axis_dtype)
-    (actual,) = run_ort(proto, feeds)
+    (actual,) = run_ort(proto, case_feeds(case, x))
     problem = check_result(
         elem_type, plan.lowering.name, actual, x, axis, exclusive=ex, reverse=rev
     )
@@ -252,14 +258,10 @@ def test_swinging_prefixes_as_native(case: dict) -> None:
     event("run")
     shape, axis = case["shape"], case["axis"]
     x = _swing_walk(shape, axis % len(shape), case["reverse"], case["limit"], case["seed"])
-    feeds = {"x": x}
-    if case["axis_form"] == "input":
-        axis_dtype = np.int64 if case["axis_type"] == TensorProto.INT64 else np.int32
-        feeds["axis"] = np.array(axis, dtype=axis_dtype)
     model = cumprod_model(
         TensorProto.FLOAT, list(shape), axis, exclusive=case["exclusive"], reverse=case["reverse"]
     )
     (native,) = run_ort(model, {"x": x})
-    (actual,) = run_ort(proto, feeds)
+    (actual,) = run_ort(proto, case_feeds(case, x))
     assert np.isfinite(native).all()
     np.testing.assert_array_equal(actual, native, err_msg=str(case))
