@@ -800,21 +800,18 @@ def _level_model(
     multiplied = range(1, parts - 1 if exclusive else parts)
     nodes += [helper.make_node("Mul", [names[k - 1], names[k]], [f"p{k}"]) for k in multiplied]
     products = [f"p{k}" if k in multiplied else names[k] for k in range(parts)]
-    if carries and wide:  # seeded (twenty-eighth round): the carry starts each block's chain
-        if exclusive:  # the carry, then the carry times the first slice, then the products
-            seeded = ["carry", "q1", *products[1 : parts - 1]]
+    if carries:
+        if wide and exclusive:  # seeded (twenty-eighth round): the carry, then it times s0
+            carried = ["carry", "q1", *products[1 : parts - 1]]
             nodes.append(helper.make_node("Mul", [names[0], "carry"], ["q1"]))
-        else:
-            seeded = ["q0", *products[1:]]
+        elif wide:  # seeded: the carry times the first slice only
+            carried = ["q0", *products[1:]]
             nodes.append(helper.make_node("Mul", [names[0], "carry"], ["q0"]))
+        else:
+            carried = [f"q{k}" for k in range(parts)]
+            nodes += [helper.make_node("Mul", [p, "carry"], [q]) for p, q in zip(products, carried)]
         nodes += [
-            helper.make_node("Concat", seeded, ["c"], axis=1),
-            helper.make_node("Reshape", ["c", "shape"], ["y"]),
-        ]
-    elif carries:
-        nodes += [helper.make_node("Mul", [p, "carry"], [f"q{k}"]) for k, p in enumerate(products)]
-        nodes += [
-            helper.make_node("Concat", [f"q{k}" for k in range(parts)], ["c"], axis=1),
+            helper.make_node("Concat", carried, ["c"], axis=1),
             helper.make_node("Reshape", ["c", "shape"], ["y"]),
         ]
     else:
