@@ -145,7 +145,8 @@ class Target:
             else by a Concat of a ones slab (IREE 3.13 does not compile the Pad of an 8-byte
             tensor with a dim known only at run time in some graphs: "'stream.yield' op used
             resource not listed in explicit captures", seen for an exclusive scan over a
-            run-time axis; 4-byte types compile).
+            run-time axis, and for 8-byte ``doubling`` over static dims; 4-byte types
+            compile).
         local_functions: Whether the runtime loads model-local functions: else every call
             is inlined before the rewrite (:mod:`rewriter.inline`; OpenVINO 2026.4, tract
             0.23, IREE 3.13, tinygrad and onnx2tf fail on any call to one).

@@ -208,7 +208,8 @@ chain / radix's 2.2-7.9x; from n = 128 in blocks of 32, ``doubling.BLOCKED_FROM`
 from 65: 0.69-0.93x float32's and 2.7-4.3x int32's CumSum at n = 128-8192; float32 with the
 offset totals, :mod:`.near_one`, 1.15-1.51x at 128-4096 against chain's 1.9-2.4x and carry's
 3.5-4.6x, ``...-2026-12-04-near-one-2``; IREE compiled it
-for 8-byte types neither blocked nor plain on 2026-12-01; on 2026-12-05 it did, float64
+for 8-byte types neither blocked nor plain with Pad shifts; with the Concat shifts
+(``Target.pad_shifts``) it did on 2026-12-05, float64
 0.90-0.96x radix's time at n = 512 / 4096 and int64 2.2-2.3x, ``...-2026-12-05-round29``,
 the rule kept); 8-byte: ``chain`` up to n = 64 (3.1-5.4x against
 radix's 3.6-6.7x), then radix; a single row only up to n = 32 (IREE refuses to load the chain's one

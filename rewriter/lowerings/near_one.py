@@ -10,8 +10,8 @@ sequential product's 191 / 37 (numpy prototype). The carries themselves are not 
 the same trees with exact totals rounded once to float32 and float32 carries gave 13 / 2.5.
 Where the target computes float64, :mod:`.wide` takes the totals in float64. This module
 serves the targets that cannot (OpenVINO, TFLite and ``portable`` compute float64 in
-float32) and ``doubling`` (IREE 3.13 compiled no 8-byte doubling on 2026-12-01, though it
-did on 2026-12-05): the blocked form's totals, and
+float32) and ``doubling`` (IREE 3.13 compiled no 8-byte doubling with Pad shifts; with the
+Concat shifts of ``Target.pad_shifts`` it did on 2026-12-05): the blocked form's totals, and
 in the plain form (lengths known at run time) the windows of its first steps
 (:func:`windows`).
 
