@@ -35,12 +35,10 @@ from rewriter.errors import (
     CumProdError,
     InputModelError,
     InvalidCumProdError,
-    StrategyError,
     pass_error_cause,
 )
 from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.inline import function_passes
-from rewriter.lowerings.view import takes_flat_view
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
 from rewriter.protos import model_tensors, proto_graphs
 from rewriter.site import CumProdSite, inspect_cumprod
@@ -89,8 +87,10 @@ def plan_cumprods(
     target: Target | None = None,
     *,
     max_length: int | None = None,
+    build_opset: int | None = None,
 ) -> list[Planned]:
-    """Validate every CumProd in ``model`` and choose its lowering; changes nothing.
+    """Validate every CumProd in ``model`` and choose its lowering, to be built at ai.onnx
+    ``build_opset`` (each node's own when None); changes nothing.
 
     Function bodies are read as they are: run :class:`SpecializeFunctionsPass` first for
     attributes given by reference (an unresolved reference is reported as an error).
@@ -119,7 +119,8 @@ def plan_cumprods(
             site = dataclasses.replace(
                 site, spec=dataclasses.replace(site.spec, max_length=max_length)
             )
-        plans.append(Planned(site, lowerings.choose(site, strategy, runtime)))
+        opset = build_opset or site.opset
+        plans.append(Planned(site, lowerings.choose(site, strategy, runtime, opset)))
     return plans
 
 
@@ -187,40 +188,6 @@ def _drop_if_dead(axis: ir.Value) -> None:
         axis.graph.initializers.pop(axis.name)
 
 
-def _target_refusal(plan: Planned, opset: int, target: Target) -> str | None:
-    """Why ``plan`` built at ``opset`` would not run right on ``target`` (None: it would):
-    what only the build opset decides, beside :func:`rewriter.lowerings.choose`."""
-    spec, name = plan.site.spec, plan.lowering.name
-    if (
-        name == "loop"
-        and spec.exclusive
-        and spec.length is None
-        and opset < target.loop_exclusive_min_opset
-    ):
-        return (
-            f"strategy 'loop' gives wrong values on {target.name} for an exclusive scan over "
-            f"a length known only at run time below opset {target.loop_exclusive_min_opset} "
-            f"(target opset {opset}): use another strategy or a higher --target-opset"
-        )
-    needs_view = spec.length != 1 and not spec.empty  # (length 1: x or ones, no view)
-    if opset < 14 and not spec.static_dims and needs_view and "If" in target.missing_ops:
-        return (
-            "below opset 14 a Reshape reads a 0 as 'copy this dim', so x, whose dims are not "
-            f"all known, is lowered inside an If (empty or not), and that needs "
-            f"{target.lacking(['If'])}: "
-            f"use --target-opset 14 or later (target opset {opset})"
-        )
-    flat = takes_flat_view(spec, target, name, opset)
-    if not target.symbolic_rank3 and not spec.static_dims and not flat:
-        return (
-            f"{target.name}'s converter re-lays out rank-3 tensors with symbolic dims: with a "
-            "dim not known statically only 'doubling' (and 'chain' over a static length, from "
-            f"opset 18 or with the dims after the axis static) take its 2-D view, not '{name}' "
-            f"(target opset {opset})"
-        )
-    return None
-
-
 class LowerCumProdPass(ir.passes.InPlacePass):
     """Replace every ai.onnx CumProd with an equivalent subgraph of older ops (in place).
 
@@ -267,20 +234,14 @@ class LowerCumProdPass(ir.passes.InPlacePass):
             return ir.passes.PassResult(model, modified=False)
         types = infer_types(model)
         self.types.take_from(types)
-        plans = plan_cumprods(model, self.strategy, types, self.target, max_length=self.max_length)
-        for plan in plans:
-            site = plan.site
-            opset = self.build_opset or site.opset
-            reason = _target_refusal(plan, opset, self.target)
-            if reason is not None:
-                raise StrategyError(site.name, site.location, reason)
-            if site.spec.dtype is None and opset < 15:
-                raise StrategyError(
-                    site.name,
-                    site.location,
-                    "the element type of x is not known, and a type-generic lowering "
-                    "needs CastLike (opset 15)",
-                )
+        plans = plan_cumprods(
+            model,
+            self.strategy,
+            types,
+            self.target,
+            max_length=self.max_length,
+            build_opset=self.build_opset,
+        )
         drop_unconfirmed_shapes(model, types)
         for plan in plans:
             for line in warning_lines(plan.site, plan.lowering, self.target):

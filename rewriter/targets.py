@@ -18,7 +18,7 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
   in 32 bits (every op, even Identity: the high bits are gone at the graph input) and
   float64 in float32, so those results are not exact there (warned; no graph can fix it).
   uint32 is exact natively but a Cast uint32 -> int64 is not, so integers are computed in
-  their own type. Its Exp(NaN) is +inf (``logsum32`` is refused), and a zero-iteration
+  their own type. Its Exp(NaN) is +inf (``logsum`` is refused), and a zero-iteration
   Loop's stacked output keeps shape (0, 0, 0) (``loop`` runs over a slab of ones there).
 - ``tract``: no Loop, and a model with two If nodes fails to load (If is not used); no
   bfloat16 (warned); a shape computed from a run-time value (the axis
@@ -127,7 +127,7 @@ class Target:
             dimension"): only ``doubling`` (``auto``'s pick there) is taken.
         exclusive_cumsum: Whether ``CumSum(exclusive=1)`` gives the sum of the elements
             before each one when some are infinite: IREE 3.13 computed it as the inclusive
-            sum minus x (NaN where x is -inf, i.e. log|0|): ``logsum`` / ``logsum32`` are
+            sum minus x (NaN where x is -inf, i.e. log|0|): ``logsum`` is
             refused for exclusive scans there.
         scan_in_scan: Whether a Scan inside a Scan body converts and runs right: else a
             CumProd in a Scan body takes no Scan (OpenVINO 2026.4 failed to convert one
@@ -147,6 +147,9 @@ class Target:
             resource not listed in explicit captures", seen for an exclusive scan over a
             run-time axis, and for 8-byte ``doubling`` over static dims; 4-byte types
             compile).
+        doubling_blocked_from: The static length from which ``doubling`` runs in blocks of
+            32 (measured faster there: OpenVINO from 2000, IREE from 128,
+            ``bench-runtime-{openvino,iree}-2026-12-01-doubling-*``); None: never for speed.
         local_functions: Whether the runtime loads model-local functions: else every call
             is inlined before the rewrite (:mod:`rewriter.inline`; OpenVINO 2026.4, tract
             0.23, IREE 3.13, tinygrad and onnx2tf fail on any call to one).
@@ -178,6 +181,7 @@ class Target:
     symbols_in_if: bool = True
     pad_shifts: bool = True
     local_functions: bool = True
+    doubling_blocked_from: int | None = None
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -228,10 +232,11 @@ TARGETS: dict[str, Target] = {
             missing_ops=frozenset({"If"}),
             avoided_ops=frozenset({"If"}),
             auto="openvino",
+            doubling_blocked_from=2000,
             loop_exclusive_min_opset=14,
             loop_empty_length=False,
             wrong_lowerings=(
-                ("logsum32", "its Exp gives +inf for NaN, so a NaN would come out as inf"),
+                ("logsum", "its Exp gives +inf for NaN, so a NaN would come out as inf"),
             ),
             scan_in_scan=False,
             local_functions=False,
@@ -276,6 +281,7 @@ TARGETS: dict[str, Target] = {
             scan_directions=False,
             runtime_view=False,
             auto="iree",
+            doubling_blocked_from=128,
             run_time_checks=False,
             padded_lowerings=frozenset({"doubling"}),
             exclusive_cumsum=False,

@@ -9,14 +9,7 @@ import os
 import onnxruntime as ort
 import pytest
 
-from rewriter.lowerings import cached
-
 ort.set_default_logger_severity(3)
-# 'cached' cuts only tensors of a few MiB; with tiles and chunks of 256 bytes every test that
-# lowers with it runs its Scan over them (tests/test_cached.py sets the real sizes where it
-# matters).
-cached.TILE_BYTES = 256
-cached.CHUNK_BYTES = 256
 
 # Modules that need another environment or run minutes: the slow tier.
 SLOW_MODULES = frozenset(

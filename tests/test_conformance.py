@@ -86,7 +86,7 @@ SPEC = [  # the spec text's examples on [1, 2, 3]
     (0, 1, [6, 6, 3]),
     (1, 1, [6, 3, 1]),
 ]
-# logsum / logsum32 refuse integers (test_bad_input); auto and dynamic are aliases here.
+# logsum refuses integers (test_bad_input); auto and dynamic are aliases here.
 SPEC_RUNS = [
     (elem, strategy)
     for elem in (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64)

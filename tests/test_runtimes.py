@@ -64,9 +64,9 @@ MULTIPLY_ULPS = lambda k: np.maximum(k - 1, 0)  # noqa: E731 - float32 / float64
 # float16 / bfloat16: a float32 product rounded once, bounds.ulp_bound (the README's bound)
 # logsum: Exp(CumSum(Log|x|)) with the sign from a count of negatives, in float64
 LOGSUM_F64_ULPS = lambda k: 1490.0 * k + 2.0  # noqa: E731 - float64 data
-# logsum32: the same in float32
+# logsum computed in float32 (targets without float64)
 LOGSUM_F32_ULPS = lambda k: 178.0 * k + 2.0  # noqa: E731 - float32 data
-LOG_EXP_LOWERINGS = {"logsum", "logsum32"}
+LOG_EXP_LOWERINGS = {"logsum"}
 EXACT_LOWERINGS = {
     "scan",
     "loop",
@@ -75,9 +75,7 @@ EXACT_LOWERINGS = {
     "radix",
     "doubling",
     "dynamic",
-    "tiled",
     "carry",
-    "cached",
 }
 
 # What the runtimes themselves cannot compute (measured: docs/runtime-probe.md). The tool warns
@@ -108,8 +106,6 @@ def float_bound(elem_type: int, lowering: str, k: np.ndarray) -> np.ndarray:
         return bounds.ulp_bound(lowering, TYPE_NAMES[elem_type], k)
     if lowering in EXACT_LOWERINGS:
         return MULTIPLY_ULPS(k)
-    if lowering == "logsum32":
-        return LOGSUM_F32_ULPS(k)
     return LOGSUM_F64_ULPS(k) if elem_type == TensorProto.DOUBLE else np.ones_like(k)
 
 

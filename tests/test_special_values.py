@@ -36,9 +36,9 @@ def _bound(
     strategy: str, dtype: np.dtype, shape: tuple[int, ...], exclusive: int, reverse: int
 ) -> float | np.ndarray:
     """0 (exact: every product here is a power of two), except float64 through logsum, whose
-    Log and Exp round even on powers of two, and logsum32's float32 Log / Exp: held to the
-    contract's figures (tests/bounds.py)."""
-    if (strategy == "logsum" and dtype == np.float64) or strategy == "logsum32":
+    Log and Exp round even on powers of two: held to the contract's figures
+    (tests/bounds.py)."""
+    if strategy == "logsum" and dtype == np.float64:
         return ulp_bound(strategy, dtype, counts(shape, -1, exclusive, reverse))
     return 0.0
 

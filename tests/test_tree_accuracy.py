@@ -79,7 +79,6 @@ _NEAR_ONE = [
     ("cached", (65536, 8), 0, (0, 0), None, "onnxruntime"),  # 2 chunks, the state a seed
     ("blocked", (4, 4000), 1, (0, 1), None, "onnxruntime"),
     ("radix", (4000, 4), 0, (1, 0), None, "onnxruntime"),
-    ("tiled", (4, 4000), 1, (1, 1), None, "onnxruntime"),
     ("dynamic", (4, 4000), 1, (0, 0), (4, "N"), "onnxruntime"),  # blocked, padded at run time
     ("doubling", (4, 4000), 1, (0, 0), None, "onnxruntime"),  # blocked for its accuracy
     ("doubling", (4, 1000), 1, (1, 1), None, "onnxruntime"),
@@ -94,7 +93,6 @@ _NEAR_ONE = [
     ("auto", (4, 1000), 1, (1, 1), None, "openvino"),  # doubling, blocked for accuracy only
     ("auto", (4000, 4), 0, (0, 0), None, "openvino"),  # radix
     ("blocked", (4, 4000), 1, (1, 0), None, "openvino"),  # totals from a Scan (o*m, i)
-    ("tiled", (4, 4000), 1, (0, 1), None, "openvino"),
     ("auto", (4, 4000), 1, (0, 0), None, "tflite"),  # doubling, blocked on the 2-D view
     ("auto", (4, 1000), 1, (1, 1), ("a", 1000), "tflite"),  # a symbolic outer dim
     ("auto", (3000, 5), 0, (0, 1), None, "tflite"),  # a block is 32 * 5 columns
@@ -131,8 +129,7 @@ def test_factors_near_one_as_accurate_as_native(
     """float32 x = 1 + N(0, 1e-4): the lowering's worst and mean errors within 1.25x the native
     kernel's (float32 block totals and carries gave up to 4x its worst and 6x its mean)."""
     strategy, shape, axis, attrs, dims, target = case
-    # cached's real piece sizes (conftest.py shrinks them to 256 bytes, where the pieces are
-    # chains short enough to be as accurate as the sequential product without the fix)
+    # cached's real piece sizes, set here so that no other test's sizes leak in
     monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
     monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
     x = (1 + np.random.default_rng(1).normal(0, 1e-4, shape)).astype(np.float32)
@@ -187,7 +184,6 @@ def _near_one_with_swings(rows: int, n: int) -> np.ndarray:
         ("doubling", "portable", 1),
         ("doubling", "onnxruntime", 1),
         ("blocked", "openvino", 1),
-        ("tiled", "openvino", 1),
         ("doubling", "tflite", 1),  # the 2-D view, a factor one column
         ("doubling", "tflite", 0),  # the 2-D view, a factor 6 columns
         ("doubling", "portable", "run-time 1"),  # plain: the offset windows
@@ -238,10 +234,9 @@ SWING_VIEWS = {
         ("scan", "onnxruntime"),
         ("auto", "onnxruntime"),
         ("carry", "onnxruntime"),
-        ("cached", "onnxruntime"),  # tiles / chunks (conftest's small pieces), carry inside
+        ("cached", "onnxruntime"),  # chunks of 256 positions (below), carry inside
         ("radix", "onnxruntime"),
         ("blocked", "onnxruntime"),
-        ("tiled", "onnxruntime"),
         ("carry", "tract"),  # other targets that compute float64: the totals by the slices
         ("radix", "tinygrad"),
         ("carry", "run-time"),  # the axis's length known at run time: padded to max_length
@@ -270,8 +265,8 @@ def test_prefixes_swinging_within_range_as_native(
     blocks start from their float64 prefixes, so no partial product leaves the range. Where
     nothing is computed in float64 (``doubling``'s offset totals, OpenVINO) a block's own
     partial products still overflow: a strict xfail."""
-    # chunks of 256 positions on the first view (conftest's 256 bytes leave chunks of 16,
-    # whose carry is one seeded chain: no tree)
+    # chunks of 256 positions on the first view (chunks of 16 would be one seeded chain
+    # each: no tree)
     monkeypatch.setattr(cached, "CHUNK_BYTES", 4096)
     shape, axis = SWING_VIEWS[view]
     x = swinging(shape, axis)

@@ -1,18 +1,14 @@
-"""The lowerings, their registry, and the one place that decides which one runs.
+"""The lowerings as data, the one refusal function, and the one place that picks.
 
-Each lowering module states its formula, accuracy and cost, and provides
-``unsupported(spec, target) -> reason | None``, ``compute_dtype(dtype) -> dtype``,
-``max_ulps(dtype, k) -> bound`` and ``build(builder, x3, view) -> y3``: the scan along axis 1
-of the (outer, n, inner) view of x (:mod:`.view`). :func:`lower` wraps a lowering with what
-all of them share: the Cast into and out of the compute type (the lowering's own float
-widening, then the target runtime's integer type) and the view itself.
-
-A lowering may also provide ``build_first_axis(builder, x, spec, dtype=, target=) -> y``: the
-scan along axis 0 of x itself, for a site whose axis is statically 0, with no view (``scan``:
-a Scan over x's own slices already has x's shape, and the view's Reshape back would be a full
-copy into the graph output in onnxruntime). :func:`lower` calls it there instead of
-:func:`.view.in_view`; it returns None, having emitted nothing, where the view is kept (a
-target where the direct form was not measured faster).
+A lowering is a :class:`Lowering` record: its ``build(builder, x3, view) -> y3`` (the scan
+along axis 1 of the (outer, n, inner) view of x, :mod:`.view`), the type it computes in, the
+float error bound it guarantees, and what it needs of a target as data (ops, how it takes a
+length known only at run time, whether it works without knowing x's element type, whether it
+takes the 2-D view). :func:`refusal` answers "why not this lowering here" for every lowering,
+target and site; :func:`choose` picks (``auto``: the target's table in :mod:`.auto`, first row
+the target accepts); :func:`lower` emits it with what all lowerings share: the Cast into and
+out of the compute type and the view (or, for a site whose axis is statically 0 and a
+lowering with ``build_first_axis``, the scan over x itself).
 """
 
 from __future__ import annotations
@@ -35,19 +31,18 @@ from rewriter.lowerings import (
     doubling,
     dynamic,
     logsum,
-    logsum32,
     loop,
     radix,
     scan,
-    tiled,
 )
 from rewriter.lowerings.builder import Builder, NameSource
-from rewriter.lowerings.view import View, in_view
+from rewriter.lowerings.view import View, in_view, takes_flat_view
 from rewriter.site import CumProdSite, ScanSpec
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target
 
 __all__ = [
     "LOWERINGS",
+    "REMOVED",
     "STRATEGIES",
     "Builder",
     "Lowering",
@@ -56,73 +51,105 @@ __all__ = [
     "choose",
     "for_site",
     "lower",
+    "refusal",
+    "specialised",
     "whole_number",
 ]
 
 logger = logging.getLogger(__name__)
 
+_Build = Callable[[Builder, ir.Value, View], ir.Value]
+_Check = Callable[[ScanSpec, Target], "str | None"]
+
+
+def _no_check(spec: ScanSpec, target: Target) -> str | None:
+    return None
+
 
 @dataclasses.dataclass(frozen=True)
 class Lowering:
-    """One way to compute CumProd from older ops.
+    """One way to compute CumProd from older ops, with what it needs as data.
 
     Attributes:
         name: The strategy name users pass.
-        unsupported: Why the lowering cannot compute a scan exactly on a target, or None.
-        compute_dtype: The element type the lowering computes in, for an input type.
         build: Emits the nodes: ``build(builder, x3, view) -> y3``.
+        compute_dtype: The element type it computes in, for an input type (before the
+            target's own integer rule, ``Target.compute_type``).
         max_ulps: The float error bound it guarantees, in ulps of the output type, for an
             output element that multiplies k inputs: ``max_ulps(dtype, k_array)``.
-        static_length: Whether ``build`` needs the length static: a length known only at
-            run time is then padded to the spec's ``max_length`` (:mod:`.view`).
-        bounded: Whether a length known only at run time goes through the bound
-            ``max_length``: a Pad to it, or a Reshape whose size is computed from the length
-            (``doubling``'s guard); see ``Target.bounded_lengths``.
+        needs: The control-flow ops it emits (Loop, Scan, If).
+        length: How it takes a length known only at run time: ``"any"``; ``"bounded"``
+            (through ``max_length``: a Pad to it, or a Reshape sized from it); ``"static"``
+            (it needs the length static: padded to ``max_length``, refused without one).
+        type_generic: Whether it works when x's element type is not known (it computes in
+            x's own type and needs only Mul and data movement; CastLike makes its ones).
+        flat_view: Where a target re-lays out rank-3 tensors (``symbolic_rank3`` false),
+            whether it runs on the 2-D view: ``"always"``, ``"static length"`` (a Split into
+            n column blocks) or ``"never"``.
+        check: What the data above cannot say (a length cap, a type, a target quirk).
         build_first_axis: The scan along axis 0 of x itself, without the view, or None:
             ``build_first_axis(builder, x, spec, dtype=compute, target=target) -> y``, y
             None where the lowering keeps the view on that target.
     """
 
     name: str
-    unsupported: Callable[[ScanSpec, Target], str | None]
+    build: _Build
     compute_dtype: Callable[[ir.DataType | None], ir.DataType | None]
-    build: Callable[[Builder, ir.Value, View], ir.Value]
     max_ulps: Callable[[ir.DataType, np.ndarray], np.ndarray]
-    static_length: bool
-    bounded: bool
+    needs: frozenset[str] = frozenset()
+    length: str = "any"
+    type_generic: bool = True
+    flat_view: str = "never"
+    check: _Check = _no_check
     build_first_axis: Callable[..., ir.Value | None] | None = None
 
+    @property
+    def static_length(self) -> bool:
+        return self.length == "static"
 
-LOWERINGS: dict[str, Lowering] = {
-    module.__name__.rsplit(".", 1)[1]: Lowering(
-        name=module.__name__.rsplit(".", 1)[1],
-        unsupported=module.unsupported,
-        compute_dtype=module.compute_dtype,
-        build=module.build,
-        max_ulps=module.max_ulps,
-        static_length=module in (chain, blocked, radix, tiled),
-        bounded=module in (chain, blocked, radix, tiled, carry, cached, doubling),
+    @property
+    def bounded(self) -> bool:
+        return self.length != "any"
+
+
+def _record(module: object, **facts: object) -> Lowering:
+    name = module.__name__.rsplit(".", 1)[1]  # type: ignore[attr-defined]
+    return Lowering(
+        name=name,
+        build=module.build,  # type: ignore[attr-defined]
+        compute_dtype=module.compute_dtype,  # type: ignore[attr-defined]
+        max_ulps=module.max_ulps,  # type: ignore[attr-defined]
         build_first_axis=getattr(module, "build_first_axis", None),
+        **facts,  # type: ignore[arg-type]
     )
-    for module in (
-        logsum,
-        logsum32,
-        loop,
-        scan,
-        chain,
-        blocked,
-        radix,
-        dynamic,
-        doubling,
-        tiled,
-        carry,
-        cached,
+
+
+_SCAN = frozenset({"Scan"})
+LOWERINGS: dict[str, Lowering] = {
+    lowering.name: lowering
+    for lowering in (
+        _record(logsum, type_generic=False, check=logsum.unsupported),
+        _record(loop, needs=frozenset({"Loop"})),
+        _record(scan, needs=_SCAN),
+        _record(chain, length="static", flat_view="static length", check=chain.unsupported),
+        _record(blocked, needs=_SCAN, length="static"),
+        _record(radix, length="static"),
+        _record(dynamic, needs=frozenset({"If", "Scan"})),
+        _record(doubling, length="bounded", flat_view="always", check=doubling.unsupported),
+        _record(carry, length="bounded", check=carry.unsupported),
+        _record(cached, needs=_SCAN, length="bounded", check=cached.unsupported),
     )
 }
+# logsum on a target without float64: the same formula in float32, with its own bound
+_LOGSUM32 = dataclasses.replace(
+    LOWERINGS["logsum"],
+    build=logsum.build32,
+    compute_dtype=logsum.compute_dtype32,
+    max_ulps=logsum.max_ulps32,
+)
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
-# Lowerings that compute in the input's own type and need nothing but Mul and data movement:
-# they also lower a CumProd whose element type is unknown (CastLike makes their ones).
-_TYPE_GENERIC = frozenset({"loop", "scan", "chain", "blocked", "radix", "dynamic", "doubling"})
+# Strategy names no longer offered, and the lowering that took their place.
+REMOVED = {"tiled": "carry", "logsum32": "logsum"}
 
 
 def whole_number(name: str, value: object, minimum: int) -> int | None:
@@ -143,6 +170,11 @@ def whole_number(name: str, value: object, minimum: int) -> int | None:
 
 def check_strategy(strategy: str) -> None:
     """Raises ValueError (naming the strategies there are) for an unknown strategy name."""
+    if strategy in REMOVED:
+        raise ValueError(
+            f"strategy {strategy!r} was removed: use {REMOVED[strategy]!r} (or 'auto'), which "
+            "computes the same products"
+        )
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
 
@@ -158,84 +190,189 @@ def for_site(site: CumProdSite, target: Target) -> Target:
     )
 
 
-def choose(site: CumProdSite, strategy: str = "auto", target: Target | None = None) -> Lowering:
-    """The lowering for ``site``: the one named, or ``auto``'s choice (:mod:`.auto`) for
-    ``target``.
+def _refused(lowering: Lowering, spec: ScanSpec, target: Target, opset: int | None) -> str | None:
+    """Why ``lowering`` cannot compute ``spec`` exactly on ``target`` when built at ai.onnx
+    ``opset`` (None: not checked; the pass always gives it) (None: it can)."""
+    name = lowering.name
+    missing = sorted(lowering.needs & target.missing_ops)
+    if missing:
+        return f"strategy '{name}' needs {target.lacking(missing)}"
+    reason = lowering.check(spec, target)
+    if reason is not None:
+        return reason
+    wrong = target.wrong_reason(name)
+    if wrong is not None:
+        return f"strategy '{name}' computes wrong values on {target.name}: {wrong}"
+    if lowering.static_length and spec.length is None and spec.max_length is None:
+        return (
+            f"strategy '{name}' needs the length of the scanned axis to be static, or a "
+            "bound on it (max_length=, --max-length N)"
+        )
+    run_time_length = spec.length is None and not spec.static_dims
+    if run_time_length and lowering.bounded and not target.bounded_lengths:
+        return (
+            f"{target.name} cannot load a Pad or Reshape sized from a length known only at "
+            f"run time, which strategy '{name}' builds for one (auto takes Scan there)"
+        )
+    padded = target.padded_lowerings
+    if run_time_length and lowering.bounded and padded is not None and name not in padded:
+        return (
+            f"{target.name} failed to compile or run strategy '{name}' over a length known "
+            f"only at run time (padded to the bound): use "
+            f"{' or '.join(repr(p) for p in sorted(padded))}"
+        )
+    if spec.dtype is None and not lowering.type_generic:
+        return f"strategy '{name}' needs the element type of x, which is not known"
+    return None if opset is None else _refused_at(lowering, spec, target, opset)
+
+
+def _refused_at(lowering: Lowering, spec: ScanSpec, target: Target, opset: int) -> str | None:
+    """What only the build opset decides."""
+    name = lowering.name
+    if (
+        name == "loop"
+        and spec.exclusive
+        and spec.length is None
+        and opset < target.loop_exclusive_min_opset
+    ):
+        return (
+            f"strategy 'loop' gives wrong values on {target.name} for an exclusive scan over "
+            f"a length known only at run time below opset {target.loop_exclusive_min_opset} "
+            f"(target opset {opset}): use another strategy or a higher --target-opset"
+        )
+    needs_view = spec.length != 1 and not spec.empty  # (length 1: x or ones, no view)
+    if opset < 14 and not spec.static_dims and needs_view and "If" in target.missing_ops:
+        return (
+            "below opset 14 a Reshape reads a 0 as 'copy this dim', so x, whose dims are not "
+            f"all known, is lowered inside an If (empty or not), and that needs "
+            f"{target.lacking(['If'])}: "
+            f"use --target-opset 14 or later (target opset {opset})"
+        )
+    flat = takes_flat_view(spec, target, lowering.flat_view, opset)
+    if not target.symbolic_rank3 and not spec.static_dims and not flat:
+        return (
+            f"{target.name}'s converter re-lays out rank-3 tensors with symbolic dims: with a "
+            "dim not known statically only 'doubling' (and 'chain' over a static length, from "
+            f"opset 18 or with the dims after the axis static) take its 2-D view, not '{name}' "
+            f"(target opset {opset})"
+        )
+    if spec.dtype is None and opset < 15:
+        return (
+            "the element type of x is not known, and a type-generic lowering needs CastLike "
+            "(opset 15)"
+        )
+    return None
+
+
+def _site_refused(site: CumProdSite, target: Target) -> str | None:
+    """Why no lowering at all can serve ``site`` on ``target``."""
+    if site.in_scan and not target.lowers_in_scan:
+        return (
+            f"{target.name} computed a CumProd lowered inside a Scan body wrong, or failed "
+            "to load it: not lowered there"
+        )
+    spec = site.spec
+    if spec.axis is None and spec.rank is None and not target.runtime_view:
+        return (
+            "the rank of x is not known, so the view's shape would be computed at run time "
+            f"from the rank and the axis, and {target.name} cannot take a shape computed "
+            "at run time (a select over the axes needs the rank)"
+        )
+    return None
+
+
+def specialised(lowering: Lowering, target: Target) -> Lowering:
+    """``lowering`` as it runs on ``target``: logsum computes in float32 without float64."""
+    return _LOGSUM32 if lowering.name == "logsum" and not target.float64 else lowering
+
+
+def refusal(
+    site: CumProdSite, strategy: str, target: Target | None = None, opset: int | None = None
+) -> str | None:
+    """Why ``strategy`` (a lowering name, or ``auto``) cannot lower ``site`` on ``target`` at
+    ai.onnx ``opset``: the one answer to "why not X here" (None: it can). ``auto`` is
+    refused only where every row of its table that matches is."""
+    try:
+        choose(site, strategy, target, opset)
+    except StrategyError as error:
+        return error.problem
+    return None
+
+
+def choose(
+    site: CumProdSite,
+    strategy: str = "auto",
+    target: Target | None = None,
+    opset: int | None = None,
+) -> Lowering:
+    """The lowering for ``site``: the one named, or ``auto``'s choice for ``target`` (the
+    first row of its table, :mod:`.auto`, that the target accepts), to be built at ai.onnx
+    ``opset`` (None: what depends on the build opset is not checked).
 
     Raises:
         StrategyError: when the lowering cannot compute the site exactly on the target.
     """
-    runtime = for_site(site, target or TARGETS[DEFAULT_TARGET])
-    spec = site.spec
-    if site.in_scan and not runtime.lowers_in_scan:
-        raise StrategyError(
-            site.name,
-            site.location,
-            f"{runtime.name} computed a CumProd lowered inside a Scan body wrong, or failed "
-            "to load it: not lowered there",
+    check_strategy(strategy)
+    own = target or TARGETS[DEFAULT_TARGET]
+    runtime = for_site(site, own)
+    wanted, reason = _wanted(site, strategy, runtime, opset)
+    if reason is None:
+        return specialised(LOWERINGS[wanted], runtime)
+    if runtime is not own:
+        reason += f" (inside a Scan body, where {runtime.name} failed to convert a Scan)"
+    inside = [op for op in sorted(own.lacked_loops()) if f"> {op} '" in site.location]
+    if inside:
+        reason += (
+            f" (it also sits in the model's own {inside[0]}, which {own.name} lacks: "
+            "the model cannot run there as it is)"
         )
-    if strategy == "auto":
-        compute = runtime.compute_type(loop.compute_dtype(spec.dtype))
-        wanted = auto.pick(spec, runtime, compute)
-    else:
-        check_strategy(strategy)
-        wanted = strategy
-    lowering = LOWERINGS[wanted]
-    reason = lowering.unsupported(spec, runtime)
-    if reason is not None and strategy == "auto" and reason.startswith(f"strategy '{wanted}' "):
-        # the user chose no strategy: "strategy 'doubling' needs a bound" named a lowering
-        # auto would not even take once a bound is given (tinygrad's carry)
-        unbounded = "needs a bound on the length" in reason
-        reason = (
+    raise StrategyError(site.name, site.location, reason)
+
+
+def _wanted(
+    site: CumProdSite, strategy: str, runtime: Target, opset: int | None
+) -> tuple[str, str | None]:
+    """``(lowering, None)``, or ``(lowering or "", why it cannot serve)``."""
+    reason = _site_refused(site, runtime)
+    if reason is not None:
+        return "", reason
+    spec = site.spec
+    if strategy != "auto":
+        return strategy, _refused(LOWERINGS[strategy], spec, runtime, opset)
+    compute = runtime.compute_type(loop.compute_dtype(spec.dtype))
+    wanted, refused = auto.pick(
+        spec, runtime.auto, compute, lambda name: _refused(LOWERINGS[name], spec, runtime, opset)
+    )
+    return wanted, _auto_refusal(refused, spec, runtime, opset) if not wanted else None
+
+
+def _auto_refusal(
+    refused: list[tuple[str, str]], spec: ScanSpec, runtime: Target, opset: int | None
+) -> str:
+    """Why auto has no lowering here: the first refusal that an option would lift (a bound
+    on the length, a later target opset), else the last candidate's."""
+    for name, reason in refused:
+        lowering = LOWERINGS[name]
+        bounded = dataclasses.replace(spec, max_length=spec.max_length or 1 << 30)
+        if _refused(lowering, bounded, runtime, opset) is None:
+            return _as_auto(reason, name, runtime)
+        if opset is not None and _refused(lowering, spec, runtime, None) is None:
+            return _as_auto(reason, name, runtime)
+    name, reason = refused[-1]
+    return _as_auto(reason, name, runtime)
+
+
+def _as_auto(reason: str, wanted: str, runtime: Target) -> str:
+    """A refusal of one of auto's candidates, worded for a user who chose no strategy."""
+    prefix = f"strategy '{wanted}'"
+    if not reason.startswith(prefix):
+        return reason
+    if "bound on" in reason and "length" in reason:
+        return (
             f"on {runtime.name} auto needs a bound on the length of the scanned axis, which "
             "is only known at run time: pass max_length= (--max-length N)"
-            if unbounded
-            else f"on {runtime.name} auto's lowering ('{wanted}' here)"
-            + reason[len(f"strategy '{wanted}'") :]
         )
-    wrong = runtime.wrong_reason(wanted)
-    if reason is None and wrong is not None:
-        reason = f"strategy '{wanted}' computes wrong values on {runtime.name}: {wrong}"
-    unbounded = spec.length is None and spec.max_length is None
-    if reason is None and lowering.static_length and unbounded:
-        reason = (
-            f"strategy '{wanted}' needs the length of the scanned axis to be static, or a "
-            "bound on it (max_length=, --max-length N)"
-        )
-    run_time_length = spec.length is None and not spec.static_dims
-    if reason is None and run_time_length and lowering.bounded and not runtime.bounded_lengths:
-        reason = (
-            f"{runtime.name} cannot load a Pad or Reshape sized from a length known only at "
-            f"run time, which strategy '{wanted}' builds for one (auto takes Scan there)"
-        )
-    padded = runtime.padded_lowerings
-    refused_padded = padded is not None and wanted not in padded
-    if reason is None and run_time_length and lowering.bounded and refused_padded:
-        reason = (
-            f"{runtime.name} failed to compile or run strategy '{wanted}' over a length known "
-            f"only at run time (padded to the bound): use "
-            f"{' or '.join(repr(name) for name in sorted(padded or ()))}"
-        )
-    if reason is None and spec.axis is None and spec.rank is None and not runtime.runtime_view:
-        reason = (
-            "the rank of x is not known, so the view's shape would be computed at run time "
-            f"from the rank and the axis, and {runtime.name} cannot take a shape computed "
-            "at run time (a select over the axes needs the rank)"
-        )
-    if reason is None and spec.dtype is None and wanted not in _TYPE_GENERIC:
-        reason = f"strategy '{wanted}' needs the element type of x, which is not known"
-    if reason is not None:
-        if runtime is not target:
-            reason += f" (inside a Scan body, where {runtime.name} failed to convert a Scan)"
-        own = target or TARGETS[DEFAULT_TARGET]
-        inside = [op for op in sorted(own.lacked_loops()) if f"> {op} '" in site.location]
-        if inside:
-            reason += (
-                f" (it also sits in the model's own {inside[0]}, which {own.name} lacks: "
-                "the model cannot run there as it is)"
-            )
-        raise StrategyError(site.name, site.location, reason)
-    return lowering
+    return f"on {runtime.name} auto's lowering ('{wanted}' here)" + reason[len(prefix) :]
 
 
 def _axis_select(
@@ -300,6 +437,7 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
             target=target,
             build=lowering.build,
             pad_to_bound=lowering.static_length,
+            flat=takes_flat_view(scan, target, lowering.flat_view, eb.opset),
         )
 
     if spec.axis is None and not target.runtime_view and axis_value is not None:

@@ -39,20 +39,12 @@ from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.scan import scan_front
 from rewriter.lowerings.view import Dim, View, shape_of, times
 from rewriter.lowerings.wide import block_totals, carry_dtype, wide_view
-from rewriter.site import ScanSpec
-from rewriter.targets import Target
 
-__all__ = ["block_sizes", "build", "compute_dtype", "max_ulps", "scan3", "unsupported"]
+__all__ = ["block_sizes", "build", "compute_dtype", "max_ulps", "scan3"]
 
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 _CHAIN_BELOW = 16  # a level this short is unrolled (chain) instead of scanned
-
-
-def unsupported(spec: ScanSpec, target: Target) -> str | None:
-    if "Scan" in target.missing_ops:
-        return f"strategy 'blocked' needs {target.lacking(['Scan'])} (use 'radix')"
-    return None
 
 
 def block_sizes(n: int) -> list[int]:

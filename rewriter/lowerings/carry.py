@@ -1,63 +1,30 @@
-"""``carry``: ``radix``'s unrolled blocks, with each block's carry-in multiplied into its
-slices before they are put back together.
+"""``carry``: the product tree of unrolled blocks, each block's carry multiplied into its slices.
 
-Formula, on the (o, n, i) view of x, n static, r = 16, or 4 on narrow runs (i = 1, or i times
-the element size at most 24 bytes in a tensor of 2^21 elements or more: :func:`narrow`)::
+Formula, on the (o, n, i) view of x, n static, r = :data:`RADIX`, or :data:`NARROW_RADIX` on
+narrow runs (:func:`narrow`: i = 1, or a few bytes per run in a large tensor)::
 
     n <= r: the plain chain (Split into the n slices, n - 1 Muls, Concat), as ``chain``
     else: pad n to m * r with ones (Pad; ones change no product, in either direction)
-        view (o * m, r, i); s_0 .. s_{r-1} = Split along axis 1    (each (o * m, 1, i))
-        c_b = s_0 * ... * s_b  (a chain of r - 1 Muls; exclusive: c_b = s_0 * ... * s_{b-1})
-        t   = s_0 * ... * s_{r-1}, the block totals, viewed (o, m, i)
+        view (o * m, r, i); s_0 .. s_{r-1} = Split along axis 1
+        c_b = s_0 * ... * s_b            (exclusive: s_0 * ... * s_{b-1})
+        t   = the block totals, viewed (o, m, i)
         P   = the EXCLUSIVE scan of t along m, by this same scheme (recursively)
-        y   = Concat_b(c_b * P) along axis 1, viewed (o, m * r, i), Slice [0, n)
-        (exclusive: the first slice is P itself);  reverse: every chain runs from the end
-    a seed S (``cached``'s chunks: the product of the chunks before) starts the chain of the
-    last level (n <= r) instead of a slice or the ones, so every P, and every y, has S as a
-    factor: y = S * the scan of x, on (o, 1, i) Muls only
+        y   = Concat_b(c_b * P), viewed (o, m * r, i), Slice [0, n)
+        reverse: every chain runs from the end
 
-Against ``radix``: the same levels, but the block carries P are multiplied into the r
-slices (r Muls on same-shaped (o * m, 1, i) tensors) before the Concat, instead of one Mul
-of the concatenated (o * m, r, i) blocks by P broadcast over the block axis. onnxruntime
-broadcasts over a middle axis one run of i elements at a time: with i = 16 that Mul took
-770 µs per 1M float32 where the r same-shape Muls take about 320 µs together
-(``docs/performance.md``).
+A length known only at run time is padded to the bound ``max_length`` when there is one,
+else lowered as ``dynamic`` (which needs If and Scan).
 
-r is smaller when i = 1 (the last axis): the Split of an (o * m, r, 1) view moves single
-elements r apart, so each of its r slices reads every cache line of the input, and with
-8-byte types and r >= 8 each element of a slice sits in a line of its own. r = 4 took 0.6-0.8x
-the time of r = 16 and of ``radix`` (r = 8, one broadcast Mul of the carries) on 8-byte last
-axes, n = 512-65536 (``docs/performance.md``); on first and middle axes (runs of i >= 16
-elements) r = 4 and 8 were no faster than 16. Runs of a few elements are narrow too: with
-runs of 8-24 bytes (i * the compute type's size) r = 4 took 0.56-0.99x r = 16's time on
-tensors of 2-4 * 2^20 elements (``scripts/bench_carry_radix.py``: 34 cells, median 0.70x),
-but 0.74-1.24x on 2.6 * 10^5 - 1.6 * 10^6 (32 cells, median 0.98x), so r = 4 needs 2^21
-elements or more (a static size); with runs of 32 bytes or more 0.85-1.19x (26 cells, median
-1.09x), so r stays 16 there (fifteenth round, 2026-12-03, ``docs/performance.md``).
+Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications:
+integers bit-exact with wraparound; floats within the sequential kernel's k - 1 ulps;
+float16 / bfloat16 multiplied in float32, rounded once. A float32 computation on a target
+that computes float64 takes its block totals and carries in float64 and starts each block's
+chain from its carry (:mod:`.wide`: no partial product leaves the range where the
+sequential one does not); elsewhere its totals come from :mod:`.near_one`.
 
-Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
-(the padding and the exclusive ones multiply by 1 exactly): integers bit-exact with
-wraparound; floats within the sequential kernel's k - 1 ulps (not bitwise its order);
-float16 / bfloat16 multiplied in float32 and rounded once. A float32 computation on a target
-that computes float64 takes the first level's block totals from x in float64 and scans them
-in float64 (:mod:`.wide`), and each block's chain starts from its carry: y_b =
-Cast(P64, float32) * s_0 * ... * s_b (r Muls a block instead of c_b's r - 1 and the r Muls
-by the carry), whose error does not grow with n (float32 carries rounded factors near 1 one
-way: 2196 ulps against the native kernel's 542 at n = 20000) and whose partial products are
-x's own prefixes (no overflow inside a block where the sequential product has none); on
-other targets the block totals come from :mod:`.near_one` (float32, every level) and the
-blocks' products from 1 are multiplied by the carries as above. Cost: a Cast of x to float64
-and a product per block (r Casts and r - 1 Muls of the slices, or on onnxruntime for r > 4 a
-ReduceProd: :func:`.wide.block_totals`), 1.2-2.1x the float32 carries' time on onnxruntime
-(``scripts/bench_wide_carries.py``, with the products from 1; seeded, :mod:`.wide`).
-
-Cost: per level, a Split and a Concat at the chunk size i (the passes that cost most: a Split
-into r slices of an (o * m, r, i) view moves N / i runs of i elements), 2r - 1 Muls over
-one slice each (about two passes; r where the carries are float64, :mod:`.wide`), a Pad
-when r does not divide the length; the levels after the first work on 1/r, 1/r^2, ... of
-the data. About 3r + 6 nodes per level (125-150 at n = 65536). No control flow. A length
-known only at run time is padded to the bound ``max_length`` when there is one (like
-``radix``), else lowered as ``dynamic`` (which needs If and Scan).
+Cost: per level a Split and a Concat (the passes that cost most), 2r - 1 Muls over one slice
+each, a Pad where r does not divide the length; the levels after the first work on 1/r,
+1/r^2, ... of the data. About 3r + 6 nodes per level (125-150 at n = 65536). No control flow.
 """
 
 from __future__ import annotations
@@ -85,9 +52,9 @@ __all__ = [
     "unsupported",
 ]
 
-RADIX = 16  # r: 8 and 32 measured slower on the first / middle axes (docs/performance.md)
+RADIX = 16  # r: 8 and 32 measured slower on the first / middle axes (bench-2026-11-30-carry)
 NARROW_RADIX = 4  # r on narrow runs; when i = 1, 2, 3, 6, 8 and 16 measured slower
-NARROW_RUN_BYTES = 24  # runs of at most this many bytes are narrow (32: r = 16 was faster)
+NARROW_RUN_BYTES = 24  # runs of at most this many bytes are narrow (carry-radix-2026-12-03)
 NARROW_FROM_ELEMENTS = 1 << 21  # ... in tensors this large (below, r = 4 gained nothing)
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
@@ -211,7 +178,7 @@ def _split_in_halves(b: Builder, view: ir.Value, r: int) -> list[ir.Value]:
     slices. The same slices as one Split; on onnxruntime a Split reads each output's runs
     of i elements from the whole view in turn, so with runs under a cache line (64 bytes)
     each line is read once per slice it holds, from memory where the view outgrows the
-    cache; the halves' lines stay in it (:mod:`.cached`)."""
+    cache; the halves' lines stay in it (``cached``'s tiles)."""
     assert r % 2 == 0, r
     half = r // 2
     first, second = chain.split(b, view, 1, 2, size=half)

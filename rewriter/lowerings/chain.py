@@ -15,11 +15,9 @@ On the 2-D view (``View.flat``: from opset 18, or with inner static) Split cuts 
 equal column blocks: the same products.
 
 Cost: n - 1 Muls over one slice each, one Split and one Concat (two passes over memory), no
-loop at all: n + 2 nodes, so only for short axes (``auto`` on onnxruntime: middle axes up to
-n = 512, and to 1024 on slabs of 2048 elements or more, but from n = 512 in tensors of 16 MiB
-or more ``cached`` instead; a session of a 512-chain takes 14-19 ms to create, of a
-1024-chain 26-40 ms, of a 4096-chain about 200). Needs a static length n (outer and inner
-may be known only at run time).
+loop at all: n + 2 nodes, so only for short axes (at most :data:`MAX_LENGTH`): a session of
+a 512-chain takes 14-19 ms to create on onnxruntime, and compiling runtimes pay per node.
+Needs a static length n (outer and inner may be known only at run time).
 """
 
 from __future__ import annotations

@@ -7,79 +7,26 @@ Formula, on the (o, n, i) view of x, with K = ceil(log2(N)) steps for a bound N 
     shift(y, s)[:, j] = y[:, j - s] for j >= s, 1 before    (reverse: y[:, j + s], 1 after)
                       = Slice(Pad(Slice(y, 0, -s), s ones before), 0, n)
 
-(Exclusive shifts the input, not the products: IREE 3.13 does not compile the products'
-shift of an 8-byte type over a run-time length, "'stream.yield' op used resource not listed
-in explicit captures".)
+Exclusive shifts the input, not the products (IREE does not compile the products' shift of
+an 8-byte type over a run-time length). Every shift's end is n itself, so one graph serves
+every length up to N: for a length known only at run time N is ``max_length``, and a guard
+in the final Reshape makes a longer input fail at run time. On the 2-D view (``View.flat``,
+onnx2tf) a shift by s is one by s * i columns, Pad first (no negative Slice bound).
 
-After step k every output holds the product of the (up to) 2^(k+1) inputs ending at it, so
-after K steps, of all inputs up to it. Every shift is a Slice, a Pad with constant pads and a
-Slice whose end is n itself (a run-time value when n is), so one graph serves every length up
-to N: when n is only known at run time the bound N comes from the user (``max_length``), and
-a guard in the final Reshape makes a longer input fail at run time instead of giving a wrong
-result (its middle dim becomes n + 1 when n > N, which no tensor of n elements fits).
+Blocked (static n; from ``Target.doubling_blocked_from`` for speed, and for a float32
+computation beyond :data:`ACCURATE_BLOCKED_ABOVE` for accuracy): the same steps inside
+blocks of :data:`BLOCK` positions, then the blocks' exclusive carries P (doubling of the
+block totals, 1/B of the data), y = yb * P broadcast over the block.
 
-On the 2-D view ``(o, n * i)`` (``View.flat``: onnx2tf with symbolic dims) a shift by s is
-one by s * i columns, ``Slice(Pad(y, s * i ones before), 0, n * i)`` (reverse: ones after,
-``Slice(.., s * i, s * i + n * i)``): a Pad first, so that no Slice bound is negative (onnx2tf
-ignores a negative end over a symbolic dim).
+Accuracy: each output is a product tree of its k factors: integers bit-exact with
+wraparound; floats within the sequential kernel's k - 1 ulps; float16 / bfloat16 multiplied
+in float32 and rounded once. Float32 block totals come from :func:`.near_one.totals`, and
+the plain form's first :data:`WINDOW_STEPS` steps from :func:`.near_one.windows`, so the
+error on factors near 1 does not grow with n (tests/test_tree_accuracy.py holds it to 1.25x
+the native kernel's).
 
-Accuracy: each output is a product tree of its k factors (k - 1 multiplications): integers
-bit-exact with wraparound (multiplication modulo 2^bits is associative and commutative);
-floats within the sequential kernel's k - 1 ulps (not bitwise the same order); float16 /
-bfloat16 multiplied in float32, rounded once. The plain form's float32 products of factors
-near 1 round down more often than up (:mod:`.near_one`), so its error grows with n: x = 1 +
-N(0, 1e-4), (4, 20000), 2268 ulps worst against the native kernel's 542; its mean error was
-1.3x the sequential product's at n = 128 and 2.3x at 1024 (numpy prototype). So a float32
-computation over a static n > 64 (:data:`ACCURATE_BLOCKED_ABOVE`) takes the blocked form
-below, whose block totals come from :mod:`.near_one` (on the 2-D view, ``View.flat``:
-TFLite, too, where the inner dim is static). Where the plain form stays (a length known only
-at run time, bounded by ``max_length`` > 64, or a 2-D view over a run-time inner dim), its
-first :data:`WINDOW_STEPS` = 5 steps are :func:`.near_one.windows`: each position's window
-of 32 factors in offset form where all 32 are within 1 / 256 of 1 (else the plain product),
-the same trees and bound as the blocked form's totals; the steps after are plain. On x = 1 +
-N(0, 1e-4) of (16, 4096): 27 ulps worst / 2.9 mean against the plain form's 499 / 166 and
-the sequential product's 322 / 49; at N(0, 1e-5) and n = 16384 140 / 38 against 2091 / 701
-and 3197 / 698 (numpy prototype). Cost: those five steps three times over (offsets,
-distances and the plain products, for the fallback): on IREE 3.13, float32 with every dim
-symbolic, 2^20 elements, n = 128-4096, first and last axis, 1.45-1.76x the plain form's time
-(20-58x its CumSum over static dims against 12-35x;
-``scripts/results/bench-runtime-iree-2026-12-04-run-time-windows``); windows of 8 or 16
-factors (:data:`WINDOW_STEPS` 3 or 4) took 0.88-0.93x / 0.93-0.96x the time of 32's in the
-same rounds (``...-run-time-window-steps``), with 2.7-3.4x / 1.3-1.5x its error in the (16,
-4096) prototype case: 32, as the blocked form's blocks.
-
-Cost: K steps of (Slice, Pad, Slice, Mul) over the whole tensor: about 4 K passes over
-memory and 4 K + 4 nodes (K = 16 for n = 65536). No Loop, Scan or If, no Transpose: for
-runtimes without control flow and for lengths known only at run time.
-
-Blocked, on the targets of :data:`BLOCKED_FROM` from the length given there, and for a
-float32 computation beyond 64 (Accuracy, above); static n, the 3-D view: the same steps
-inside blocks of B = :data:`BLOCK` positions, then the blocks' carries::
-
-    pad n to m * B with ones (Pad; ones change no product, in either direction)
-    yb = the inclusive doubling of the (o * m, B, i) view along its axis 1 (log2 B steps)
-    t  = the block totals: yb[:, B - 1] (reverse: yb[:, 0]), viewed (o, m, i)
-    P  = the EXCLUSIVE doubling of t along m (ceil(log2 m) steps on 1/B of the data)
-    y  = yb * P (P viewed (o * m, 1, i), broadcast over the block), viewed (o, m * B, i),
-         Slice [0, n);  exclusive: yb shifted by one inside its block before the Mul
-
-Every output is still a product tree of its k factors (the same bound). For a float32
-computation t is :func:`.near_one.totals` of the blocks (the offset form where every factor is
-within 1 / 256 of 1, else yb's last): on x = 1 + N(0, 1e-4) of (16, 4096) 23 ulps worst / 3.2
-mean against the sequential product's 267 / 44 (numpy prototype); tests/test_tree_accuracy.py
-and test_runtime_accuracy.py hold it to 1.25x the native / sequential errors on onnxruntime,
-OpenVINO and IREE. Full-size passes:
-about 4 log2(B) + 2 instead of 4 log2(n). Measured on the last axis against the plain form
-in the same rounds (``scripts/bench_runtime.py``, whose ``doubling_plain`` is the plain
-form; float32 / int32, 2^20 and 10^6 elements; ``scripts/results/bench-runtime-*-2026-12-01-
-doubling-*``): on IREE 3.13 0.37-0.71x its time at n = 128-8192 (0.86x at 200 on 10^6
-elements; 0.99-1.02x at 64, where it is not used); on OpenVINO 2026.4 0.72-0.94x at n =
-2000-8192, but 0.84-0.98x at 512 and 1024 and 0.99-1.12x at 600 and 1000 (its Pad and Slice
-of the whole tensor cost more there), so from 2000 only for integers (float32 for its
-accuracy: the cost below 2000 is in the README's performance section). B = 32 against 16 and 64 (a
-prototype on 2^20 elements): the fastest on IREE or within 5 %; on OpenVINO within 4 % of 64
-at n = 512 and 4096. Not on TFLite (not measured; its tests are the opt-in tier) nor the
-other targets, where doubling only serves lengths known at run time.
+Cost: K steps of (Slice, Pad, Slice, Mul) over the whole tensor: about 4K passes and 4K + 4
+nodes (K = 16 for n = 65536); blocked, about 4 log2(B) + 2 full-size passes.
 """
 
 from __future__ import annotations
@@ -99,7 +46,6 @@ from rewriter.targets import Target
 __all__ = [
     "ACCURATE_BLOCKED_ABOVE",
     "BLOCK",
-    "BLOCKED_FROM",
     "WINDOW_STEPS",
     "build",
     "compute_dtype",
@@ -112,8 +58,6 @@ compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
 _INT64_MAX = int(np.iinfo(np.int64).max)
 BLOCK = 32  # B: positions per block of the blocked form
-# target name -> the static length from which doubling runs blocked (measured there)
-BLOCKED_FROM: dict[str, int] = {"openvino": 2000, "iree": 128}
 # float32 computations take the blocked form beyond this length, for its accurate totals
 # (:mod:`.near_one`): the plain form's error grows with n (module docstring, Accuracy)
 ACCURATE_BLOCKED_ABOVE = 64
@@ -244,9 +188,9 @@ def _blocked_flat(b: Builder, x2: ir.Value, v: View, n: int) -> ir.Value:
 
 def _blocks(v: View, n: int) -> bool:
     """Whether the static length ``n`` takes the blocked form (3-D or 2-D view): from
-    :data:`BLOCKED_FROM` (speed), and a float32 computation beyond
+    ``Target.doubling_blocked_from`` (speed), and a float32 computation beyond
     :data:`ACCURATE_BLOCKED_ABOVE` (accuracy)."""
-    first = BLOCKED_FROM.get(v.target.name)
+    first = v.target.doubling_blocked_from
     if first is not None and n >= first:
         return True
     return v.dtype == ir.DataType.FLOAT and n > ACCURATE_BLOCKED_ABOVE

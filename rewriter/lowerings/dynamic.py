@@ -25,22 +25,13 @@ import onnx_ir as ir
 from rewriter.lowerings import blocked, loop, scan
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View
-from rewriter.site import ScanSpec
-from rewriter.targets import Target
 
-__all__ = ["SHORT", "build", "compute_dtype", "max_ulps", "unsupported"]
+__all__ = ["SHORT", "build", "compute_dtype", "max_ulps"]
 
 SHORT = 512  # up to this length the plain Scan is as fast as anything (scripts/bench.py)
 _LEVELS = [32, 32]
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
-
-
-def unsupported(spec: ScanSpec, target: Target) -> str | None:
-    missing = sorted({"If", "Scan"} & target.missing_ops)
-    if missing:
-        return f"strategy 'dynamic' needs {target.lacking(missing)}"
-    return None
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:

@@ -26,13 +26,13 @@ have saturated earlier. For float64 inputs the error is relative, about
 Cost: 15 elementwise nodes and 3 CumSum; about 12 passes over memory in float64. No control
 flow; works for a run-time axis and an unknown rank (through the view).
 
-``logsum32`` is the same formula computed in float32, for runtimes without float64 (TFLite,
-the ``portable`` profile; OpenVINO computes float64 in float32 anyway). Its bound, for a
+On a target without float64 (TFLite, ``portable``; OpenVINO computes float64 in float32)
+the same formula is computed in float32 (:func:`build32`). Its bound, for a
 product of k float32 factors whose prefix products stay in the normal range: each Log is
 within 1 ulp of |log x| <= 88.8 and each CumSum addition within half an ulp of a partial sum
 <= k * 88.8, so the exponent is off by at most k * 178 * 2^-24 and Exp adds 1 ulp:
-178 * k + 2 ulps of float32 (far less when the factors are near 1). Only for float32 /
-float16 / bfloat16 inputs; never chosen by ``auto`` where an exact lowering runs.
+178 * k + 2 ulps of float32 (far less when the factors are near 1); float64 inputs are
+refused there. ``auto`` never picks ``logsum``: it is not within the sequential kernel's bound.
 """
 
 from __future__ import annotations
@@ -45,7 +45,16 @@ from rewriter.lowerings.view import View
 from rewriter.site import FLOAT_TYPES, ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["build", "compute_dtype", "exclusive_cumsum_refusal", "max_ulps", "unsupported"]
+__all__ = [
+    "build",
+    "build32",
+    "compute_dtype",
+    "compute_dtype32",
+    "exclusive_cumsum_refusal",
+    "max_ulps",
+    "max_ulps32",
+    "unsupported",
+]
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
@@ -56,10 +65,10 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
             f"strategy 'logsum' is inexact for {kind} (products past 2^53 "
             f"are rounded); use {instead}"
         )
-    if not target.float64:
-        instead = "'auto'" if target.wrong_reason("logsum32") else "'logsum32' or 'auto'"
+    if spec.dtype == ir.DataType.DOUBLE and not target.float64:
         return (
-            f"strategy 'logsum' computes in float64, which {target.name} does not (use {instead})"
+            f"strategy 'logsum' computes in float32 on {target.name}, which has no float64, "
+            "and float32 cannot hold float64 inputs: use 'auto'"
         )
     return exclusive_cumsum_refusal("logsum", spec, target)
 
@@ -80,7 +89,7 @@ def compute_dtype(dtype: ir.DataType | None) -> ir.DataType:
 
 def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
     """The guaranteed bound, in ulps of ``dtype``, for a product of ``factors`` inputs whose
-    prefix products all stay inside ``dtype``'s normal range.
+    prefix products all stay inside ``dtype``'s normal range, computed in float64.
 
     float32 / float16 / bfloat16: 1 ulp (correct rounding of a float64 result good to ~2^-40).
     float64: each log and each addition adds at most 745 * 2^-53 absolute error to the sum
@@ -89,6 +98,22 @@ def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
     if dtype == ir.DataType.DOUBLE:
         return 1490.0 * factors + 2.0
     return np.ones_like(factors, dtype=np.float64)
+
+
+def compute_dtype32(dtype: ir.DataType | None) -> ir.DataType:
+    return ir.DataType.FLOAT
+
+
+def max_ulps32(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
+    """The bound computed in float32: 178 * k + 2 ulps of float32, in ulps of ``dtype``
+    (plus half an ulp of rounding for float16 / bfloat16); float64 is refused there."""
+    if dtype == ir.DataType.DOUBLE:
+        return np.full(factors.shape, np.inf)
+    bound32 = 178.0 * factors.astype(np.float64) + 2.0
+    if dtype == ir.DataType.FLOAT:
+        return bound32
+    bits = 11 if dtype == ir.DataType.FLOAT16 else 8
+    return 0.5 + bound32 * 2.0 ** (bits - 24)
 
 
 def log_exp(b: Builder, x3: ir.Value, v: View, dtype: ir.DataType) -> ir.Value:
@@ -113,3 +138,8 @@ def log_exp(b: Builder, x3: ir.Value, v: View, dtype: ir.DataType) -> ir.Value:
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (float64)."""
     return log_exp(b, x3, v, ir.DataType.DOUBLE)
+
+
+def build32(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (float32), for a target without float64."""
+    return log_exp(b, x3, v, ir.DataType.FLOAT)

@@ -26,19 +26,11 @@ import onnx_ir as ir
 
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View
-from rewriter.site import ScanSpec
-from rewriter.targets import Target
 
-__all__ = ["build", "compute_dtype", "max_ulps", "unsupported"]
+__all__ = ["build", "compute_dtype", "max_ulps"]
 
 _END = np.iinfo(np.int64).max  # a Slice to the end
 _WIDER = {ir.DataType.FLOAT16: ir.DataType.FLOAT, ir.DataType.BFLOAT16: ir.DataType.FLOAT}
-
-
-def unsupported(spec: ScanSpec, target: Target) -> str | None:
-    if "Loop" in target.missing_ops:
-        return f"strategy 'loop' needs {target.lacking(['Loop'])}"
-    return None
 
 
 def compute_dtype(dtype: ir.DataType | None) -> ir.DataType | None:

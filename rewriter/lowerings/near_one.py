@@ -1,18 +1,11 @@
 """float32 block totals that stay accurate on factors near 1, in float32 alone.
 
-A float32 product tree (``carry``, ``radix``, ``blocked``, ``tiled``, blocked ``doubling``)
-starts each block's product at 1. On factors within about 2^-12 of 1 the product of two of
-them, fl((1 + a)(1 + b)) with one above 1 and one below, rounds down more often than up (a +
-b is exact and the cross term ab below half an ulp: about -1/8 ulp on average, measured), so
-the block totals, and every carry built from them, lean one way: float32 x = 1 + N(0, 1e-4)
-of (4, 4096), last axis, gave 455 ulps worst / 156 mean in blocked doubling against the
-sequential product's 191 / 37 (numpy prototype). The carries themselves are not the cause:
-the same trees with exact totals rounded once to float32 and float32 carries gave 13 / 2.5.
-Where the target computes float64, :mod:`.wide` takes the totals in float64. This module
-serves the targets that cannot (OpenVINO, TFLite and ``portable`` compute float64 in
-float32) and ``doubling`` (IREE 3.13 compiled no 8-byte doubling with Pad shifts; with the
-Concat shifts of ``Target.pad_shifts`` it did on 2026-12-05): the blocked form's totals, and
-in the plain form (lengths known at run time) the windows of its first steps
+A float32 product tree (``carry``, ``radix``, ``blocked``, blocked ``doubling``) starts each
+block's product at 1. On factors within about 2^-12 of 1, fl((1 + a)(1 + b)) rounds down
+more often than up, so block totals and the carries built from them lean one way and the
+error grows with n. Where the target computes float64, :mod:`.wide` takes the totals in
+float64; this module serves the targets that cannot (OpenVINO, TFLite, ``portable``) and
+``doubling``: the blocked form's totals, and the windows of the plain form's first steps
 (:func:`windows`).
 
 Formula, for a block of r factors x_1 .. x_r (float32; r a power of two, 4 or more) whose
@@ -20,29 +13,18 @@ plain float32 total is T32::
 
     e_j = x_j - 1                         (exact for x_j in [0.5, 2], Sterbenz)
     E   = the product in offset form: E(a, c) = (a + c) + a * c, halving the block pairwise
-          (the offset of (1 + a)(1 + c); the pairs' sums are of small numbers, so nothing
-          of the cross term is lost)
     T   = 1 + E    where every |e_j| < 1 / (8 r),   else T32
 
-Accuracy: where every |e_j| < 1 / (8 r), every partial product of the block lies within
-[0.88, 1.14] ((1 - 1 / (8r))^r >= 0.8807 for r >= 4) and every offset within 0.134 of 0, so
-each pair's three roundings (relative eps = 2^-24 each) add at most eps * (0.268 + 0.018 +
-0.134) / 0.88 = 0.48 eps to the relative error, and the last Add one eps: at most (0.48 (r -
-1) + 1) eps <= (r - 1) eps, the float32 product's own bound, so every bound stated for the
-trees holds as it was. Elsewhere (a factor further from 1, or 0, -0.0, inf, NaN) T32 is
-taken as it is, with its special values. On factors near 1 the offset form is the accurate
-one: blocked doubling on x = 1 + N(0, 1e-4) of (16, 4096) gave 23 ulps worst / 3.2 mean,
-against the sequential product's 267 / 44 and the plain totals' 439 / 147; at N(0, 3e-4) 24
-/ 3.3 against 56 / 9.9 and 157 / 46; from N(0, 3e-3) on, where the check keeps T32, the
-plain totals were within 1.17x the sequential product's mean error (numpy prototype, B = 32).
+Accuracy: where every |e_j| < 1 / (8 r), every partial product lies within [0.88, 1.14] and
+every offset within 0.134 of 0, so each pair's three roundings add at most 0.48 eps to the
+relative error and the last Add one eps: at most (0.48 (r - 1) + 1) eps <= (r - 1) eps, the
+float32 product's own bound. Elsewhere (a factor further from 1, or 0, -0.0, inf, NaN) T32
+is taken as it is, with its special values. tests/test_tree_accuracy.py and
+tests/test_runtime_accuracy.py hold the trees to 1.25x the native kernel's error near 1.
 
-Cost: a Sub, an Abs and a ReduceMax (or one Max of the r slices) over x, Splits in halves
-and (r - 1) / r of x again in Add, Mul, Add (the pairs' sizes halve), then a Less, an Add
-and a Where on 1 / r of the data: about six passes of float32 over memory; 5r + 1 nodes per
-block level (the slices' form) or 4 log2(r) + 6 (the halving form; a Split and a Max more
-per level on TFLite's 2-D view of a first or middle axis). r is a power of two in every
-tree. On OpenVINO 2026.4 the ReduceMax and the Splits took 0.84-0.86x the time of Slices and
-a Max per level (blocked doubling on 2^20 float32, n = 128-4096, first and last axis).
+Cost: a Sub, an Abs and a ReduceMax over x, Splits in halves and (r - 1) / r of x again in
+Add, Mul, Add, then a Less, an Add and a Where on 1 / r of the data: about six passes of
+float32 over memory; 4 log2(r) + 6 nodes per block level.
 """
 
 from __future__ import annotations

@@ -23,17 +23,11 @@ import onnx_ir as ir
 from rewriter.lowerings import blocked, loop
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View
-from rewriter.site import ScanSpec
-from rewriter.targets import Target
 
-__all__ = ["build", "compute_dtype", "max_ulps", "pads", "radix_levels", "unsupported"]
+__all__ = ["build", "compute_dtype", "max_ulps", "pads", "radix_levels"]
 
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
-
-
-def unsupported(spec: ScanSpec, target: Target) -> str | None:
-    return None  # a static length (or a bound on it): checked by lowerings.choose
 
 
 def radix_levels(n: int, last_axis: bool) -> list[int]:

@@ -23,8 +23,7 @@ The first axis (``build_first_axis``, called by :func:`rewriter.lowerings.lower`
 axis is statically 0): the Scan runs over x itself, whose slices x[k] are the slabs, and its
 stacked output already has x's shape: no view, no Reshape back. A Reshape that writes a graph
 output is a full copy in onnxruntime (float32 1M: 102 us for a Mul alone, 235 us followed by
-a Reshape to the output); on the grid's first-axis cells where ``auto`` picks scan this took
-a median 0.69x of the time (docs/performance.md). Same products in the same order, the same
+a Reshape to the output). Same products in the same order, the same
 n = 0 guard (If, or the ones slab on targets without If) and the same flip where Scan
 ignores directions; x's other dims may be anything, known or not (a slice of an empty x is
 empty, and Scan steps over empty slices). Only on targets with onnxruntime's table (where it
@@ -44,16 +43,10 @@ from rewriter.lowerings.view import View, one_for
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["build", "build_first_axis", "compute_dtype", "max_ulps", "scan_front", "unsupported"]
+__all__ = ["build", "build_first_axis", "compute_dtype", "max_ulps", "scan_front"]
 
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
-
-
-def unsupported(spec: ScanSpec, target: Target) -> str | None:
-    if "Scan" in target.missing_ops:
-        return f"strategy 'scan' needs {target.lacking(['Scan'])}"
-    return None
 
 
 def scan_front(

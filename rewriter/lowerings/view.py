@@ -224,31 +224,18 @@ def guarded_length(b: Builder, v: View, n: ir.Value, bound: int) -> ir.Value:
     return b.op("Sub", b.op("Add", n, b.const([1])), fits)
 
 
-def takes_flat_view(spec: ScanSpec, target: Target, lowering: str, opset: int) -> bool:
-    """Whether ``lowering`` runs on the 2-D view (module docstring): on targets without
-    ``symbolic_rank3`` (static dims too: onnx2tf swapped the last two dims of a static 3-D
-    view whose n equals inner, e.g. (1, 4, 4), silently), for ``doubling`` and for ``chain``
-    over a static length where Split can cut the n column blocks: inner static, or from
-    opset 18 (n equal parts). Other lowerings keep the 3-D view."""
-    if target.symbolic_rank3:
+def takes_flat_view(spec: ScanSpec, target: Target, flat_view: str, opset: int) -> bool:
+    """Whether a lowering whose ``Lowering.flat_view`` is ``flat_view`` runs on the 2-D view
+    (module docstring): on targets without ``symbolic_rank3`` (static dims too: onnx2tf
+    swapped the last two dims of a static 3-D view whose n equals inner, e.g. (1, 4, 4),
+    silently), ``"always"`` (``doubling``), or ``"static length"`` (``chain``: a Split into
+    the n column blocks) over a static length with inner static or from opset 18 (n equal
+    parts). Other lowerings keep the 3-D view."""
+    if target.symbolic_rank3 or flat_view == "never":
         return False
-    if lowering == "doubling":
+    if flat_view == "always":
         return True
-    static_inner = spec.inner is not None
-    return lowering == "chain" and spec.length is not None and (opset >= 18 or static_inner)
-
-
-def _flat(
-    b: Builder,
-    spec: ScanSpec,
-    target: Target,
-    build: Callable[[Builder, ir.Value, View], ir.Value],
-) -> bool:
-    """:func:`takes_flat_view` for the lowering whose ``build`` this is."""
-    from rewriter.lowerings import chain, doubling  # they import this module
-
-    name = "doubling" if build is doubling.build else "chain" if build is chain.build else ""
-    return takes_flat_view(spec, target, name, b.opset)
+    return spec.length is not None and (opset >= 18 or spec.inner is not None)
 
 
 def _before_cast(b: Builder, x: ir.Value) -> tuple[ir.Value, ir.DataType | None]:
@@ -277,11 +264,13 @@ def in_view(
     target: Target,
     build: Callable[[Builder, ir.Value, View], ir.Value],
     pad_to_bound: bool = False,
+    flat: bool = False,
 ) -> ir.Value:
     """``build`` applied to the (outer, n, inner) view of ``x`` (in the compute type);
     returns the result in x's shape. With ``pad_to_bound``, a length known only at run time
     is padded with ones to ``spec.max_length`` first (ones at the end change no prefix
-    product in either direction) and the result sliced back to n."""
+    product in either direction) and the result sliced back to n; ``flat``: on the 2-D view
+    (:func:`takes_flat_view`)."""
     if spec.empty:
         return b.op("Identity", x)
     if spec.length == 1:
@@ -298,7 +287,6 @@ def in_view(
         return ones_like(b, x, one, dtype, target)
 
     def lowered(sb: Builder) -> ir.Value:
-        flat = _flat(sb, spec, target, build)
         source, to = _before_cast(sb, x) if flat else (x, None)
         if spec.axis is not None and spec.dims is not None:
             outer, n, inner = _static_dims(sb, source, spec)

@@ -1,0 +1,330 @@
+"""``auto``'s tables (rewriter/lowerings/auto.py): every row well-formed and reachable, and
+both sides of every threshold written out here, independently of the tables, per target.
+
+The expectations below are the measured rules restated by hand: a row changed in the code
+without its expectation changed here fails, and so does a row that can never be picked."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+
+import rewriter
+from rewriter.decompose import plan_cumprods
+from rewriter.lowerings import LOWERINGS, auto
+from rewriter.targets import TARGETS
+from tests.helpers import TYPE_NAMES, cumprod_model
+
+F32, F64, I32, I64, U32 = (
+    TensorProto.FLOAT,
+    TensorProto.DOUBLE,
+    TensorProto.INT32,
+    TensorProto.INT64,
+    TensorProto.UINT32,
+)
+RESULTS = Path(__file__).resolve().parent.parent / "scripts" / "results"
+ROWS = [(table, k, row) for table, rows in auto.TABLES.items() for k, row in enumerate(rows)]
+
+
+def _row_id(case: tuple[str, int, auto.Row]) -> str:
+    table, k, row = case
+    return f"{table}-{k}-{row.lowering}"
+
+
+@pytest.mark.parametrize("case", ROWS, ids=_row_id)
+def test_every_row_is_well_formed(case: tuple[str, int, auto.Row]) -> None:
+    """A known lowering, a reason, evidence that exists, positions that exist."""
+    table, _, row = case
+    assert row.lowering in LOWERINGS, row
+    assert row.reason.strip(), row
+    assert row.at <= set(auto.POSITIONS), row
+    if row.evidence:
+        assert (RESULTS / row.evidence).is_file(), f"{table}: {row.evidence} is not in git"
+    lo, hi = row.n
+    assert hi is None or lo <= hi, row
+
+
+def _facts_for(row: auto.Row) -> list[auto.Facts]:
+    """Facts that meet ``row``'s own conditions, at the edges of each."""
+    lo, hi = row.n
+    lengths = sorted({lo, lo + 1, *((lo + 600, lo + 70000) if hi is None else (hi,))})
+    computes = [ir.DataType.FLOAT, ir.DataType.INT32, ir.DataType.INT64, ir.DataType.DOUBLE]
+    if row.dtype is not None:
+        computes = [row.dtype]
+    elif row.itemsize is not None:
+        computes = [c for c in computes if c.itemsize == row.itemsize]
+    out = []
+    for position, n, compute, reverse, pads, static in itertools.product(
+        sorted(row.at),
+        lengths,
+        computes,
+        (False, True) if row.direction is None else (row.direction == "reverse",),
+        (False, True) if row.pads is None else (row.pads,),
+        (False, True) if row.static_dims is None else (row.static_dims,),
+    ):
+        run_time = position == auto.RUN_TIME_LENGTH
+        if run_time and row.n != (0, None):
+            continue
+        for slab, rows in ((row.slab, row.rows), (row.slab + 5000, row.rows + 100)):
+            out.append(
+                auto.Facts(
+                    position=position,
+                    n=None if run_time else n,
+                    compute=compute,
+                    slab=slab,
+                    nbytes=max(row.over_bytes + 1, 1 << 26) if row.over_bytes else 0,
+                    reverse=reverse,
+                    rows=max(rows, 1),
+                    static_dims=static,
+                    carry_pads=pads,
+                    piece_bytes=row.piece_up_to,
+                )
+            )
+    return out
+
+
+def _refusable(lowering: str) -> bool:
+    """Whether a target or a missing bound can refuse ``lowering`` (then the rows after it
+    are its fall-backs)."""
+    record = LOWERINGS[lowering]
+    return bool(record.needs) or record.length != "any"
+
+
+@pytest.mark.parametrize("case", ROWS, ids=_row_id)
+def test_every_row_can_be_picked(case: tuple[str, int, auto.Row]) -> None:
+    """Some case meeting the row's conditions reaches it: every row above that matches it
+    names another lowering, one that a target or a missing bound can refuse. A row that no
+    case reaches is a rule the code claims and never applies."""
+    table, k, row = case
+    rows = auto.TABLES[table]
+
+    def reached(facts: auto.Facts) -> bool:
+        above = [r for r in rows[:k] if r.matches(facts)]
+        return all(r.lowering != row.lowering and _refusable(r.lowering) for r in above)
+
+    assert any(reached(f) for f in _facts_for(row)), (
+        f"{table} row {k} ({row.lowering}: {row.reason}) is never reached"
+    )
+
+
+@pytest.mark.parametrize("table", list(auto.TABLES))
+def test_every_table_matches_every_case(table: str) -> None:
+    """Every position, length and type finds a row (the last rows match everything)."""
+    for position, n, compute in itertools.product(
+        auto.POSITIONS, (None, 1, 2, 17, 65, 513, 70000), (ir.DataType.FLOAT, ir.DataType.INT64)
+    ):
+        if (n is None) != (position == auto.RUN_TIME_LENGTH):
+            continue
+        facts = auto.Facts(position, n, compute, 0, 0, False, 1, True, False)
+        assert any(row.matches(facts) for row in auto.TABLES[table]), (position, n, compute)
+
+
+def test_every_target_names_a_table() -> None:
+    assert {t.auto for t in TARGETS.values()} <= set(auto.TABLES)
+
+
+_4, _8 = F32, I64  # a 4-byte and an 8-byte compute type (on every target)
+
+# (elem_type, dims, axis, onnxruntime table's choice, static table's choice): both sides of
+# every threshold in rewriter/lowerings/auto.py, written out here.
+AUTO_ROWS = [
+    (_4, (3, 1), 1, "chain", "chain"),  # n <= 1
+    (_4, (512, 4), 0, "scan", "radix"),  # first axis: n <= 512
+    (_4, (513, 4), 0, "carry", "radix"),
+    (_8, (512, 4), 0, "scan", "radix"),
+    # past 512, scan on slabs of 1000 elements (4-byte) / 400 (8-byte) in more than 4 MiB;
+    # carry below, on chunks (cached) from 4 MiB
+    (_4, (2048, 999), 0, "cached", "radix"),
+    (_4, (2048, 1000), 0, "scan", "radix"),
+    (_4, (1048, 1000), 0, "carry", "radix"),  # 4,192,000 bytes
+    (_4, (1024, 1024), 0, "cached", "radix"),  # 4 MiB exactly: carry on 2 chunks
+    (_4, (1049, 1000), 0, "scan", "radix"),  # 4,196,000 bytes
+    (_4, (65536, 1000), 0, "scan", "radix"),  # no bound on n
+    (_8, (2048, 399), 0, "cached", "radix"),
+    (_8, (2048, 400), 0, "scan", "radix"),
+    (_8, (1310, 400), 0, "carry", "radix"),  # 4,192,000 bytes
+    (_8, (1311, 400), 0, "scan", "radix"),  # 4,195,200 bytes
+    (_4, (2, 16), 1, "scan", "chain"),  # last axis, 4-byte: n < 64
+    (_4, (2, 48), 1, "scan", "radix"),  # carry would not pad: scan all the same
+    (_4, (2, 63), 1, "scan", "radix"),
+    (I32, (2, 64), 1, "carry", "radix"),  # 64: carry pads nothing (r = 4)
+    (I32, (32768, 64), 1, "cached", "radix"),  # 8 MiB: carry in tiles
+    (_4, (16384, 64), 1, "scan", "radix"),  # float32, 4 MiB: scan to 16 MiB
+    (_4, (65536, 64), 1, "cached", "radix"),  # float32, 16 MiB: carry in tiles
+    (I32, (2, 65), 1, "scan", "radix"),  # to 128, scan where carry (r = 4) would pad
+    (I32, (2, 80), 1, "scan", "radix"),  # 4 * 4 * 5 pads with r = 4 (16 * 5 would not)
+    (I32, (2, 128), 1, "carry", "radix"),  # carry pads nothing
+    (I32, (2, 129), 1, "carry", "radix"),  # past 128, carry even padded
+    # float32 (float64 carries): scan to 256
+    (_4, (2, 64), 1, "scan", "radix"),
+    (_4, (2, 128), 1, "scan", "radix"),
+    (_4, (2, 256), 1, "scan", "radix"),
+    (_4, (2, 257), 1, "carry", "radix"),
+    (TensorProto.FLOAT16, (2, 256), 1, "scan", "radix"),  # computed in float32 too
+    (_8, (2, 7), 1, "scan", "chain"),  # 8-byte: n < 8
+    (_8, (2, 8), 1, "carry", "chain"),
+    (_8, (2, 17), 1, "scan", "radix"),  # to 128, scan where carry would pad
+    (_8, (2, 64), 1, "carry", "radix"),
+    (_8, (2, 100), 1, "scan", "radix"),
+    (_8, (2, 80), 1, "scan", "radix"),  # r = 4 pads, r = 16 would not
+    (_8, (2, 128), 1, "carry", "radix"),
+    (_8, (2, 129), 1, "carry", "radix"),
+    (_4, (2, 512, 2), 1, "chain", "radix"),  # middle: n <= 512
+    (_4, (2, 513, 2), 1, "carry", "radix"),
+    (_8, (2, 512, 2), 1, "chain", "radix"),
+    (_8, (2, 513, 2), 1, "carry", "radix"),
+    (_4, (2, 512, 4096), 1, "chain", "radix"),  # to 512 the slab's size does not matter
+    (_4, (2, 1024, 1024), 1, "chain", "radix"),  # to 1024 on slabs (o * i) of 2048 or more
+    (_8, (2, 600, 1024), 1, "chain", "radix"),
+    (_4, (3, 1024, 682), 1, "cached", "radix"),  # 2046: carry, in tiles (8 MiB, middle)
+    (_4, (2, 1025, 1024), 1, "cached", "radix"),  # past 1024: carry, in rows of 4 MiB
+    (_4, ("B", 1000, 4096), 1, "carry", "radix"),  # a slab not known statically
+    (_4, ("N", 4), 0, "dynamic", None),  # a length known only at run time
+    (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
+]
+# What the static table takes for a length known only at run time, per target.
+RUN_TIME_LENGTH = {"portable": "doubling"}
+
+# The measured per-runtime tables (openvino, tract, iree, tflite, tinygrad): both sides of
+# each of their thresholds, and what they leave to the static rule (a run-time length).
+TARGET_COLUMNS = ("openvino", "tract", "iree", "tflite", "tinygrad")
+TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
+    (_4, (3, 1), 1, ("chain", "chain", "chain", "chain", "chain")),  # n <= 1
+    (_4, (2, 2), 1, ("doubling", "chain", "doubling", "chain", "chain")),
+    (_4, (2, 16), 1, ("doubling", "chain", "doubling", "chain", "chain")),
+    (_4, (2, 17), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
+    (_4, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
+    (_4, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),  # radix would pad
+    # tract, float32 (float64 carries): the int32 rule to 8192
+    (_4, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (_4, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
+    (_4, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
+    (_4, (2, 8193), 1, ("doubling", "radix", "doubling", "doubling", "carry")),  # padded or not
+    (I32, (2, 17), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
+    (I32, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
+    (I32, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (I32, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (I32, (2, 1000), 1, ("doubling", "scan", "doubling", "doubling", "carry")),  # carry pads
+    (I32, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "carry")),  # from 1024
+    (I32, (2, 3000), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (I32, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
+    (I32, (2, 8193), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
+    (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain", "chain")),
+    (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling", "carry")),
+    (_8, (2, 65), 1, ("doubling", "scan", "radix", "doubling", "carry")),
+    # iree: a single row (outer 1, or not known) of 8-byte chain only to 32
+    (_8, (1, 32), 1, ("doubling", "chain", "chain", "doubling", "carry")),
+    (_8, (1, 33), 1, ("doubling", "chain", "radix", "doubling", "carry")),
+    (_8, (64,), 0, ("doubling", "chain", "radix", "doubling", "carry")),
+    (_8, ("B", 64), 1, ("doubling", "chain", "radix", "doubling", "carry")),
+    (_8, (2, 512), 1, ("doubling", "carry", "radix", "doubling", "carry")),  # carry pads nothing
+    (_8, (2, 1000), 1, ("doubling", "scan", "radix", "doubling", "carry")),  # carry would pad
+    (_8, (2, 8192), 1, ("doubling", "carry", "radix", "doubling", "carry")),
+    (_8, (2, 8193), 1, ("doubling", "carry", "radix", "doubling", "carry")),
+    (_4, ("B", 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (_4, ("B", 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
+    (_4, (2, 4), 0, ("chain", "scan", "chain", "chain", "chain")),
+    (_4, (17, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (64, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (65, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (256, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),  # iree: chain to 256
+    (_8, (257, 4), 0, ("chain", "scan", "carry", "doubling", "carry")),  # then carry
+    (_4, (512, 4), 0, ("chain", "scan", "carry", "doubling", "carry")),  # openvino: chain to 512
+    # tract, float32: carry past 512, but Scan to 1024 where carry's levels pad
+    (_4, (513, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (_4, (768, 4), 0, ("radix", "carry", "carry", "doubling", "carry")),  # 16 * 48: no pad
+    (_4, (1000, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (_4, (1024, 4), 0, ("radix", "carry", "carry", "doubling", "carry")),
+    (_4, (1025, 4), 0, ("radix", "carry", "carry", "doubling", "carry")),
+    (_4, (2, 600, 2), 1, ("radix", "scan", "carry", "doubling", "carry")),
+    (_4, (2, 1024, 2), 1, ("radix", "carry", "carry", "doubling", "carry")),
+    # tract: the other types scan to 1024
+    (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
+    (I32, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
+    # tract, first axis: Scan at any n on slabs of 1500 elements (float32) / 900 (others)
+    (_4, (2000, 1499), 0, ("radix", "carry", "carry", "doubling", "carry")),
+    (_4, (2000, 1500), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (_8, (2000, 899), 0, ("radix", "radix", "carry", "doubling", "carry")),
+    (_8, (2000, 900), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (I32, (9000, 900), 0, ("radix", "scan", "carry", "doubling", "carry")),
+    (_8, (2, 2000, 900), 1, ("radix", "radix", "carry", "doubling", "carry")),  # not middle
+    (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain", "chain")),  # middle
+    (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
+    (_8, (2, 65, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
+    (_4, (2, 256, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
+    (_4, (2, 257, 2), 1, ("chain", "scan", "carry", "doubling", "carry")),
+    (_4, (2, 512, 2), 1, ("chain", "scan", "carry", "doubling", "carry")),
+    (_4, (2, 513, 2), 1, ("radix", "scan", "carry", "doubling", "carry")),
+    (_8, (2, 1025, 2), 1, ("radix", "radix", "carry", "doubling", "carry")),
+    # a length known only at run time (max_length 64): tinygrad pads carry to the bound
+    (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling", "carry")),
+    (_8, (2, "N"), 1, ("scan", "scan", "doubling", "doubling", "carry")),
+]
+
+
+def _planned(model: onnx.ModelProto, target: str, **options: object) -> str:
+    (plan,) = plan_cumprods(
+        ir.serde.deserialize_model(model), "auto", target=TARGETS[target], **options
+    )
+    return plan.lowering.name
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_auto_picks_each_row_of_its_table(target: str) -> None:
+    table = TARGETS[target].auto
+    rows = [
+        (e, d, a, ort, by_static or RUN_TIME_LENGTH.get(target))
+        for e, d, a, ort, by_static in AUTO_ROWS
+    ]
+    if table in TARGET_COLUMNS:
+        column = TARGET_COLUMNS.index(target)
+        rows = [(e, d, a, None, want[column]) for e, d, a, want in TARGET_ROWS]
+    for elem, dims, axis, by_ort, by_other in rows:
+        want = by_ort if table == "onnxruntime" else by_other
+        model = cumprod_model(elem, dims, axis)
+        got = _planned(model, target, max_length=64)
+        assert got == want, (target, TYPE_NAMES[elem], dims, axis)
+
+
+def test_every_target_has_its_rows() -> None:
+    """A new target, or a new table, needs its expectations written out above."""
+    tables = {t.auto for t in TARGETS.values()}
+    assert tables == set(auto.TABLES)
+    static = {name for name, t in TARGETS.items() if t.auto == "static"}
+    assert set(RUN_TIME_LENGTH) == static
+    assert set(TARGET_COLUMNS) == tables - {"onnxruntime", "static"}
+    assert all(len(want) == len(TARGET_COLUMNS) for *_, want in TARGET_ROWS)
+
+
+@pytest.mark.parametrize(
+    ("elem", "slab", "want"),
+    [(_4, 1999, "cached"), (_4, 2000, "scan"), (_8, 799, "cached"), (_8, 800, "scan")],
+)
+def test_auto_first_axis_in_reverse_scans_on_twice_the_slab(
+    elem: int, slab: int, want: str
+) -> None:
+    """onnxruntime's Scan steps cost more in reverse: twice the slab before it beats carry
+    (here on chunks, ``cached``: a first axis of 4 MiB or more)."""
+    model = cumprod_model(elem, (2048, slab), 0, reverse=1)
+    assert _planned(model, "onnxruntime") == want
+    assert _planned(cumprod_model(elem, (2048, slab), 0), "onnxruntime") == "scan"  # forward
+
+
+def test_auto_uint32_is_8_byte_on_onnxruntime_and_4_byte_on_spec() -> None:
+    """uint32 is multiplied as int64 on onnxruntime: the 8-byte column."""
+    model = cumprod_model(U32, (2, 48), 1)
+    assert _planned(model, "onnxruntime") == "carry"
+    assert _planned(model, "spec") == "scan"
+
+
+def test_auto_without_a_bound_where_only_doubling_fits_is_refused() -> None:
+    model = cumprod_model(F32, ("N", 4), 0)
+    with pytest.raises(rewriter.StrategyError, match="max_length"):
+        rewriter.decompose_cumprod(model, target="portable")
