@@ -39,13 +39,10 @@ from onnx import TensorProto, helper
 import rewriter
 from rewriter.lowerings import (
     LOWERINGS,
-    auto,
     blocked,
-    cached,
     carry,
     doubling,
     near_one,
-    tiled,
 )
 from rewriter.lowerings import wide as wide_carries
 from rewriter.verify import ulp_error
@@ -248,12 +245,11 @@ def count_nodes(model: onnx.ModelProto) -> int:
 
 
 def strategies_for(elem_type: int, chosen: list[str] | None = None) -> list[str]:
-    names = chosen or ["auto", AUTO_BEFORE, *LOWERINGS]
+    names = chosen or ["auto", *LOWERINGS]
     return [s for s in names if not (s.startswith("logsum") and elem_type in _INTS)]
 
 
 _INTS = (TensorProto.INT64, TensorProto.INT32)
-AUTO_BEFORE = "auto_before"
 
 
 @contextlib.contextmanager
@@ -276,7 +272,7 @@ def float32_carries() -> Iterator[None]:
 def offset_totals() -> Iterator[None]:
     """The float32 trees with float32 carries and ``near_one.py``'s offset totals, as on the
     targets that compute no float64 (``carry_dtype`` None where the trees read it)."""
-    saved = [(m, m.carry_dtype) for m in (carry, blocked, tiled)]
+    saved = [(m, m.carry_dtype) for m in (carry, blocked)]
     for module, _ in saved:
         module.carry_dtype = lambda v: None  # type: ignore[assignment]
     try:
@@ -286,47 +282,9 @@ def offset_totals() -> Iterator[None]:
             module.carry_dtype = fn  # type: ignore[assignment]
 
 
-@contextlib.contextmanager
-def tile_bytes(size: int) -> Iterator[None]:
-    """``cached`` with tiles of at most ``size`` bytes while a graph is built."""
-    shipped = cached.TILE_BYTES
-    cached.TILE_BYTES = size
-    try:
-        yield
-    finally:
-        cached.TILE_BYTES = shipped
-
-
-@contextlib.contextmanager
-def _before() -> Iterator[None]:
-    """``auto`` as before the twenty-seventh round (2026-12-05): ``cached`` in place of
-    ``carry`` on a last axis only from 16 MiB, and on pieces of at most 4 MiB (no single rows
-    past that), and never in place of ``tiled``. In the twenty-sixth round this was
-    ``cached`` in tiles of 1 MiB and an int32 first axis's scan never cached (b265bb4's
-    ``_before`` and abfa039's); from the twenty-second round to the twenty-fifth, the trees
-    with :func:`float32_carries` and their table."""
-    shipped = auto._CACHED_LAST_FROM_BYTES, auto._CACHED_ROW_UP_TO, auto._CACHED_TILED_FROM_BYTES
-    auto._CACHED_LAST_FROM_BYTES = auto._CACHED_OTHER_FROM_BYTES  # 16 MiB, as a chain's
-    auto._CACHED_ROW_UP_TO = auto._CACHED_PIECE_UP_TO  # single rows as any piece: 4 MiB
-    auto._CACHED_TILED_FROM_BYTES = 1 << 62
-    try:
-        yield
-    finally:
-        (
-            auto._CACHED_LAST_FROM_BYTES,
-            auto._CACHED_ROW_UP_TO,
-            auto._CACHED_TILED_FROM_BYTES,
-        ) = shipped
-
-
 def lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto | None:
-    """The model rewritten by ``strategy``, or None where it refuses (chain past 256).
-    ``auto_before`` is ``auto`` as before this round (:func:`_before`),
-    so one run times the old and new graphs side by side."""
+    """The model rewritten by ``strategy``, or None where it refuses (chain past its cap)."""
     try:
-        if strategy == AUTO_BEFORE:
-            with _before():
-                return rewriter.decompose_cumprod(model, strategy="auto")  # type: ignore[return-value]
         return rewriter.decompose_cumprod(model, strategy=strategy)  # type: ignore[return-value]
     except rewriter.StrategyError:
         return None
@@ -374,10 +332,8 @@ def bench_cell(
             "nodes": count_nodes(rewritten),
             "picks": strategy,
         }
-        if strategy in ("auto", AUTO_BEFORE):
-            info[strategy]["picks"] = (
-                "dynamic" if symbolic else _auto_pick(model, before=strategy == AUTO_BEFORE)
-            )
+        if strategy == "auto":
+            info[strategy]["picks"] = "dynamic" if symbolic else _auto_pick(model)
     # One pass over memory: a Mul by 1 (reads x, writes a tensor of its size). Any lowering
     # here needs a few of these (separate, multiply, assemble): the measured unit of its floor.
     one_pass, _ = session(_one_pass_model(elem_type, shape), threads)
@@ -597,26 +553,6 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
         upper = upper_level_lengths(m, r)
         if upper:
             models["blocked levels 3+"] = _levels_model(above, outer, upper, inner, r)
-        piece = cached.pieces((outer, n, inner), int(compute.itemsize))
-        if piece is not None:  # carry's view of one of cached's pieces: (T, n, i) or (1, C, i)
-            dims, count = piece
-            rp = min(dims[1], r)  # carry judges the runs on the whole tensor in cached too
-            rows = dims[0] * dims[1]
-            if rows % rp == 0 and rp < dims[1]:
-                shape_of_piece = dims if outer > 1 else dims[1:]  # a chunk: (C, i)
-                variants: dict[str, str | None] = {"blocked whole (pieces)": None}
-                variants |= {f"blocked whole (pieces, wide, {form})": form for form in wide}
-                for key, form in variants.items():
-                    level = _level_model(
-                        elem_type,
-                        shape_of_piece,
-                        [rows // rp, rp, inner],
-                        rp,
-                        carries=True,
-                        halves=outer > 1 and cached.halves(dims, int(compute.itemsize)),
-                        wide=form,
-                    )
-                    models[key] = _pieces_model(elem_type, shape, level, count)
     if outer > 1:
         models["transpose back"] = _swap_model(elem_type, shape, [n, outer, inner])
     if axis != 0:
@@ -1036,11 +972,7 @@ def floors(
                 continue
             sess, _ = session(rewritten, threads)
             contenders[strategy] = lambda s=sess, f=feed: s.run(None, f)
-            picks[strategy] = (
-                _auto_pick(model, before=strategy == AUTO_BEFORE)
-                if strategy in ("auto", AUTO_BEFORE)
-                else strategy
-            )
+            picks[strategy] = _auto_pick(model) if strategy == "auto" else strategy
         medians = interleaved(contenders, rounds, max_seconds)
         row: dict[str, object] = {
             "dtype": dtype_name,
@@ -1059,13 +991,11 @@ def floors(
     return out
 
 
-def _auto_pick(model: onnx.ModelProto, before: bool = False) -> str:
+def _auto_pick(model: onnx.ModelProto) -> str:
     """The lowering ``auto`` picks on onnxruntime for the model's one CumProd (the pass's own
-    plan, so this follows ``auto``'s table whatever its signature); ``before``: with the
-    table before this round (:func:`_before`)."""
+    plan, so this follows ``auto``'s table whatever its signature)."""
     rewrite = rewriter.DecomposeCumProdPass("auto")
-    with _before() if before else contextlib.nullcontext():
-        rewrite(ir.serde.deserialize_model(model))
+    rewrite(ir.serde.deserialize_model(model))
     (plan,) = rewrite.plans
     return plan.lowering.name
 
@@ -1188,7 +1118,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--strategies",
-        help=f"comma-separated contenders (default: auto, {AUTO_BEFORE} and every lowering)",
+        help="comma-separated contenders (default: auto and every lowering)",
     )
     parser.add_argument(
         "--no-extras", action="store_true", help="skip the accuracy table and the pass time"
@@ -1463,7 +1393,7 @@ def floors_summary(rows: list[dict]) -> str:
     cells within 2x and 4x, and how many floors are below 2x (the median goal needs half
     the cells there)."""
     parts = []
-    for name in (k for k in ("auto", AUTO_BEFORE) if any(k in r["us"] for r in rows)):
+    for name in (k for k in ("auto",) if any(k in r["us"] for r in rows)):
         ratios = [r["us"][name] / r["native_us"] for r in rows if name in r["us"]]
         within = [sum(x <= goal for x in ratios) for goal in (GOAL_MEDIAN, GOAL_WORST)]
         parts.append(
@@ -1554,7 +1484,7 @@ def markdown(result: dict) -> str:
     for c in cells:
         width = "8-byte" if c["dtype"] in ("int64", "float64") else "4-byte"
         groups.setdefault(f"{width} {c['position']}", []).append(c)
-    shown = [k for k in ("auto", AUTO_BEFORE) if k in names] or names[:1]
+    shown = [k for k in ("auto",) if k in names] or names[:1]
     lines.append("| cells | count | " + " | ".join(shown) + " |")
     lines.append("|---|---|" + "---|" * len(shown))
     for label, group in groups.items():
