@@ -1,4 +1,4 @@
-"""scripts/bench.py's merge of floor runs: the per-cell median of the runs' ratios."""
+"""scripts/bench/bench.py's merge of floor runs: the per-cell median of the runs' ratios."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+_PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "bench.py"
 
 
 @pytest.fixture(scope="module")
@@ -493,7 +493,7 @@ def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: i
 
 
 def test_bench_against_commit_checks_a_new_graph_and_lists_its_cells(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """scripts/bench_against_commit.py: a new graph's result must agree with the old one's
+    """scripts/bench/bench_against_commit.py: a new graph's result must agree with the old one's
     (integers equal; floats the same non-finite elements, the rest within 2^-16 relative)
     before it is timed; exclusive + reverse cells only on the last axis."""
     monkeypatch.syspath_prepend(str(_PATH.parent))

@@ -1,7 +1,7 @@
 """The pass's own cost: time for 1,000 unnamed vs 1,000 named CumProd nodes, and the peak RSS
 of lowering a model with 256 MiB of inline weights (each measured in a fresh process).
 
-    python scripts/bench_pass.py            # prints a small table (Markdown)
+    python scripts/bench/bench_pass.py            # prints a small table (Markdown)
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def main() -> None:
     for i, node in enumerate(model.graph.node):
         node.name = f"{node.op_type.lower()}_{i}"
     onnx.checker.check_model(model, full_check=True)
-    target = Path(__file__).resolve().parents[1] / "rewriter" / "examples" / "example.onnx"
+    target = Path(__file__).resolve().parents[2] / "rewriter" / "examples" / "example.onnx"
     onnx.save(model, target)
     print(f"wrote {target}")
 

@@ -8,7 +8,7 @@ fails; tests that already fail on the unchanged code are deselected (and listed)
 cannot kill a mutant. Prints a table mutant -> killed / survived; exit status 1 when a
 mutant survives (or a mutation no longer applies: the code it targets moved).
 
-    .venv/bin/python scripts/mutation_check.py [--only NAME ...] [--keep]
+    .venv/bin/python scripts/tools/mutation_check.py [--only NAME ...] [--keep]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COPIED = ("rewriter", "tests", "scripts", "docs", "pyproject.toml", "README.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "results")
 

@@ -7,7 +7,7 @@ axis, (n, N/n) scanning the first) this builds one opset-26 CumProd model, lower
 every strategy the target accepts (``decompose_cumprod(model, strategy=S, target=NAME,
 max_length=n)``; StrategyError refusals are skipped) and a CumSum model of the same shape and
 axis, then times them in the runtime's own environment (``.venv-NAME/bin/python
-scripts/bench_runtime_child.py``): each model is loaded / compiled once, run once and checked
+scripts/bench/bench_runtime_child.py``): each model is loaded / compiled once, run once and checked
 against numpy (integers equal; floats within the lowering's stated bound in ulps), then the
 models run in interleaved rounds (numpy in, numpy out, one thread) and the median is kept.
 The figures that count are the ratios to CumSum measured in the same rounds.
@@ -21,7 +21,7 @@ plain doubling without its offset windows (``near_one.windows``). ``--float32-ca
 ``carry_f32carries`` and ``radix_f32carries`` on float32 cells: those trees with float32 block
 totals and carries, as before ``rewriter/lowerings/wide.py``, timed in the same rounds.
 
-Usage: python scripts/bench_runtime.py --runtime NAME [--dtypes ...] [--lengths ...]
+Usage: python scripts/bench/bench_runtime.py --runtime NAME [--dtypes ...] [--lengths ...]
     [--rounds 15] [--max-seconds 10] [--run-time-length]
     [--out scripts/results/bench-runtime-NAME-DATE]
 """
@@ -68,7 +68,7 @@ from bench import (
     size_label,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNTIMES = ("openvino", "tract", "tinygrad", "iree")
 # Element types each runtime computes in their own type (OpenVINO's CPU plugin holds int64 in
 # 32 bits and float64 in float32: timing them would time something else).
@@ -484,7 +484,7 @@ def main() -> None:
         child = subprocess.run(
             [
                 str(python),
-                str(ROOT / "scripts" / "bench_runtime_child.py"),
+                str(ROOT / "scripts" / "bench" / "bench_runtime_child.py"),
                 args.runtime,
                 str(Path(tmp) / "manifest.json"),
                 str(child_out),

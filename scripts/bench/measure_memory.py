@@ -4,7 +4,7 @@ Builds y = CumProd(x * w_0 * w_1 ..., 1) with float32 initializers w_i stored in
 data file (in a child process), then runs ``cumprod-rewriter`` on it in another child and
 reports that child's own peak resident memory (ru_maxrss from wait4). The parent imports
 nothing heavy: a forked child's ru_maxrss starts from its parent's size.
-Usage: python scripts/measure_memory.py [SIZE_GIB]
+Usage: python scripts/bench/measure_memory.py [SIZE_GIB]
 """
 
 from __future__ import annotations

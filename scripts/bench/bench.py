@@ -11,7 +11,7 @@ Also: float32 accuracy (max / median ulp against a float64 reference) on data wh
 stay in range and on data with zeros; session-creation time and node count per lowering; the
 pass's own time per CumProd node on a model with 1,000 of them.
 
-Usage: python scripts/bench.py [--quick] [--threads 2] [--rounds 21] [--out bench]
+Usage: python scripts/bench/bench.py [--quick] [--threads 2] [--rounds 21] [--out bench]
 Writes bench.md and bench.json (``--out`` prefix).
 """
 

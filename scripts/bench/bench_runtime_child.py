@@ -2,7 +2,7 @@
 (``.venv-NAME/bin/python``): it needs numpy and onnx and the runtime, nothing of the project
 but ``rewriter/runtimes.py`` (loaded by path, for IREE's compiler flags and tool runner).
 
-Usage: python scripts/bench_runtime_child.py RUNTIME MANIFEST.json OUT.json
+Usage: python scripts/bench/bench_runtime_child.py RUNTIME MANIFEST.json OUT.json
 
 For each cell of the manifest: load (compile) each model once, run it once and check the
 result against the cell's reference (integers: equal; floats: within the model's bound in
@@ -34,7 +34,7 @@ SLOW_S = 1.0
 
 
 def _library() -> object:
-    path = Path(__file__).resolve().parents[1] / "rewriter" / "runtimes.py"
+    path = Path(__file__).resolve().parents[2] / "rewriter" / "runtimes.py"
     spec = importlib.util.spec_from_file_location("cumprod_runtimes", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -9,7 +9,7 @@ temporary folder, imported in a child process. Each new graph is checked before 
 the same non-finite elements as the old one and every element within 2^-16 relative of
 it (floats; integers equal).
 
-    .venv/bin/python scripts/bench_against_commit.py --before REV [--dtypes float32]
+    .venv/bin/python scripts/bench/bench_against_commit.py --before REV [--dtypes float32]
         [--strategies auto,carry] [--totals 1,4] [--lengths 8,64,512,4096,65536]
         [--positions first,middle,last] [--rounds 11] [--out PREFIX]
 
@@ -31,7 +31,7 @@ import bench  # scripts/bench.py, beside this script
 import numpy as np
 import onnx
 
-TOP = Path(__file__).resolve().parent.parent
+TOP = Path(__file__).resolve().parents[2]
 
 
 def cells(args: argparse.Namespace) -> list[tuple[str, str, tuple[int, ...], int, int, int]]:
