@@ -72,8 +72,10 @@ def test_the_strategy_list_must_be_the_codes(check_docs, options, tmp_path) -> N
 
 
 def test_a_long_readme_and_a_long_docstring_fail(check_docs, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    assert check_docs.length_failures(_readme(tmp_path)) == []
     readme = _readme(tmp_path, "\n" * 251)
-    assert any("lines (at most 250)" in f for f in check_docs.check(ROOT, readme))
+    (failure,) = check_docs.length_failures(readme)
+    assert failure.startswith("README.md: ") and failure.endswith("lines (at most 250)")
     module = tmp_path / "rewriter" / "long.py"
     module.parent.mkdir()
     module.write_text('"""' + "a line\n" * 41 + '"""\n')

@@ -237,11 +237,15 @@ def performance_failures(root: Path) -> list[str]:
     return []
 
 
-def check(root: Path, readme: Path) -> list[str]:
-    failures = []
+def length_failures(readme: Path) -> list[str]:
     count = len(readme.read_text().splitlines())
-    if count > README_LINES:
-        failures.append(f"{readme.name}: {count} lines (at most {README_LINES})")
+    return (
+        [f"{readme.name}: {count} lines (at most {README_LINES})"] if count > README_LINES else []
+    )
+
+
+def check(root: Path, readme: Path) -> list[str]:
+    failures = length_failures(readme)
     failures += docstring_failures(root)
     options = known_options(root)
     failures += mention_failures(readme, root, options, base=root)
