@@ -16,6 +16,7 @@ import json
 import re
 import statistics
 import sys
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -358,7 +359,23 @@ def page(cells: list[dict], sessions: dict, runs: dict[str, list[dict]]) -> str:
     ]
     lines += grid_section(cells, sessions)
     lines += runtime_section(runs)
-    return "\n".join(lines) + "\n"
+    return "\n".join(_wrap(lines)) + "\n"
+
+
+def _wrap(lines: list[str], width: int = 92) -> list[str]:
+    """Prose and list items wrapped at ``width``; tables, images, code and comments kept."""
+    wrapped, in_code = [], False
+    for line in lines:
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or line.startswith(("|", "!", "#", "<!--", "```")) or len(line) <= width:
+            wrapped.append(line)
+            continue
+        indent = "  " if line.startswith("- ") else ""
+        wrapped += textwrap.wrap(
+            line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+        )
+    return wrapped
 
 
 def main(argv: list[str] | None = None) -> int:
