@@ -2,41 +2,31 @@
 
 A target says which ops the output may not use, which quirks to route around, which
 element types must be computed in another type, and which results the runtime cannot
-compute exactly (the pass then warns, naming the node and the runtime). Facts are from
-runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
+compute exactly (the pass then warns, naming the node and the runtime). Each fact comes from
+runs on the runtime; docs/targets.md gives the evidence, tests/test_runtimes*.py and
+tests/test_runtime_tables.py run it:
 
-- ``onnxruntime`` (default): 1.20.1 and later. 1.20.1 has no Mul, Less, Where or CumSum for
-  uint32 / uint64 (1.32 still lacks CumSum for both and Where for uint64): uint32 and uint64
-  are multiplied as int64 (the low 64 bits of a product do not depend on signedness, so
-  ``Cast(uint64 -> int64)``, ``Mul``, ``Cast(int64 -> uint64)`` is bit-exact; uint32 results
-  are masked with ``Mod(y, 2^32)`` before the cast back).
+- ``onnxruntime`` (default): 1.20.1 and later. uint32 / uint64 have no Mul, Less, Where or
+  CumSum there, so they are multiplied as int64 (the low 64 bits of a product do not depend
+  on signedness; uint32 results are masked with ``Mod(y, 2^32)`` before the cast back).
 - ``spec``: any runtime with every kernel the ONNX spec lists: integers in their own type.
-- ``openvino``: Loop and Scan load; If is not used (with two Scans over symbolic lengths in
-  one model, each guarded by an If for n = 0, the first inference after compiling returned
-  garbage for one of them, OpenVINO 2026.4.1; a slab of ones guards them instead, and below
-  opset 14 a view of x with symbolic dims is refused); its CPU plugin holds int64 / uint64
-  in 32 bits (every op, even Identity: the high bits are gone at the graph input) and
-  float64 in float32, so those results are not exact there (warned; no graph can fix it).
-  uint32 is exact natively but a Cast uint32 -> int64 is not, so integers are computed in
-  their own type. Its Exp(NaN) is +inf (``logsum`` is refused), and a zero-iteration
-  Loop's stacked output keeps shape (0, 0, 0) (``loop`` runs over a slab of ones there).
-- ``tract``: no Loop, and a model with two If nodes fails to load (If is not used); no
-  bfloat16 (warned); a shape computed from a run-time value (the axis
-  input) fails at load, so a run-time axis becomes a Gather-select over the axes; Slice with step -1
-  over a symbolic dim fails (Scan's own directions are used for reverse).
-- ``iree``: Scan ignores its directions and breaks on symbolic lengths, Loop with scan outputs
-  is not lowered: neither is used (a length known only at run time takes ``doubling``, which
-  needs ``max_length``). CumSum, ReduceProd and Reshape shapes from a run-time axis do not
-  compile: a run-time axis becomes a Gather-select over the axes. float64 needs
-  ``--iree-input-demote-f64-to-f32=false`` at compile time; subnormal results flush to zero.
-  Its importer takes no Unsqueeze-11 / ReduceProd-11 (opset 13 and later only) and did not
-  legalize the If that guards empty tensors below opset 14 (If counts as missing).
-- ``tflite`` (onnx2tf): no Loop, no Scan, no bfloat16; a Cast to float64 is kept as float32
-  (so nothing is computed in float64); shapes from a run-time axis break (a Gather-select).
-  A ones tensor Expand-ed from a constant over a static shape is folded into a constant it
-  cannot convert (``constant_ones``); with symbolic dims, rank-3 tensors get re-laid out
-  wrongly after a Slice with a run-time bound, and a negative Slice end is ignored; a static
-  view (1, n, n) came out transposed (``symbolic_rank3``: a 2-D view).
+- ``openvino``: Loop and Scan load; no If (two If-guarded Scans in one model gave garbage on
+  the first inference; a slab of ones guards them instead). Its CPU plugin holds int64 /
+  uint64 in 32 bits and float64 in float32 in every op (warned; no graph can fix it); a Cast
+  uint32 -> int64 is wrong, so integers are computed in their own type. Exp(NaN) is +inf,
+  and a zero-iteration Loop's stacked output keeps shape (0, 0, 0).
+- ``tract``: no Loop; two If nodes in one model fail to load (no If is built); no bfloat16
+  (warned); a shape computed from a run-time value fails at load, so a run-time axis becomes
+  a Gather-select over the axes; Slice with step -1 over a symbolic dim fails.
+- ``iree``: Scan ignores its directions and breaks on symbolic lengths, Loop with scan
+  outputs is not lowered: neither is used (a length known only at run time needs
+  ``max_length``). A run-time axis becomes a Gather-select; float64 needs
+  ``--iree-input-demote-f64-to-f32=false``; subnormal results flush to zero; opset 13 and
+  later only.
+- ``tflite`` (onnx2tf): no Loop, Scan or bfloat16; a Cast to float64 is kept as float32 (so
+  nothing is computed in float64); a ones tensor Expand-ed from a constant is folded into a
+  constant it cannot convert (``constant_ones``); rank-3 tensors are re-laid out, wrongly
+  after a run-time Slice (``symbolic_rank3``: a 2-D view).
 - ``tinygrad``: no Loop, no Scan; its If runs both branches (the branch for a non-empty x
   failed on an empty one), so no If is built.
 - ``portable``: the strictest profile, for runtimes we cannot run here (TensorRT, CoreML,

@@ -1,4 +1,4 @@
-"""scripts/bench.py's merge of floor runs: the per-cell median of the runs' ratios."""
+"""scripts/bench/bench.py's merge of floor runs: the per-cell median of the runs' ratios."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+_PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "bench.py"
 
 
 @pytest.fixture(scope="module")
@@ -347,134 +347,6 @@ def test_the_pieces_model_cuts_its_slices_in_halves_where_cached_does(  # type: 
     assert [len(n.output) for n in body.node if n.op_type == "Split"] == [16]
 
 
-def test_bench_cached_pieces_runs_each_variant_against_native(tmp_path: Path) -> None:
-    """scripts/bench_cached_pieces.py builds every variant it times (the shipped pieces, the
-    piece's own r, the body's output reshaped, the state multiplied after) and checks each
-    against native bit for bit before timing: a tile cell and a chunk cell at the shipped
-    piece sizes, one round."""
-    script = _PATH.parent / "bench_cached_pieces.py"
-    out = tmp_path / "pieces"
-    cells = "int32:8,16384,4;int64:1,131072,2"  # tiles of 4 rows; two 1 MiB chunks
-    done = subprocess.run(
-        [sys.executable, str(script), "--cells", cells, "--rounds", "1", "--out", str(out)],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    table = (tmp_path / "pieces.md").read_text()
-    assert "| int32 | (8, 16384, 4) |" in table and "| int64 | (1, 131072, 2) |" in table
-    assert "cached / state after" in table  # the chunk cell had its third variant
-    assert "cached / reshaped" in table
-
-
-def _held_out_round(
-    script: str, flags: list[str], cells: str, out: Path
-) -> subprocess.CompletedProcess[str]:
-    """scripts/SCRIPT with ``flags`` on ``cells``, one timing round, writing OUT.md."""
-    command = [sys.executable, str(_PATH.parent / script), *flags, "--cells", cells]
-    return subprocess.run(
-        [*command, "--rounds", "1", "--out", str(out)],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=300,
-    )
-
-
-def test_bench_cached_pieces_tiles_round_checks_its_cells(tmp_path: Path) -> None:
-    """``--tiles``: a cell whose pieces differ at the asked size is built both ways, each
-    checked against the shipped graph and native, and judged by the declared rule; a cell
-    whose pieces the size does not change is refused (it would test nothing)."""
-    out = tmp_path / "tiles"
-
-    def run(cells: str) -> subprocess.CompletedProcess[str]:
-        return _held_out_round("bench_cached_pieces.py", ["--tiles", "1"], cells, out)
-
-    done = run("int32:10,5000,30")  # 5 tiles of two rows as shipped (2 MiB), 10 at 1 MiB
-    assert done.returncode == 0, done.stderr[-2000:]
-    table = (tmp_path / "tiles.md").read_text()
-    assert "| int32 | (10, 5000, 30) | 5.7 | 5 | 10 |" in table
-    assert "of 1 above 1.05: the rule (median <= 0.95, at most 2 above 1.05)" in table
-    refused = run("int32:20,9000,30")  # rows of 1.03 MiB: one per tile either way
-    assert refused.returncode != 0 and "int32:20,9000,30" in refused.stderr
-
-
-def test_bench_cached_pieces_rows_round_checks_its_cells(tmp_path: Path) -> None:
-    """``--rows``: a view of ``carry``'s row of ``auto``'s table (``cached`` since the round)
-    whose pieces are single rows of 4-8 MiB is timed as carry, a second session of it and
-    ``cached``, each checked against it and native, and judged by the declared rule; a view
-    of another route (a Scan) is refused."""
-    out = tmp_path / "rows"
-
-    def run(cells: str) -> subprocess.CompletedProcess[str]:
-        return _held_out_round("bench_cached_pieces.py", ["--rows"], cells, out)
-
-    done = run("int32:2,1100000,1")  # a last axis: rows of 4.2 MiB in 8.4 MiB
-    assert done.returncode == 0, done.stderr[-2000:]
-    table = (tmp_path / "rows.md").read_text()
-    assert "| int32 | (2, 1100000, 1) | 8.4 | 4.20 |" in table
-    assert "rows of 4-8 MiB, cached / carry: median" in table
-    assert "of 1 above 1.05: the rule (median <= 0.95, at most 2 above 1.05)" in table
-    refused = run("int32:4096,8,1")  # scan's row: nothing to judge
-    assert refused.returncode != 0 and "int32:4096,8,1" in refused.stderr
-
-
-def test_bench_cached_pieces_last_round_checks_its_cells(tmp_path: Path) -> None:
-    """``--last``: a last axis of 8-16 MiB (with ``--cells``, the first band) of ``carry``'s
-    row of the table is timed as carry, a second session of it and ``cached`` on its tiles,
-    each checked, and judged by the rule; a view of another route (a Scan) is refused."""
-    out = tmp_path / "last"
-
-    def run(cells: str) -> subprocess.CompletedProcess[str]:
-        return _held_out_round("bench_cached_pieces.py", ["--last"], cells, out)
-
-    done = run("int32:2400,1000,1")  # 9.2 MiB
-    assert done.returncode == 0, done.stderr[-2000:]
-    table = (tmp_path / "last.md").read_text()
-    assert "| int32 | (2400, 1000, 1) | 9.2 | 1.83 |" in table  # tiles of 480 rows
-    assert "last axes of 8-16 MiB, cached / carry: median" in table
-    refused = run("int32:4096,8,1")  # scan's row
-    assert refused.returncode != 0 and "int32:4096,8,1" in refused.stderr
-
-
-def test_bench_cached_pieces_tiled_round_checks_its_cells(tmp_path: Path) -> None:
-    """``--tiled``: an int32 last axis of n = 64 over 16 MiB (``tiled``'s row of the table)
-    is timed as tiled, a second session of it and ``cached``, each checked, and judged by
-    the rule; a view of another route (a Scan) is refused."""
-    out = tmp_path / "tiled"
-
-    def run(cells: str) -> subprocess.CompletedProcess[str]:
-        return _held_out_round("bench_cached_pieces.py", ["--tiled"], cells, out)
-
-    done = run("int32:66000,64,1")  # 16.1 MiB
-    assert done.returncode == 0, done.stderr[-2000:]
-    table = (tmp_path / "tiled.md").read_text()
-    assert "| int32 | (66000, 64, 1) | 16.1 |" in table
-    assert "last axes of 16-64 MiB, cached / tiled: median" in table
-    refused = run("int32:4096,8,1")  # scan's row
-    assert refused.returncode != 0 and "int32:4096,8,1" in refused.stderr
-
-
-def test_bench_wide_totals_checks_its_cells(tmp_path: Path) -> None:
-    """scripts/bench_wide_totals.py: a float32 tree's view is built with both forms of the
-    float64 block totals, which must differ, checked and judged by the rule; a view
-    ``auto`` gives no tree (a Scan) is refused."""
-    out = tmp_path / "totals"
-
-    def run(cells: str) -> subprocess.CompletedProcess[str]:
-        return _held_out_round("bench_wide_totals.py", [], cells, out)
-
-    done = run("4,2000,32")  # carry on a middle axis, blocks of 16 positions
-    assert done.returncode == 0, done.stderr[-2000:]
-    table = (tmp_path / "totals.md").read_text()
-    assert "| (4, 2000, 32) | 1.0 | carry |" in table
-    assert "of 1 above 1.05: the rule (median <= 0.95, at most 2 above 1.05)" in table
-    refused = run("1,100,8")  # scan's row
-    assert refused.returncode != 0 and "1,100,8" in refused.stderr
-
-
 def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """auto within 3.4-4.8x, or the floor within 3.4-4.5x; the command prints each picked
     cell's options, which select it alone."""
@@ -621,7 +493,7 @@ def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: i
 
 
 def test_bench_against_commit_checks_a_new_graph_and_lists_its_cells(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """scripts/bench_against_commit.py: a new graph's result must agree with the old one's
+    """scripts/bench/bench_against_commit.py: a new graph's result must agree with the old one's
     (integers equal; floats the same non-finite elements, the rest within 2^-16 relative)
     before it is timed; exclusive + reverse cells only on the last axis."""
     monkeypatch.syspath_prepend(str(_PATH.parent))

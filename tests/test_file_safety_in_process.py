@@ -2,7 +2,7 @@
 and ``rewriter.io`` (which the command line runs under its own checks), and the command
 line's usage errors and report, without a subprocess. Found by a mutation review of cli.py,
 convert.py and io.py: each test fails with one deliberate bug there (listed in
-``scripts/mutation_check.py``) that the fast tier, and for most the whole suite, missed."""
+``scripts/tools/mutation_check.py``) that the fast tier, and for most the whole suite, missed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every deliberate bug of ``scripts/mutation_check.py`` still applies: its text occurs
+"""Every deliberate bug of ``scripts/tools/mutation_check.py`` still applies: its text occurs
 exactly once in the file it names. Code that moves leaves a mutant that no longer applies;
 the harness says so only when that mutant is run (five had gone stale after one day's
 refactors, found by hand), so the fast tier checks them all at once."""
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _mutants() -> list[object]:
     spec = importlib.util.spec_from_file_location(
-        "mutation_check", ROOT / "scripts" / "mutation_check.py"
+        "mutation_check", ROOT / "scripts" / "tools" / "mutation_check.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
