@@ -38,18 +38,6 @@ PROJECT_DIRS = ("rewriter", "tests", "scripts", "docs", ".ci")
 EXTERNAL_OPTIONS = {"--dist", "--help", "--disable-pip-version-check", "--co", "--follow"}
 EXTERNAL_PREFIXES = ("--iree-",)
 
-# Known failures that issue 52 (the lowerings' redesign) removes. Each entry fails the check
-# once it is no longer needed, so the list cannot outlive its reason: empty it then.
-PENDING_DOCSTRINGS = {
-    "rewriter/lowerings/auto.py",
-    "rewriter/lowerings/cached.py",
-    "rewriter/lowerings/carry.py",
-    "rewriter/lowerings/doubling.py",
-    "rewriter/lowerings/near_one.py",
-    "rewriter/lowerings/wide.py",
-}
-PENDING_STRATEGIES = {"cached", "tiled", "logsum32"}  # still in STRATEGIES, not documented
-
 _CODE = re.compile(r"`([^`\n]+)`")
 _PATH = re.compile(
     r"(?<![\w./:-])((?:" + "|".join(re.escape(d) for d in PROJECT_DIRS) + r")/"
@@ -92,15 +80,7 @@ def docstring_failures(root: Path) -> list[str]:
         name = str(path.relative_to(root))
         doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
         lines = len(doc.splitlines()) if doc else 0
-        if name in PENDING_DOCSTRINGS:
-            if lines <= DOCSTRING_LINES:
-                failures.append(
-                    f"{name}: its docstring now fits; remove it from "
-                    "PENDING_DOCSTRINGS in scripts/ci/check_docs.py"
-                )
-            else:
-                print(f"pending (issue 52): {name}: module docstring of {lines} lines")
-        elif lines > DOCSTRING_LINES:
+        if lines > DOCSTRING_LINES:
             failures.append(
                 f"{name}: module docstring of {lines} lines (at most "
                 f"{DOCSTRING_LINES}; history belongs to git log)"
@@ -205,7 +185,7 @@ def mention_failures(
                     if name not in valid:
                         fail(row, f"{kind} {name!r} in the table is not one of {sorted(valid)}")
         for marker, valid in (
-            ("<!-- strategies -->", strategies - PENDING_STRATEGIES),
+            ("<!-- strategies -->", strategies),
             ("<!-- targets -->", set(TARGETS)),
         ):
             if line.strip() != marker:
@@ -220,10 +200,6 @@ def mention_failures(
                     number,
                     f"the list after {marker} names {sorted(listed)}, the code has {sorted(valid)}",
                 )
-    for name in PENDING_STRATEGIES - strategies:
-        failures.append(
-            f"scripts/ci/check_docs.py: {name!r} left STRATEGIES; remove it from PENDING_STRATEGIES"
-        )
     return failures
 
 
