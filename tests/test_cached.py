@@ -468,7 +468,7 @@ def test_auto_takes_cached_for_carry_on_large_tensors(
 @pytest.mark.parametrize("target", [t for t in TARGETS if TARGETS[t].auto != "onnxruntime"])
 def test_cached_refuses_runtimes_it_was_not_measured_on(target: str) -> None:
     model = cumprod_model(I64, (12, 33), 1)
-    with pytest.raises(rewriter.StrategyError, match="onnxruntime only|needs Scan, which"):
+    with pytest.raises(rewriter.StrategyError, match=r"onnxruntime only|needs Scan, which"):
         rewriter.decompose_cumprod(model, strategy="cached", target=target)
     (plan,) = plan_cumprods(
         ir.serde.deserialize_model(cumprod_model(I64, (8192, 512), 1)),

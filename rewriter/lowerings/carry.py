@@ -52,9 +52,11 @@ __all__ = [
     "unsupported",
 ]
 
-RADIX = 16  # r: 8 and 32 measured slower on the first / middle axes (b8eeb4e:scripts/results/bench-2026-11-30-carry.md)
+# r: 8 and 32 measured slower on first / middle axes (b8eeb4e: results/bench-2026-11-30-carry)
+RADIX = 16
 NARROW_RADIX = 4  # r on narrow runs; when i = 1, 2, 3, 6, 8 and 16 measured slower
-NARROW_RUN_BYTES = 24  # runs of at most this many bytes are narrow (b8eeb4e:scripts/results/carry-radix-2026-12-03.md)
+# runs of at most this many bytes are narrow (b8eeb4e: results/carry-radix-2026-12-03)
+NARROW_RUN_BYTES = 24
 NARROW_FROM_ELEMENTS = 1 << 21  # ... in tensors this large (below, r = 4 gained nothing)
 compute_dtype = loop.compute_dtype
 max_ulps = loop.max_ulps
