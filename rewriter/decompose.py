@@ -344,6 +344,12 @@ def node_warnings(site: CumProdSite, lowering: lowerings.Lowering, target: Targe
             "x's element type is not known here, so the lowering multiplies in x's own "
             "type: float16 / bfloat16 less accurately than the native kernel (which "
             "multiplies in float32), uint32 / uint64 only on runtimes with those Muls"
+            + (
+                ""
+                if target.bfloat16_math
+                else f"; if x is bfloat16 the output fails to load on {target.name}, which "
+                "has no bfloat16 Mul / Expand"
+            )
         )
     if target.run_time_checks or spec.empty:
         return warnings

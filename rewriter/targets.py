@@ -150,6 +150,10 @@ class Target:
         local_functions: Whether the runtime loads model-local functions: else every call
             is inlined before the rewrite (:mod:`rewriter.inline`; OpenVINO 2026.4, tract
             0.23, IREE 3.13, tinygrad and onnx2tf fail on any call to one).
+        bfloat16_math: Whether the runtime has bfloat16 Mul and Expand kernels, which a
+            type-generic lowering (x's element type not known statically) uses when x is
+            bfloat16 at run time: onnxruntime 1.20.1 and 1.32 have none ("NOT_IMPLEMENTED
+            ... Expand(13)" at load), so such a node is warned about there.
     """
 
     name: str
@@ -178,6 +182,7 @@ class Target:
     symbols_in_if: bool = True
     pad_shifts: bool = True
     local_functions: bool = True
+    bfloat16_math: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -217,6 +222,7 @@ TARGETS: dict[str, Target] = {
             "onnxruntime 1.20.1 and later, at an opset it imports (--target-opset 21 for "
             "1.20): uint32/uint64 multiplied as int64",
             integer_compute=_UINT_AS_INT64,
+            bfloat16_math=False,
         ),
         Target("spec", "every kernel the ONNX spec lists: integers in their own type"),
         Target(

@@ -334,9 +334,34 @@ def _propagate_nodes(
         except Exception as exc:  # noqa: BLE001 - best effort; gaps are reported later
             logger.debug("no type inference for %s: %s", node.op_type, exc)
             continue
+        if node.op_type == "If":
+            outputs = _if_outputs(node, outputs, known)
         known.update(outputs)
         for name, type_proto in outputs.items():
             found.add(name, type_proto)
+
+
+def _if_outputs(
+    node: onnx.NodeProto, inferred: dict[str, onnx.TypeProto], known: dict[str, onnx.TypeProto]
+) -> dict[str, onnx.TypeProto]:
+    """An If's output types: onnx's (from the branches' declared outputs), or where those
+    give no element type (branches that declare none), what both branches' propagated output
+    types agree on (:func:`_merge`)."""
+    branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+    then, other = branches.get("then_branch"), branches.get("else_branch")
+    if then is None or other is None:
+        return inferred
+    result = dict(inferred)
+    for k, name in enumerate(node.output):
+        have = result.get(name)
+        if not name or (have is not None and have.tensor_type.elem_type):
+            continue
+        if k >= len(then.output) or k >= len(other.output):
+            continue
+        merged = _merge(known.get(then.output[k].name), known.get(other.output[k].name))
+        if merged is not None:
+            result[name] = merged
+    return result
 
 
 def deserialize_model(proto: onnx.ModelProto) -> ir.Model:

@@ -248,3 +248,93 @@ def test_ir_model_keeps_its_interface() -> None:
     rewriter.decompose_cumprod(model)
     after = [(v.name, v.dtype, v.shape) for v in [*model.graph.inputs, *model.graph.outputs]]
     assert after == before
+
+
+def untyped_if_function_model(called: bool = True) -> onnx.ModelProto:
+    """Item 3's model: y = F(Cast(x, bfloat16)) with F(a) = CumProd(If(flag){a}{a}, 0) whose
+    branches declare no output type (onnx's If inference then gives t none). With ``called``
+    False the main graph does not call F (its element types are not known anywhere)."""
+    from onnx import TensorProto, helper
+
+    untyped = onnx.TypeProto()
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["a"], ["o1"])],
+        "then",
+        [],
+        [helper.make_value_info("o1", untyped)],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["a"], ["o2"])],
+        "else",
+        [],
+        [helper.make_value_info("o2", untyped)],
+    )
+    axis = helper.make_tensor("ax", TensorProto.INT64, [], [0])
+    function = helper.make_function(
+        "local",
+        "F",
+        ["a", "flag"],
+        ["y"],
+        [
+            helper.make_node("If", ["flag"], ["t"], then_branch=then, else_branch=other),
+            helper.make_node("Constant", [], ["ax"], value=axis),
+            helper.make_node("CumProd", ["t", "ax"], ["y"]),
+        ],
+        opset_imports=[helper.make_opsetid("", 26)],
+    )
+    call = "F" if called else "Identity"
+    nodes = [
+        helper.make_node("Cast", ["x"], ["xb"], to=TensorProto.BFLOAT16),
+        helper.make_node(
+            call, ["xb", "flag"] if called else ["xb"], ["yb"], domain="local" if called else ""
+        ),
+        helper.make_node("Cast", ["yb"], ["y"], to=TensorProto.FLOAT),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+            helper.make_tensor_value_info("flag", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+    )
+    opsets = [helper.make_opsetid("", 26), helper.make_opsetid("local", 1)]
+    return helper.make_model(graph, opset_imports=opsets, functions=[function], ir_version=10)
+
+
+def test_cumprod_reading_an_untyped_if_in_a_function_takes_its_branches_type(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Item 3: the If's branches declare no type; their outputs' types (propagated through
+    the branch bodies) give x's, so the lowering is typed: bfloat16 computed in float32,
+    which onnxruntime loads (the type-generic one multiplied in bfloat16, which it has no
+    kernels for). Reference: numpy's cumprod of the bfloat16 inputs, rounded once."""
+    import ml_dtypes
+
+    model = untyped_if_function_model()
+    with caplog.at_level(logging.WARNING):
+        rewritten = rewriter.decompose_cumprod(model)
+    assert "not known" not in caplog.text
+    assert_same_interface(model, rewritten)
+    x = np.array([1.5, -2.0, 3.0, 0.5], np.float32)
+    (got,) = run(rewritten, {"x": x, "flag": np.array(True)})
+    xb = x.astype(ml_dtypes.bfloat16).astype(np.float64)
+    expected = np.cumprod(xb).astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_type_generic_lowering_warns_that_bfloat16_fails_on_onnxruntime(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Item 3's remainder: where x's element type is not known at all (a function nothing
+    calls), the warning says a bfloat16 x would not load on onnxruntime."""
+    with caplog.at_level(logging.WARNING):
+        rewriter.decompose_cumprod(untyped_if_function_model(called=False))
+    lines = [r.getMessage() for r in caplog.records if "not known" in r.getMessage()]
+    assert len(lines) == 1, caplog.text
+    assert "bfloat16 the output fails to load on onnxruntime" in lines[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        rewriter.decompose_cumprod(untyped_if_function_model(called=False), target="spec")
+    assert "fails to load" not in caplog.text
