@@ -38,7 +38,11 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
   wrongly after a Slice with a run-time bound, and a negative Slice end is ignored; a static
   view (1, n, n) came out transposed (``symbolic_rank3``: a 2-D view).
 - ``tinygrad``: no Loop, no Scan; its If runs both branches (the branch for a non-empty x
-  failed on an empty one), so no If is built.
+  failed on an empty one), so no If is built. int32 / int64 are multiplied as uint32 /
+  uint64 (the same low bits): its CPU backend compiles C, where a signed overflow is
+  undefined, and an int32 ``chain`` followed by the model's own ``Cast(int64)`` came out
+  unwrapped (``[[1, 3, 100000, 100000]]``, exclusive + reverse: ``10000000000`` for
+  ``1410065408``; tinygrad 0.14, clang).
 - ``portable``: the strictest profile, for runtimes we cannot run here (TensorRT, CoreML,
   NPUs): no Loop, Scan or If, no float64 compute of our own (a float64 model stays float64).
 """
@@ -319,6 +323,7 @@ TARGETS: dict[str, Target] = {
         Target(
             "tinygrad",
             "tinygrad: no Loop or Scan; its If runs both branches",
+            integer_compute={ir.DataType.INT32: _U32, _I64: _U64},
             missing_ops=frozenset({"Loop", "Scan", "If"}),
             avoided_ops=frozenset({"If"}),
             auto="tinygrad",
