@@ -338,3 +338,27 @@ def test_type_generic_lowering_warns_that_bfloat16_fails_on_onnxruntime(
     with caplog.at_level(logging.WARNING):
         rewriter.decompose_cumprod(untyped_if_function_model(called=False), target="spec")
     assert "fails to load" not in caplog.text
+
+
+STALE_STATE_IN_IF = """
+<ir_version: 10, opset_import: ["" : 26]>
+g (float[N] s0, float[3,4] xs, bool flag) => (float[N] y) {
+  ax = Constant<value = int64 ax {0}>()
+  sf = If(flag) <then_branch = t () => (float[N] st) {
+     st = Scan(s0, xs) <num_scan_inputs = 1, body = sb (float[5] s, float[4] x) => (float[2] so) {
+        so = Identity(s)
+     }>
+  }, else_branch = e () => (float[N] se) { se = Identity(s0) }>
+  y = CumProd(sf, ax)
+}
+"""
+
+
+def test_stale_scan_state_declaration_inside_an_if_branch_is_dropped() -> None:
+    """Item 4 one level down: the rule reaches a body at any depth on the CumProd's way."""
+    feeds = {
+        "s0": np.array([1.5, 2.0], np.float32),
+        "xs": np.ones((3, 4), np.float32),
+        "flag": np.array(True),
+    }
+    assert_runs_the_same(onnx.parser.parse_model(STALE_STATE_IN_IF), feeds)
