@@ -305,6 +305,12 @@ def node_warnings(site: CumProdSite, lowering: lowerings.Lowering, target: Targe
             "x's element type is not known here, so the lowering multiplies in x's own "
             "type: float16 / bfloat16 less accurately than the native kernel (which "
             "multiplies in float32), uint32 / uint64 only on runtimes with those Muls"
+            + (
+                ""
+                if target.bfloat16_math
+                else f"; if x is bfloat16 the output fails to load on {target.name}, which "
+                "has no bfloat16 Mul / Expand"
+            )
         )
     if target.run_time_checks or spec.empty:
         return warnings
@@ -439,6 +445,12 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
                 ) from cause
             raise cause from None
         restore_shapes(work, declared)
+        for kept, rewritten in (
+            (model.graph.inputs, work.graph.inputs),
+            (model.graph.outputs, work.graph.outputs),
+        ):
+            for old, new in zip(kept, rewritten):  # the interface as it was (names are kept)
+                new.type, new.shape = old.type, old.shape
         _commit(model, work)
         self.plans = lower.plans
         return ir.passes.PassResult(model, modified=True)
@@ -595,4 +607,26 @@ def decompose_cumprod(
         return copy
     proto = ir.serde.serialize_model(ir_model)
     _keep_untouched(model, proto)
+    keep_interface(model.graph, proto.graph)
     return proto
+
+
+def keep_interface(original: onnx.GraphProto, rewritten: onnx.GraphProto) -> None:
+    """Give ``rewritten``'s graph inputs and outputs the declarations ``original``'s have
+    (names, types and declared shapes): a rewrite never changes a model's interface. onnx_ir
+    holds one declaration per value, so an input that is also an output would carry one of
+    the two for both, and the pass blanks a graph output's declared shape that inference
+    does not confirm where a CumProd reads it (onnxruntime would fold a lowering's ``Shape``
+    from it; the declaration back on the output is the model's own, as it was)."""
+    for before, after in ((original.input, rewritten.input), (original.output, rewritten.output)):
+        if [v.name for v in before] != [v.name for v in after]:
+            logger.warning(
+                "the rewritten graph's %s differ from the original's: declarations not restored",
+                "inputs" if before is original.input else "outputs",
+            )
+            continue
+        for old, new in zip(before, after):
+            if old.HasField("type"):
+                new.type.CopyFrom(old.type)
+            else:
+                new.ClearField("type")

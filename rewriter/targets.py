@@ -28,7 +28,11 @@ tests/test_runtime_tables.py run it:
   constant it cannot convert (``constant_ones``); rank-3 tensors are re-laid out, wrongly
   after a run-time Slice (``symbolic_rank3``: a 2-D view).
 - ``tinygrad``: no Loop, no Scan; its If runs both branches (the branch for a non-empty x
-  failed on an empty one), so no If is built.
+  failed on an empty one), so no If is built. int32 / int64 are multiplied as uint32 /
+  uint64 (the same low bits): its CPU backend compiles C, where a signed overflow is
+  undefined, and an int32 ``chain`` followed by the model's own ``Cast(int64)`` came out
+  unwrapped (``[[1, 3, 100000, 100000]]``, exclusive + reverse: ``10000000000`` for
+  ``1410065408``; tinygrad 0.14, clang).
 - ``portable``: the strictest profile, for runtimes we cannot run here (TensorRT, CoreML,
   NPUs): no Loop, Scan or If, no float64 compute of our own (a float64 model stays float64).
 """
@@ -143,6 +147,10 @@ class Target:
         local_functions: Whether the runtime loads model-local functions: else every call
             is inlined before the rewrite (:mod:`rewriter.inline`; OpenVINO 2026.4, tract
             0.23, IREE 3.13, tinygrad and onnx2tf fail on any call to one).
+        bfloat16_math: Whether the runtime has bfloat16 Mul and Expand kernels, which a
+            type-generic lowering (x's element type not known statically) uses when x is
+            bfloat16 at run time: onnxruntime 1.20.1 and 1.32 have none ("NOT_IMPLEMENTED
+            ... Expand(13)" at load), so such a node is warned about there.
     """
 
     name: str
@@ -172,6 +180,7 @@ class Target:
     pad_shifts: bool = True
     local_functions: bool = True
     doubling_blocked_from: int | None = None
+    bfloat16_math: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -211,6 +220,7 @@ TARGETS: dict[str, Target] = {
             "onnxruntime 1.20.1 and later, at an opset it imports (--target-opset 21 for "
             "1.20): uint32/uint64 multiplied as int64",
             integer_compute=_UINT_AS_INT64,
+            bfloat16_math=False,
         ),
         Target("spec", "every kernel the ONNX spec lists: integers in their own type"),
         Target(
@@ -309,6 +319,7 @@ TARGETS: dict[str, Target] = {
         Target(
             "tinygrad",
             "tinygrad: no Loop or Scan; its If runs both branches",
+            integer_compute={ir.DataType.INT32: _U32, _I64: _U64},
             missing_ops=frozenset({"Loop", "Scan", "If"}),
             avoided_ops=frozenset({"If"}),
             auto="tinygrad",

@@ -125,23 +125,107 @@ class TypeTable:
         return dtype, shape
 
 
-def _forget_declared(proto: onnx.ModelProto) -> None:
+def _forget_declared(
+    proto: onnx.ModelProto, kept: frozenset[tuple[int, int]] = frozenset()
+) -> None:
     """Remove what may be stale: intermediate value_info, graph output shapes and the shapes
     of subgraph inputs (inference gives them from the node: a Scan body's the slices', a
-    Loop body's carried values none, since they may change shape between iterations). An
-    output that is also the main graph's input or an initializer keeps its shape: onnx's
-    inference takes the output's declaration for such a name, and a cleared one left every
-    value computed from it of unknown rank (a static model was refused for targets that
-    need a known rank)."""
-    for graph in proto_graphs(proto.graph):
+    Loop body's carried values none, since they may change shape between iterations), but
+    those in ``kept`` ((graph ordinal in :func:`proto_graphs` order, input index): Loop
+    carried values whose declaration :func:`_carried_fixed_point` confirms). An output that
+    is also the main graph's input or an initializer keeps its shape: onnx's inference takes
+    the output's declaration for such a name, and a cleared one left every value computed
+    from it of unknown rank (a static model was refused for targets that need a known
+    rank)."""
+    for ordinal, graph in enumerate(proto_graphs(proto.graph)):
         del graph.value_info[:]
         given = {t.name for t in graph.initializer}
         if graph is proto.graph:
             given |= {value.name for value in graph.input}
+        given |= {graph.input[k].name for g, k in kept if g == ordinal}
         stale = [*graph.output] if graph is proto.graph else [*graph.input, *graph.output]
         for value in stale:
             if value.type.HasField("tensor_type") and value.name not in given:
                 value.type.tensor_type.ClearField("shape")
+
+
+def _loop_carried(proto: onnx.ModelProto) -> list[tuple[int, int, onnx.NodeProto]]:
+    """The Loop carried inputs with a declared shape, in the main graph and its subgraphs:
+    (the body's ordinal in :func:`proto_graphs` order, the input's index in the body, the
+    Loop node)."""
+    found: list[tuple[int, int, onnx.NodeProto]] = []
+    count = 0
+
+    def walk(graph: onnx.GraphProto) -> None:  # the preorder of proto_graphs
+        nonlocal count
+        count += 1
+        for node in graph.node:
+            for attr in node.attribute:
+                for sub in [attr.g, *attr.graphs] if attr.type in (5, 10) else []:
+                    loop = node.op_type == "Loop" and node.domain in ("", "ai.onnx")
+                    if loop and attr.name == "body":
+                        for k in range(2, len(sub.input)):
+                            t = sub.input[k].type
+                            if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
+                                found.append((count, k, node))
+                    walk(sub)
+
+    walk(proto.graph)
+    return found
+
+
+def _carried_fixed_point(
+    proto: onnx.ModelProto,
+    infer: Callable[[onnx.ModelProto, frozenset[tuple[int, int]]], onnx.GraphProto],
+) -> onnx.GraphProto:
+    """``infer(proto, kept)`` with ``kept`` the Loop carried inputs whose declared shape is a
+    fixed point: inference with the declarations kept gives the Loop's initial value and the
+    body's carried output shapes that confirm them (every static declared dim, the rank).
+    onnx's inference gives a carried input no shape (it may change between iterations), so
+    a nested Scan whose outputs are computed from it had none, which onnxruntime refuses;
+    a declaration that is not confirmed (a growing Concat, a stale one) is dropped, since
+    onnxruntime would fold a lowering's ``Shape`` from it. Starts from every declaration and
+    drops the unconfirmed ones until none is (each round one inference)."""
+    bodies = list(proto_graphs(proto.graph))
+    carried = _loop_carried(proto)
+    declared = {(g, k): _declared_proto_dims(bodies[g].input[k].type) for g, k, _ in carried}
+    loops = {(g, k): node for g, k, node in carried}
+    kept = frozenset(declared)
+    while True:
+        work = onnx.ModelProto()
+        work.CopyFrom(proto)
+        graph = infer(work, kept)
+        if not kept:
+            return graph
+        seen = _Definitions()
+        for sub in proto_graphs(graph):
+            for vi in [*sub.input, *sub.value_info, *sub.output]:
+                if vi.HasField("type"):
+                    seen.add(vi.name, vi.type)
+            for init in sub.initializer:
+                seen.add(init.name, onnx.helper.make_tensor_type_proto(init.data_type, init.dims))
+        confirmed = set()
+        for g, k in kept:
+            want = declared[(g, k)]
+            node = loops[(g, k)]
+            initial = node.input[k] if k < len(node.input) else ""
+            out = bodies[g].output[k - 1].name if k - 1 < len(bodies[g].output) else ""
+            if all(
+                want is not None and _confirms(want, _inferred_dims(seen.types.get(name)))
+                for name in (initial, out)
+            ):
+                confirmed.add((g, k))
+        if confirmed == kept:
+            return graph
+        kept = frozenset(confirmed)
+
+
+def _declared_proto_dims(type_proto: onnx.TypeProto) -> list[int | None] | None:
+    if not type_proto.tensor_type.HasField("shape"):
+        return None
+    return [
+        d.dim_value if d.HasField("dim_value") else None for d in type_proto.tensor_type.shape.dim
+    ]
 
 
 class _Definitions:
@@ -250,9 +334,34 @@ def _propagate_nodes(
         except Exception as exc:  # noqa: BLE001 - best effort; gaps are reported later
             logger.debug("no type inference for %s: %s", node.op_type, exc)
             continue
+        if node.op_type == "If":
+            outputs = _if_outputs(node, outputs, known)
         known.update(outputs)
         for name, type_proto in outputs.items():
             found.add(name, type_proto)
+
+
+def _if_outputs(
+    node: onnx.NodeProto, inferred: dict[str, onnx.TypeProto], known: dict[str, onnx.TypeProto]
+) -> dict[str, onnx.TypeProto]:
+    """An If's output types: onnx's (from the branches' declared outputs), or where those
+    give no element type (branches that declare none), what both branches' propagated output
+    types agree on (:func:`_merge`)."""
+    branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+    then, other = branches.get("then_branch"), branches.get("else_branch")
+    if then is None or other is None:
+        return inferred
+    result = dict(inferred)
+    for k, name in enumerate(node.output):
+        have = result.get(name)
+        if not name or (have is not None and have.tensor_type.elem_type):
+            continue
+        if k >= len(then.output) or k >= len(other.output):
+            continue
+        merged = _merge(known.get(then.output[k].name), known.get(other.output[k].name))
+        if merged is not None:
+            result[name] = merged
+    return result
 
 
 def deserialize_model(proto: onnx.ModelProto) -> ir.Model:
@@ -260,8 +369,17 @@ def deserialize_model(proto: onnx.ModelProto) -> ir.Model:
     functions declare for their inputs in ``FunctionProto.value_info`` (IR >= 10), which
     onnx_ir 1.1 does not read: without them a function that no call site types is lowered
     type-generically. Not the declared shapes: a function may be called with other shapes,
-    and onnxruntime would fold a lowering's ``Shape`` of the input from them."""
+    and onnxruntime would fold a lowering's ``Shape`` of the input from them.
+
+    A main-graph input that is also a graph output is one value in onnx_ir, with one
+    declaration: it keeps the input's (onnx_ir would take the output's, so a rewritten model
+    would refuse feeds the original took: ``float[N]`` declared ``float[4]`` as an output)."""
     model = ir.serde.deserialize_model(proto)
+    outputs = {value.name for value in proto.graph.output}
+    for value, info in zip(model.graph.inputs, proto.graph.input):
+        if info.name in outputs and value.name == info.name and info.HasField("type"):
+            value.type = ir.serde.deserialize_type_proto_for_type(info.type)
+            value.shape = ir.serde.deserialize_type_proto_for_shape(info.type)
     for function_proto in proto.functions:
         declared = {vi.name: vi for vi in function_proto.value_info if vi.HasField("type")}
         key = (function_proto.domain, function_proto.name, function_proto.overload)
@@ -389,8 +507,8 @@ def _main_graph_types(model: ir.Model) -> onnx.GraphProto:
         if v.name in overridable
     }
 
-    def infer(proto: onnx.ModelProto) -> onnx.GraphProto:
-        _forget_declared(proto)
+    def infer_once(proto: onnx.ModelProto, kept: frozenset[tuple[int, int]]) -> onnx.GraphProto:
+        _forget_declared(proto, kept)
         _forget_defaults(proto, declared)
         try:
             proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
@@ -398,7 +516,7 @@ def _main_graph_types(model: ir.Model) -> onnx.GraphProto:
             logger.debug("shape inference failed, using declared types only: %s", exc)
         return proto.graph
 
-    return call_onnx_api(infer, model)
+    return call_onnx_api(lambda proto: _carried_fixed_point(proto, infer_once), model)
 
 
 def infer_types(model: ir.Model) -> TypeTable:
@@ -470,39 +588,28 @@ def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
             yield from attr.as_graphs()
 
 
-def _cumprod_subgraphs(top: ir.Graph) -> list[tuple[ir.Graph, ir.Node]]:
-    """The subgraphs below ``top`` that hold a CumProd, and every subgraph around those,
-    each with the node that owns it."""
-    owner: dict[int, ir.Node] = {}
-    holders: list[ir.Graph] = []
-    for node in ir.traversal.RecursiveGraphIterator(top):
-        assert node.graph is not None
-        for sub in _subgraphs(node):
-            owner[id(sub)] = node
-        if node.op_type == "CumProd" and node.graph is not top:
-            holders.append(node.graph)
-    chosen: dict[int, tuple[ir.Graph, ir.Node]] = {}
-    for holder in holders:
-        graph: ir.Graph | None = holder
-        while graph is not None and graph is not top and id(graph) not in chosen:
-            node = owner[id(graph)]
-            chosen[id(graph)] = (graph, node)
-            graph = node.graph
-    return list(chosen.values())
+def _owned_subgraphs(top: ir.Graph) -> list[tuple[ir.Graph, ir.Node]]:
+    """Every subgraph below ``top``, at any depth, with the node that owns it."""
+    return [
+        (sub, node) for node in ir.traversal.RecursiveGraphIterator(top) for sub in _subgraphs(node)
+    ]
 
 
 def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Value]:
-    """Inputs of the subgraphs that hold a CumProd (and of the subgraphs around those) whose
-    declared rank or static dims shape inference does not confirm: a Loop body's carried
-    value, say (its rank may change between iterations too),
-    whose declaration no runtime checks, but from which onnxruntime folds a Shape of it (and
-    of what is computed from it) into a constant: a lowering that reads the dims at run time
-    would read the declaration."""
+    """Inputs of every subgraph whose declared rank or static dims shape inference does not
+    confirm: a Loop body's carried value whose declaration is not a fixed point of the loop
+    (its rank may change between iterations too; see :func:`_carried_fixed_point`), a
+    Scan body's state declared with another shape than its initial value's, whose
+    declaration no runtime checks, but from which onnxruntime folds a Shape of it (and of
+    what is computed from it) into a constant, and sizes the body's outputs: a lowering that
+    reads the dims at run time would read the declaration, and a body output whose stale
+    declaration the rewrite blanks would take the input's (onnxruntime then failed with
+    "pre-allocated output has shape {5} but the computed output shape is {2}")."""
     scopes = [(_MAIN, model.graph)]
     scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
     found: list[ir.Value] = []
     for scope, top in scopes:
-        for graph, owner in _cumprod_subgraphs(top):
+        for graph, owner in _owned_subgraphs(top):
             fixed = 2 if owner.op_type == "Loop" else 0
             for value in graph.inputs[fixed:]:  # a Loop's count and condition: scalars
                 declared = _declared_dims(value)
@@ -624,18 +731,23 @@ def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
     refuses them), and, on the way to a CumProd (:func:`cumprod_cone`; elsewhere they are kept
     as declared), computed values and subgraph inputs whose declared static dims inference
     does not confirm (:func:`unconfirmed_computed_shapes`,
-    :func:`unconfirmed_subgraph_inputs`)."""
+    :func:`unconfirmed_subgraph_inputs`).
+
+    A main-graph output that a CumProd reads keeps its declaration as the model's output:
+    the value computed is renamed and the output becomes an ``Identity`` of it (its shape is
+    the one cleared), so the interface stays as it was and nothing is folded from it."""
     cone = cumprod_cone(model)
-    for value in stale_shapes(model, types):
+    for stale in stale_shapes(model, types):
         logger.warning(
             "value '%s' declares shape %s, which contradicts shape inference: dropped",
-            value.name,
-            value.shape,
+            stale.name,
+            stale.shape,
         )
-        value.shape = None
-    for value, inferred in unconfirmed_computed_shapes(model, types):
-        if id(value) not in cone:
+        (_inner_of_output(model, stale, types) if id(stale) in cone else stale).shape = None
+    for computed, inferred in unconfirmed_computed_shapes(model, types):
+        if id(computed) not in cone:
             continue
+        value = _inner_of_output(model, computed, types)
         assert value.shape is not None
         blanked = _blank_unconfirmed(value.shape, inferred)
         logger.info(
@@ -656,3 +768,30 @@ def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
             value.shape,
         )
         value.shape = None
+
+
+def _inner_of_output(model: ir.Model, value: ir.Value, types: TypeTable) -> ir.Value:
+    """``value`` itself, or when it is a main-graph output that nodes read: the value under
+    a new name, the output now ``Identity`` of it under the old name with the declaration
+    (type and shape) as it was. Its inferred type is kept under the new name."""
+    graph = model.graph
+    if value.graph is not graph or not value.is_graph_output() or not value.uses():
+        return value
+    name = value.name or ""
+    taken = {v.name for v in graph.inputs} | {n.name for n in graph.initializers.values()}
+    for node in ir.traversal.RecursiveGraphIterator(graph):
+        taken.update(v.name for v in node.outputs)
+    fresh, k = f"{name}__computed", 0
+    while fresh in taken:
+        k += 1
+        fresh = f"{name}__computed_{k}"
+    declared = types.get_proto(_MAIN, name)
+    value.name = fresh
+    if declared is not None:
+        types.set(_MAIN, fresh, declared)
+    shown = ir.Value(name=name, type=value.type, shape=value.shape)
+    graph.append(ir.Node("", "Identity", [value], outputs=[shown], name=f"{name}__output"))
+    for index, output in enumerate(graph.outputs):
+        if output is value:
+            graph.outputs[index] = shown
+    return value

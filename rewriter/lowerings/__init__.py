@@ -415,6 +415,8 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
     spec = site.spec
     if spec.empty:  # a static 0 in x's dims: y is x whatever the axis (tract failed to
         return b.op("Identity", site.x)  # load the select over the axes of such an x)
+    if spec.length == 1 and not spec.exclusive:  # y is x: no Cast pair around an Identity
+        return b.op("Identity", site.x)  # (onnxruntime's Cast elimination broke an If reading y)
     compute = target.compute_type(lowering.compute_dtype(spec.dtype))
     x = site.x if compute == spec.dtype or compute is None else b.cast(site.x, compute)
     axis_value = site.axis_value

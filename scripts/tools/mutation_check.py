@@ -257,8 +257,8 @@ MUTANTS = [
     Mutant(
         "types: unconfirmed declared dims of computed values kept",
         "rewriter/types.py",
-        "    for value, inferred in unconfirmed_computed_shapes(model, types):\n",
-        "    for value, inferred in unconfirmed_computed_shapes(model, types)[:0]:\n",
+        "    for computed, inferred in unconfirmed_computed_shapes(model, types):\n",
+        "    for computed, inferred in unconfirmed_computed_shapes(model, types)[:0]:\n",
     ),
     # found by a mutation review of opset / opset_rules / site / verify (2026-12-02)
     Mutant(
@@ -421,8 +421,8 @@ MUTANTS = [
     Mutant(
         "types: stale declared dims of body inputs kept around an inner If",
         "rewriter/types.py",
-        "            graph = node.graph\n",
-        "            graph = None\n",
+        "(sub, node) for node in ir.traversal.RecursiveGraphIterator(top) for sub",
+        "(sub, node) for node in top for sub",
     ),
     Mutant(
         "inline: an unnamed call output named like an unread graph input",
@@ -910,9 +910,9 @@ MUTANTS = [
     Mutant(
         "types: unconfirmed shapes blanked also off the way to a CumProd",
         "rewriter/types.py",
-        "        if id(value) not in cone:\n            continue\n"
-        "        assert value.shape is not None",
-        "        assert value.shape is not None",
+        "        if id(computed) not in cone:\n            continue\n"
+        "        value = _inner_of_output(model, computed, types)",
+        "        value = _inner_of_output(model, computed, types)",
     ),
     Mutant(
         "types: the cone stops at a function's inputs (not back to its calls)",
@@ -936,8 +936,8 @@ MUTANTS = [
     Mutant(
         "types: stale shapes dropped only on the way to a CumProd",
         "rewriter/types.py",
-        "    for value in stale_shapes(model, types):\n",
-        "    for value in [v for v in stale_shapes(model, types) if id(v) in cone]:\n",
+        "    for stale in stale_shapes(model, types):\n",
+        "    for stale in [v for v in stale_shapes(model, types) if id(v) in cone]:\n",
     ),
     Mutant(
         "cli: the warning collector left on the library's logger after main()",
