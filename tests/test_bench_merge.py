@@ -287,66 +287,6 @@ def test_the_scan_route_timed_whole_is_the_scan_and_raises_its_floor(bench) -> N
     assert bench.route_floors(row, "middle")["scan"] == pytest.approx(920.0)
 
 
-def test_the_pieces_model_runs_blocked_whole_on_cacheds_pieces(bench) -> None:  # type: ignore[no-untyped-def]
-    """``blocked whole (pieces)``: the blocked level on each of ``cached``'s pieces, one Scan
-    step each (tests/conftest.py: pieces of 256 bytes), tiles of rows on a last axis and
-    chunks of a first axis; the body's output is its Concat, as in ``cached``; it runs and
-    keeps x's shape, and it is its own route's floor."""
-    import numpy as np
-    import onnx
-    import onnxruntime as ort
-
-    for shape, axis, pieces, piece in [((8, 64), 1, 8, [1, 64, 1]), ((64, 1), 0, 2, [32, 1])]:
-        model = bench.floor_models(onnx.TensorProto.INT64, shape, axis)["blocked whole (pieces)"]
-        (scan,) = [n for n in model.graph.node if n.op_type == "Scan"]
-        body = next(a.g for a in scan.attribute if a.name == "body")
-        assert [d.dim_value for d in body.input[0].type.tensor_type.shape.dim] == piece
-        assert body.node[-1].op_type == "Concat" and body.node[-1].output[0] == body.output[0].name
-        (cut,) = [t for t in model.graph.initializer if t.name == "pieces"]
-        assert list(onnx.numpy_helper.to_array(cut)) == [pieces, *piece]
-        x = np.arange(np.prod(shape), dtype=np.int64).reshape(shape)
-        session = ort.InferenceSession(
-            model.SerializeToString(), providers=["CPUExecutionProvider"]
-        )
-        (y,) = session.run(None, bench.floor_feeds(model, x))
-        assert y.shape == x.shape
-    row = _row(native=100.0, auto=500.0, scan=5000.0, position="last")
-    assert "pieces" not in bench.route_floors(row, "last")
-    row["us"].update({"blocked whole (pieces)": 300.0, "blocked level 2": 40.0})
-    assert bench.route_floors(row, "last")["pieces"] == pytest.approx(340.0)
-    assert bench.floor_of(row, "last") == (pytest.approx(340.0), "pieces")
-
-
-def test_the_pieces_model_cuts_its_slices_in_halves_where_cached_does(  # type: ignore[no-untyped-def]
-    bench, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where ``cached`` cuts carry's first level in halves (``cached.halves``; here from
-    64-byte tiles), so does the pieces' floor model (a floor of the route must not do more
-    than the lowering): a Split into two feeding two Splits into r / 2; and it runs."""
-    import numpy as np
-    import onnx
-    import onnxruntime as ort
-
-    from rewriter.lowerings import cached
-
-    monkeypatch.setattr(cached, "HALVES_FROM_BYTES", 64)
-    shape = (4, 64, 8)  # float32 rows of 2 KiB: one a tile; runs of 32 bytes
-    model = bench.floor_models(onnx.TensorProto.FLOAT, shape, 1)["blocked whole (pieces)"]
-    (scan,) = [n for n in model.graph.node if n.op_type == "Scan"]
-    body = next(a.g for a in scan.attribute if a.name == "body")
-    splits = [(len(n.input), len(n.output)) for n in body.node if n.op_type == "Split"]
-    assert splits == [(1, 2), (1, 8), (1, 8)]
-    x = np.ones(shape, np.float32)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    (y,) = session.run(None, bench.floor_feeds(model, x))
-    assert y.shape == x.shape
-    monkeypatch.setattr(cached, "HALVES_FROM_BYTES", 4096)  # past the tile: one Split
-    model = bench.floor_models(onnx.TensorProto.FLOAT, shape, 1)["blocked whole (pieces)"]
-    (scan,) = [n for n in model.graph.node if n.op_type == "Scan"]
-    body = next(a.g for a in scan.attribute if a.name == "body")
-    assert [len(n.output) for n in body.node if n.op_type == "Split"] == [16]
-
-
 def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """auto within 3.4-4.8x, or the floor within 3.4-4.5x; the command prints each picked
     cell's options, which select it alone."""
@@ -421,10 +361,9 @@ def test_the_chain_routes_data_movement_is_modelled_up_to_nway_up_to(  # type: i
 def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: ignore[no-untyped-def]
     """A float32 tree on onnxruntime takes its block totals from x in float64 and scans them
     in float64 (rewriter/lowerings/wide.py), so its floors do too: the totals inside
-    ``blocked whole (wide, F)`` and each piece of ``blocked whole (pieces, wide, F)``, in
-    both forms F, are the blocks' products of x in float64 (numpy's, below), ``cast x`` is
-    x in float64, the upper levels' models take float64; the tree routes then cost the
-    cheaper form, the others do not move. Narrow runs (r = 4) get the slices' form only,
+    ``blocked whole (wide, F)``, in both forms F, are the blocks' products of x in float64
+    (numpy's, below), ``cast x`` is x in float64, the upper levels' models take float64;
+    the tree routes then cost the cheaper form, the others do not move. Narrow runs (r = 4) get the slices' form only,
     integers none."""
     import numpy as np
     import onnx
@@ -436,24 +375,19 @@ def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: i
         )
         return session.run(None, bench.floor_feeds(model, x))
 
-    shape, r = (4, 64, 16), 16  # float32 rows of 4 KiB: tests/conftest.py's pieces cut them
+    shape, r = (4, 64, 16), 16  # float32 rows of 4 KiB
     x = np.random.default_rng(0).uniform(0.5, 1.5, shape).astype(np.float32)
     blocks = x.astype(np.float64).reshape(4 * 64 // r, r, 16).prod(axis=1, keepdims=True)
     models = bench.floor_models(onnx.TensorProto.FLOAT, shape, 1)
     wide = [name for name in models if "wide" in name]
     assert sorted(wide) == sorted(
-        f"blocked whole ({where}wide, {form})"
-        for where in ("", "pieces, ")
-        for form in ("reduce", "slices")
+        f"blocked whole ({where}wide, {form})" for where in ("",) for form in ("reduce", "slices")
     )
     for name in wide:
         y, totals = run(models[name], x)
         assert y.shape == x.shape and totals.dtype == np.float64
         np.testing.assert_allclose(totals.reshape(blocks.shape), blocks, rtol=1e-15)
         ops = {node.op_type for node in models[name].graph.node}
-        if "pieces" in name:
-            (scan,) = [node for node in models[name].graph.node if node.op_type == "Scan"]
-            ops = {node.op_type for node in scan.attribute[0].g.node}
         assert ("ReduceProd" in ops) == name.endswith("reduce)"), name
     (cast,) = run(models["cast x"], x)
     assert cast.dtype == np.float64 and np.array_equal(cast, x)
@@ -463,10 +397,7 @@ def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: i
     upper = bench.floor_models(onnx.TensorProto.FLOAT, (2, 4096, 16), 1)["blocked levels 3+"]
     assert {v.type.tensor_type.elem_type for v in upper.graph.input} == {onnx.TensorProto.DOUBLE}
     narrow = bench.floor_models(onnx.TensorProto.FLOAT, (64, 4096), 1)  # the last axis: r = 4
-    assert sorted(name for name in narrow if "wide" in name) == [
-        "blocked whole (pieces, wide, slices)",
-        "blocked whole (wide, slices)",
-    ]
+    assert sorted(name for name in narrow if "wide" in name) == ["blocked whole (wide, slices)"]
     integers = bench.floor_models(onnx.TensorProto.INT32, shape, 1)
     assert not any("wide" in name or name == "cast x" for name in integers)
     level = integers["blocked level 2"].graph.input[0].type.tensor_type.elem_type

@@ -85,15 +85,6 @@ def test_a_long_readme_and_a_long_docstring_fail(check_docs, tmp_path, monkeypat
     assert check_docs.docstring_failures(tmp_path) == []
 
 
-def test_a_pending_entry_fails_once_it_is_not_needed(check_docs, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    module = tmp_path / "rewriter" / "short.py"
-    module.parent.mkdir()
-    module.write_text('"""One line."""\n')
-    monkeypatch.setattr(check_docs, "PENDING_DOCSTRINGS", {"rewriter/short.py"})
-    (failure,) = check_docs.docstring_failures(tmp_path)
-    assert "remove it from PENDING_DOCSTRINGS" in failure
-
-
 def test_placeholders_globs_and_alternatives_match_paths(check_docs) -> None:  # type: ignore[no-untyped-def]
     exists = check_docs.path_exists
     assert exists(ROOT, "scripts/runtimes/NAME.sh")
