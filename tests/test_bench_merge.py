@@ -363,8 +363,8 @@ def test_a_float32_trees_floor_has_its_float64_totals(bench) -> None:  # type: i
     in float64 (rewriter/lowerings/wide.py), so its floors do too: the totals inside
     ``blocked whole (wide, F)``, in both forms F, are the blocks' products of x in float64
     (numpy's, below), ``cast x`` is x in float64, the upper levels' models take float64;
-    the tree routes then cost the cheaper form, the others do not move. Narrow runs (r = 4) get the slices' form only,
-    integers none."""
+    the tree routes then cost the cheaper form, the others do not move. Narrow runs (r = 4)
+    get the slices' form only, integers none."""
     import numpy as np
     import onnx
     import onnxruntime as ort
