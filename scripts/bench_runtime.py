@@ -39,7 +39,8 @@ count of the rewritten model and the steady run-time ratio, and which lowerings 
 
 Usage: python scripts/bench_runtime.py --runtime NAME [--dtypes ...] [--lengths ...]
     [--positions last,first] [--cells POS:N,...] [--elements N] [--rounds 15]
-    [--max-seconds 10] [--run-time-length] [--compile REPS]
+    [--max-seconds 10] [--run-time-length] [--only NAME,...] [--variants NAME,...]
+    [--compile REPS] [--compile-timeout 60] [--compile-clock wall|cpu]
     [--out scripts/results/bench-runtime-NAME-DATE]
 
 Issue 52's compile-cost grid (four shapes of 65536 elements; one command per runtime, NAME
@@ -48,6 +49,10 @@ one of onnxruntime, openvino, iree, tinygrad, tract)::
     python scripts/bench_runtime.py --runtime NAME --dtypes float32,int32 --elements 65536 \
         --cells last:1024,first:1024,middle:256,last:8192 --compile 3 \
         --out scripts/results/compile-NAME-DATE
+
+(``--only`` and ``--skip`` narrow the lowerings for time; ``--variants masked64`` adds the
+experiment of ``scripts/proto_masked_blocks.py``; results of 2026-12-06 and the picks they
+support: ``scripts/results/compile-2026-12-06-summary.md``.)
 """
 
 from __future__ import annotations
@@ -406,7 +411,7 @@ def compile_summary(runs: list[dict]) -> dict[str, object]:
     """Median seconds, median CumSum seconds and the median of the per-repetition ratios
     s / cumsum_s of one lowering's fresh-process runs (:func:`compile_runs`), and the median
     ratio of the whole processes (Python start and imports included) and of the CPU time
-    (process and children; None where a run timed out). ``timeout``:
+    (process and children), over the runs that finished (None if none did). ``timeout``:
     some run hit the limit (its time, the limit, stands in: the ratio is a lower bound);
     ``error``: the first error seen (no figures)."""
     errors = [r["error"] for r in runs if r.get("error")]

@@ -1,13 +1,17 @@
 """Experiment (issue 52, not a lowering of the rewriter): CumProd as a two-level blocked scan
-whose in-block prefixes come from one masked ReduceProd over a (.., B, B) tile, for runtimes
-that compile every node (tinygrad, IREE), where the unrolled trees' node counts cost compile
-time.
+whose in-block prefixes come from one masked ReduceProd over a (.., B, B) tile, for tinygrad,
+which fuses the unrolled trees (``carry``, ``radix``) into one huge elementwise kernel that takes
+minutes to generate; this form compiled within 1.21x of the CumSum model there and ran at
+0.61-1.25x carry's time (``scripts/results/compile-2026-12-06-summary.md``). Not for IREE (it
+compiles fast but ran 16-472x CumSum) nor onnxruntime (its ReduceProd saturates on integer
+overflow over a middle axis: wrong results).
 
 Formula, on the (o, n, i) view of x, n static, block B::
 
     n <= B: T[o, k, j, i] = x[o, j, i] if j <= k else 1    (j < k: exclusive)
             y[o, k, i]    = ReduceProd_j T                 (a (o, n, n, i) tile)
-    else:   pad n to m * B with ones; view (o * m, B, i); P = the in-block scan above
+    else:   exclusive: the inclusive scan of (1, x_0, ..., x_{n-2}) (Slice, Concat)
+            pad n to m * B with ones; view (o * m, B, i); P = the in-block scan above
             t = P[:, B - 1, :] viewed (o, m, i), the block totals
             C = the EXCLUSIVE scan of t along m, by this same scheme (recursively)
             y = P viewed (o, m, B, i) * C viewed (o, m, 1, i), viewed (o, m * B, i), [0, n)
