@@ -1,6 +1,7 @@
 """Benchmark on a target's own runtime: each lowering valid for the target against that
 runtime's CumSum on the same shape and axis (the stand-in for a native kernel: none of these
-runtimes has CumProd).
+runtimes has CumProd; onnxruntime's CumSum is the baseline there too, for the same reason:
+the other runtimes' users compare against it).
 
 For every grid cell (element type, scan length n, axis position: (N/n, n) scanning the last
 axis, (n, N/n) scanning the first) this builds one opset-26 CumProd model, lowers it with
@@ -14,33 +15,64 @@ The figures that count are the ratios to CumSum measured in the same rounds.
 
 ``auto`` is not timed separately: it emits the same graph as the lowering it picks
 (:func:`pick_for`), whose ratio is reported as auto's. On the targets where ``doubling`` runs
-blocked from some length (``doubling.BLOCKED_FROM``), ``doubling_plain`` is its graph without
+blocked from some length (``Target.doubling_blocked_from``), ``doubling_plain`` is its graph without
 the blocks, timed in the same rounds. ``--run-time-length`` declares every dim of the CumProd
 models symbolic (lowered with ``max_length=n``); ``doubling_plain`` is then, on float32 cells,
 plain doubling without its offset windows (``near_one.windows``). ``--float32-carries`` adds
 ``carry_f32carries`` and ``radix_f32carries`` on float32 cells: those trees with float32 block
 totals and carries, as before ``rewriter/lowerings/wide.py``, timed in the same rounds.
 
+``--compile REPS`` also measures what the rewrite costs before the first result: each model
+(every lowering and the CumSum model) is loaded / compiled and run once in a FRESH process of
+the runtime's environment (``bench_runtime_child.py --first``), REPS times, timed from after
+the runtime's import to the first output in numpy (onnxruntime: session + run; OpenVINO:
+read_model + compile_model + infer; tract: load + into_runnable + run; tinygrad with its
+kernel cache off, ``CACHELEVEL=0``, as on a first build: OnnxRunner + the first call, which
+compiles every kernel; IREE: iree-import-onnx + iree-compile + load + the first call). Each
+lowering's process runs next to one of the CumSum model (alternately before and after it),
+in a shuffled order per repetition, and its compile ratio is the median over repetitions of
+its time / that CumSum process's time: load on the shared machine moves both alike. A
+process past ``--compile-timeout`` counts as that long and is marked; such a model is not
+timed at run time. The tables then give, per cell and lowering, the compile ratio, the node
+count of the rewritten model and the steady run-time ratio, and which lowerings stay within
+``--compile-limit`` (2x) of CumSum's compile, the fastest of them at run time marked.
+
 Usage: python scripts/bench/bench_runtime.py --runtime NAME [--dtypes ...] [--lengths ...]
-    [--rounds 15] [--max-seconds 10] [--run-time-length]
+    [--positions last,first] [--cells POS:N,...] [--elements N] [--rounds 15]
+    [--max-seconds 10] [--run-time-length] [--only NAME,...] [--variants NAME,...]
+    [--compile REPS] [--compile-timeout 60] [--compile-clock wall|cpu]
     [--out scripts/results/bench-runtime-NAME-DATE]
+
+Issue 52's compile-cost grid (four shapes of 65536 elements; one command per runtime, NAME
+one of onnxruntime, openvino, iree, tinygrad, tract)::
+
+    python scripts/bench/bench_runtime.py --runtime NAME --dtypes float32,int32 --elements 65536 \
+        --cells last:1024,first:1024,middle:256,last:8192 --compile 3 \
+        --out scripts/results/compile-NAME-DATE
+
+(``--only`` and ``--skip`` narrow the lowerings for time; ``--variants masked64`` adds the
+experiment of ``scripts/bench/proto_masked_blocks.py``; results of 2026-12-06 and the picks they
+support: ``scripts/results/compile-2026-12-06-summary.md``.)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
 import platform
+import random
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +83,7 @@ from onnx import TensorProto, helper
 
 import rewriter
 from rewriter.errors import StrategyError
-from rewriter.lowerings import LOWERINGS, doubling
+from rewriter.lowerings import LOWERINGS, carry, doubling
 from rewriter.lowerings import auto as auto_module
 from rewriter.site import ScanSpec
 from rewriter.targets import TARGETS
@@ -69,10 +101,13 @@ from bench import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIMES = ("openvino", "tract", "tinygrad", "iree")
+RUNTIMES = ("onnxruntime", "openvino", "tract", "tinygrad", "iree")
+# The Python each runtime runs in (ROOT / VENV[runtime] / bin / python).
+VENV = {name: f".venv-{name}" for name in RUNTIMES} | {"onnxruntime": ".venv"}
 # Element types each runtime computes in their own type (OpenVINO's CPU plugin holds int64 in
 # 32 bits and float64 in float32: timing them would time something else).
 DEFAULT_DTYPES = {
+    "onnxruntime": "float32,int32,float64,int64",
     "openvino": "float32,int32",
     "tract": "float32,int32,float64,int64",
     "tinygrad": "float32,int32",  # float64 / int64 left out for time (kernel compiles)
@@ -82,6 +117,10 @@ DEFAULT_SKIP = {"tinygrad": "doubling:512"}
 # Ratio of auto's time to the best exact lowering's from which a cell counts as "clearly not
 # the fastest".
 CLEARLY = 1.5
+# The environment of the runtime's processes, beyond the parent's (tinygrad: its CPU device;
+# the fresh --compile processes also get COMPILE_ENV).
+RUNTIME_ENV = {"tinygrad": {"DEV": "CPU"}}
+COMPILE_ENV = {"tinygrad": {"CACHELEVEL": "0"}}  # no kernel cache: a first build
 PLAIN_DOUBLING = "doubling_plain"  # doubling without its blocked form, where it has one
 F32_CARRIES = "_f32carries"  # a tree with float32 block totals and carries (--float32-carries)
 F32_CARRIES_OF = ("carry", "radix", "doubling")  # the trees --float32-carries times so too
@@ -89,16 +128,53 @@ F32_CARRIES_TREES: list[str] = []  # F32_CARRIES_OF with --float32-carries, else
 
 
 @contextlib.contextmanager
+def _patched(module: object, **values: object) -> Iterator[None]:
+    """``module``'s attributes set to ``values`` for the block."""
+    saved = {k: getattr(module, k) for k in values}
+    for k, v in values.items():
+        setattr(module, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(module, k, v)
+
+
+def _masked(block: int) -> Callable[[int, tuple[int, ...], int], onnx.ModelProto]:
+    def build(elem_type: int, shape: tuple[int, ...], axis: int) -> onnx.ModelProto:
+        from proto_masked_blocks import masked_blocks_model
+
+        return masked_blocks_model(elem_type, shape, axis, block)
+
+    return build
+
+
+# --variants: experiments beside the lowerings, on static inclusive forward cells. A variant is
+# a lowering built with module constants changed (name -> (strategy, module, constants)), or
+# a model builder (name -> (elem_type, shape, axis) -> model) with loop's k - 1 ulps bound.
+VARIANTS: dict[str, tuple[str, object, dict[str, int]] | Callable[..., onnx.ModelProto]] = {
+    "carry_r8": ("carry", carry, {"NARROW_RADIX": 8, "RADIX": 8}),
+    "carry_r16": ("carry", carry, {"NARROW_RADIX": 16, "RADIX": 16}),
+    "carry_r32": ("carry", carry, {"NARROW_RADIX": 32, "RADIX": 32}),
+    "carry_r64": ("carry", carry, {"NARROW_RADIX": 64, "RADIX": 64}),
+    "masked32": _masked(32),
+    "masked64": _masked(64),
+    "masked128": _masked(128),
+}
+
+
+@contextlib.contextmanager
 def _plain_doubling() -> Iterator[None]:
     """``doubling`` as before its blocked form and offset windows: no target blocks, for speed
     or accuracy (``ACCURATE_BLOCKED_ABOVE`` also gates the windows)."""
-    saved, saved_above = dict(doubling.BLOCKED_FROM), doubling.ACCURATE_BLOCKED_ABOVE
-    doubling.BLOCKED_FROM.clear()
+    saved, saved_above = dict(TARGETS), doubling.ACCURATE_BLOCKED_ABOVE
+    for name, target in saved.items():
+        TARGETS[name] = dataclasses.replace(target, doubling_blocked_from=None)
     doubling.ACCURATE_BLOCKED_ABOVE = 1 << 62
     try:
         yield
     finally:
-        doubling.BLOCKED_FROM.update(saved)
+        TARGETS.update(saved)
         doubling.ACCURATE_BLOCKED_ABOVE = saved_above
 
 
@@ -150,9 +226,12 @@ def prepare_cell(
     skip: dict[str, int],
     *,
     run_time: bool = False,
+    only: set[str] | None = None,
+    variants: tuple[str, ...] = (),
 ) -> dict:
     """Writes the cell's models, input, references and bounds into ``folder``; ``skip``:
-    lowerings left out from a length on; ``run_time``: every dim of the CumProd symbolic."""
+    lowerings left out from a length on; ``run_time``: every dim of the CumProd symbolic;
+    ``only``: the lowerings built (None: all); ``variants``: names of :data:`VARIANTS`."""
     dtype, total, n, position = cell
     folder.mkdir(parents=True)
     elem_type = DTYPES[dtype]
@@ -171,12 +250,21 @@ def prepare_cell(
     k = np.arange(1, n + 1)
     models = []
     skipped = [k for k, length in skip.items() if n >= length]
-    plain = target in doubling.BLOCKED_FROM or (run_time and elem_type == TensorProto.FLOAT)
+    blocked = TARGETS[target].doubling_blocked_from is not None
+    plain = blocked or (run_time and elem_type == TensorProto.FLOAT)
     extra = [PLAIN_DOUBLING] if plain else []
     if elem_type == TensorProto.FLOAT:
         extra += [tree + F32_CARRIES for tree in F32_CARRIES_TREES]
-    for strategy in [*LOWERINGS, *extra]:
-        if strategy == PLAIN_DOUBLING:
+    strategies = [k for k in [*LOWERINGS, *extra] if only is None or k in only]
+    for strategy in [*strategies, *variants]:
+        variant = VARIANTS.get(strategy)
+        if isinstance(variant, tuple):
+            base, module, values = variant
+            with _patched(module, **values):
+                rewritten = lowered(model, base, target, n)
+        elif variant is not None:
+            rewritten = None if run_time else variant(elem_type, shape, axis)
+        elif strategy == PLAIN_DOUBLING:
             with _plain_doubling():
                 rewritten = None if "doubling" in skipped else lowered(model, "doubling", target, n)
         elif strategy.endswith(F32_CARRIES):
@@ -196,11 +284,14 @@ def prepare_cell(
         onnx.save(rewritten, str(folder / entry["file"]))
         if is_float:
             base = strategy.removesuffix(F32_CARRIES)
+            if strategy in VARIANTS:
+                base = variant[0] if isinstance(variant, tuple) else "loop"
             kernel = LOWERINGS["doubling" if strategy == PLAIN_DOUBLING else base]
             bound = np.asarray(kernel.max_ulps(ir.DataType(elem_type), k), dtype=np.float64)
             np.save(folder / f"{strategy}.bound.npy", bound)
             entry["bound"] = f"{strategy}.bound.npy"
         models.append(entry)
+    auto_model = lowered(model, "auto", target, n)
     onnx.save(cumsum_model(elem_type, shape, axis), str(folder / "cumsum.onnx"))
     cumsum = {"name": "cumsum", "kind": "cumsum", "file": "cumsum.onnx", "nodes": 1}
     if is_float:
@@ -220,13 +311,147 @@ def prepare_cell(
         "shape": list(shape),
         "axis": axis,
         "auto": pick_for(elem_type, shape, axis, target, symbolic=run_time),
+        "auto_nodes": len(auto_model.graph.node) if auto_model is not None else None,
         "skipped": skipped,
         "models": models,
     }
 
 
-def analyse(cells: list[dict]) -> None:
-    """Adds ratios to CumSum, auto's ratio, the best exact lowering and auto / best."""
+CHILD = ROOT / "scripts" / "bench" / "bench_runtime_child.py"
+# The compile summary's ratio that --compile-clock judges by.
+COMPILE_KEY = {"wall": "ratio", "cpu": "cpu_ratio"}
+
+
+def fresh_first(
+    python: Path, runtime: str, model: Path, x_path: Path, timeout: float
+) -> dict[str, object]:
+    """One fresh process of the runtime's Python that loads / compiles ``model`` and runs it
+    once (``bench_runtime_child.py --first``): its ``first_s`` (from after the runtime's
+    import to the first output), ``import_s``, and ``process_s`` (the whole process, seen
+    from here). Past ``timeout`` seconds its process group is killed (IREE's compiler runs
+    in a child of it) and ``first_s`` is ``timeout`` with ``timeout: True``."""
+    env = os.environ | RUNTIME_ENV.get(runtime, {}) | COMPILE_ENV.get(runtime, {})
+    args = [str(python), str(CHILD), "--first", runtime, str(model), str(x_path)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"first_s": timeout, "process_s": timeout, "timeout": True}
+    process_s = time.perf_counter() - start
+    if proc.returncode != 0 or not out.strip():
+        lines = [line for line in err.splitlines() if line.strip()] or ["no output"]
+        return {"error": f"exit {proc.returncode}: {lines[-1][:300]}", "process_s": process_s}
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    result["process_s"] = process_s
+    return result
+
+
+def compile_runs(
+    cells: list[dict], runtime: str, python: Path, reps: int, timeout: float, *, seed: int = 0
+) -> None:
+    """``reps`` fresh-process load / compile + first runs of every model of every cell
+    (:func:`fresh_first`), each lowering's process next to one of the CumSum model's,
+    alternately after and before it, in a shuffled order per repetition. Adds to each cell
+    ``compile_runs``: {lowering: [{"s", "cumsum_s", ...}, ...]}. A lowering that timed out or
+    failed is not run again."""
+    rng = random.Random(seed)
+    for cell in cells:
+        cell["compile_runs"] = {m["name"]: [] for m in cell["models"] if m["name"] != "cumsum"}
+    for rep in range(reps):
+        for cell in cells:
+            folder = Path(cell["folder"])
+            names = [
+                k
+                for k, runs in cell["compile_runs"].items()
+                if not any(r.get("timeout") or r.get("error") for r in runs)
+            ]
+            rng.shuffle(names)
+            for k, name in enumerate(names):
+                order = [name, "cumsum"] if (k + rep) % 2 == 0 else ["cumsum", name]
+                got = {
+                    who: fresh_first(
+                        python, runtime, folder / f"{who}.onnx", folder / "x.npy", timeout
+                    )
+                    for who in order
+                }
+                run = {"s": got[name].get("first_s"), "cumsum_s": got["cumsum"].get("first_s")}
+                run |= {
+                    key: got[name][key]
+                    for key in ("timeout", "error", "import_s", "process_s", "first_cpu_s")
+                    if key in got[name]
+                }
+                run["cumsum_cpu_s"] = got["cumsum"].get("first_cpu_s")
+                run["cumsum_process_s"] = got["cumsum"].get("process_s")
+                if "error" in got["cumsum"]:
+                    run["cumsum_error"] = got["cumsum"]["error"]
+                cell["compile_runs"][name].append(run)
+                ratio = (
+                    f"{run['s'] / run['cumsum_s']:.2f}x"
+                    if run["s"] and run["cumsum_s"]
+                    else run.get("error", "?")
+                )
+                print(
+                    f"compile {rep + 1}/{reps} {cell['dtype']} {cell['position']} "
+                    f"n={cell['n']} {name}: {run['s'] or 0:.2f} s against "
+                    f"{run['cumsum_s'] or 0:.2f} s ({ratio}"
+                    f"{', timeout' if run.get('timeout') else ''})",
+                    flush=True,
+                )
+
+
+def compile_summary(runs: list[dict]) -> dict[str, object]:
+    """Median seconds, median CumSum seconds and the median of the per-repetition ratios
+    s / cumsum_s of one lowering's fresh-process runs (:func:`compile_runs`), and the median
+    ratio of the whole processes (Python start and imports included) and of the CPU time
+    (process and children), over the runs that finished (None if none did). ``timeout``:
+    some run hit the limit (its time, the limit, stands in: the ratio is a lower bound);
+    ``error``: the first error seen (no figures)."""
+    errors = [r["error"] for r in runs if r.get("error")]
+    paired = [r for r in runs if r.get("s") is not None and r.get("cumsum_s")]
+    if errors or not paired:
+        return {"error": errors[0] if errors else "no run", "reps": len(runs)}
+    return {
+        "s": statistics.median(r["s"] for r in paired),
+        "cumsum_s": statistics.median(r["cumsum_s"] for r in paired),
+        "ratio": statistics.median(r["s"] / r["cumsum_s"] for r in paired),
+        "cpu_ratio": statistics.median(
+            r["first_cpu_s"] / r["cumsum_cpu_s"] for r in paired if r.get("first_cpu_s")
+        )
+        if any(r.get("first_cpu_s") for r in paired)
+        else None,
+        "process_ratio": statistics.median(
+            r["process_s"] / r["cumsum_process_s"] for r in paired if r.get("cumsum_process_s")
+        ),
+        "reps": len(paired),
+        "timeout": any(r.get("timeout") for r in paired),
+    }
+
+
+def compile_pick(
+    compile_ratio: dict[str, float], run_ratio: dict[str, float], limit: float
+) -> str | None:
+    """Of the lowerings whose compile ratio is at most ``limit``, the fastest at run time
+    (the lowerings without a run ratio left out); None when there is none."""
+    within = [k for k, v in compile_ratio.items() if v <= limit and k in run_ratio]
+    return min(within, key=run_ratio.__getitem__) if within else None
+
+
+def analyse(cells: list[dict], compile_limit: float = 2.0, clock: str = "wall") -> None:
+    """Adds ratios to CumSum, auto's ratio, the best exact lowering and auto / best; with
+    compile runs, each lowering's compile summary, the lowerings within ``compile_limit``
+    (by the wall-time ratio, or with ``clock="cpu"`` the CPU-time one) and the fastest of
+    them at run time."""
     for cell in cells:
         models = cell["models"]
         base = models.get("cumsum", {}).get("s")
@@ -247,6 +472,23 @@ def analyse(cells: list[dict]) -> None:
             cell["auto_over_best"] = cell["auto_ratio"] / exact[cell["best"]]
         else:
             cell["auto_over_best"] = None
+        if "compile_runs" not in cell:
+            continue
+        cell["compile"] = {k: compile_summary(v) for k, v in cell["compile_runs"].items()}
+        cumsum_s = [c["cumsum_s"] for c in cell["compile"].values() if "cumsum_s" in c]
+        cell["cumsum_compile_s"] = statistics.median(cumsum_s) if cumsum_s else None
+        key = COMPILE_KEY[clock]
+        measured = {
+            k: c[key]
+            for k, c in cell["compile"].items()
+            if c.get(key) is not None and not c["timeout"] and models.get(k, {}).get("ok")
+        }
+        cell["compile_limit"] = compile_limit
+        cell["compile_clock"] = clock
+        cell["compile_best"] = compile_pick(measured, exact, compile_limit)
+        auto = cell["compile"].get(cell["auto"], {})
+        cell["auto_compile_ratio"] = auto.get("ratio")
+        cell["auto_compile_cpu_ratio"] = auto.get("cpu_ratio")
 
 
 def _fmt(cell: dict, name: str) -> str:
@@ -266,7 +508,7 @@ def _fmt(cell: dict, name: str) -> str:
 def markdown(result: dict) -> str:
     cells = result["cells"]
     variants = [tree + F32_CARRIES for tree in F32_CARRIES_OF]
-    known = (*LOWERINGS, PLAIN_DOUBLING, *variants)
+    known = (*LOWERINGS, PLAIN_DOUBLING, *variants, *VARIANTS)
     names = [k for k in known if any(k in c["models"] for c in cells)]
     lines = [
         f"# Per-runtime benchmark: {result['runtime']} ({result['version']})",
@@ -382,10 +624,94 @@ def markdown(result: dict) -> str:
             f"Load / compile time per model: median {statistics.median(loads):.2f} s, "
             f"max {max(loads):.2f} s."
         )
+    lines += compile_markdown(result)
     return "\n".join(lines) + "\n"
 
 
+def _times(value: float | None, digits: str = ".2f") -> str:
+    return "–" if value is None else format(value, digits)
+
+
+def compile_markdown(result: dict) -> list[str]:
+    """The --compile tables: per cell and lowering, compile ratio, nodes and run ratio; per
+    cell, auto's figures and the fastest lowering within the compile limit."""
+    cells = [c for c in result["cells"] if "compile" in c]
+    if not cells:
+        return []
+    limit = cells[0]["compile_limit"]
+    clock = cells[0].get("compile_clock", "wall")
+    key = COMPILE_KEY[clock]
+    lines = [
+        "",
+        f"## Load / compile + first run, fresh process ({result['compile_reps']} repetitions)",
+        "",
+        f"{result['compile_how']} Compile ratio: the median over repetitions of the "
+        "lowering's time / the time of the CumSum process run next to it; CPU: the same in CPU "
+        "time of the process and its children (clang, iree-compile); process: the same "
+        "for the whole processes (Python start and imports included); seconds: medians. "
+        "Run ratio: the steady run time / CumSum's, from the tables above. "
+        f"✓: compile within {limit:g}× of CumSum's ({clock} time); **bold**: the fastest of "
+        "those at run "
+        f"time; (auto): auto's pick; >: hit the {result['compile_timeout']:g} s limit (a lower "
+        "bound; not timed at run time); ✗: not exact.",
+        "",
+        "| type | shape | axis | lowering | nodes | s | CumSum s | compile × | CPU × | "
+        "process × | run × | ≤ 2× |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cells:
+        shape = "×".join(str(d) for d in c["shape"])
+        rows = sorted(c["compile"].items(), key=lambda kv: kv[1].get("ratio") or float("inf"))
+        for name, comp in rows:
+            model = c["models"].get(name, {})
+            label = name + (" (auto)" if name == c["auto"] else "")
+            if name == c.get("compile_best"):
+                label = f"**{label}**"
+            if "error" in comp:
+                lines.append(
+                    f"| {c['dtype']} | {shape} | {c['position']} | {label} | "
+                    f"{model.get('nodes', '?')} | err | – | – | – | – | – | {comp['error'][:80]} |"
+                )
+                continue
+            ratio = f"{'>' if comp['timeout'] else ''}{comp['ratio']:.2f}"
+            run = c["ratio"].get(name)
+            run_text = "–" if run is None else f"{run:.2f}" + ("" if model.get("ok") else " ✗")
+            judged = comp.get(key)
+            within = "✓" if judged is not None and judged <= limit and not comp["timeout"] else ""
+            lines.append(
+                f"| {c['dtype']} | {shape} | {c['position']} | {label} | "
+                f"{model.get('nodes', '?')} | {comp['s']:.3g} | {comp['cumsum_s']:.3g} | "
+                f"{ratio} | {_times(comp['cpu_ratio'])} | {comp['process_ratio']:.2f} | "
+                f"{run_text} | {within} |"
+            )
+    lines += [
+        "",
+        f"Per cell: auto's pick, and the fastest lowering at run time within {limit:g}× "
+        f"of CumSum's compile ({clock} time); compile ratios as wall / CPU:",
+        "",
+        "| type | shape | axis | CumSum compile s | auto | auto compile × | auto run × | "
+        f"best within {limit:g}× | its compile × | its run × |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cells:
+        shape = "×".join(str(d) for d in c["shape"])
+        best = c.get("compile_best")
+        best_comp = c["compile"].get(best, {}) if best else {}
+        lines.append(
+            f"| {c['dtype']} | {shape} | {c['position']} | "
+            f"{_times(c['cumsum_compile_s'], '.3g')} | "
+            f"{c['auto']} | {_times(c['auto_compile_ratio'])} / "
+            f"{_times(c.get('auto_compile_cpu_ratio'))} | {_times(c['auto_ratio'])} | "
+            f"{best or 'none'} | {_times(best_comp.get('ratio'))} / "
+            f"{_times(best_comp.get('cpu_ratio'))} | "
+            f"{_times(c['ratio'].get(best)) if best else '–'} |"
+        )
+    return lines
+
+
 HOW = {
+    "onnxruntime": "InferenceSession, one intra-op thread, default graph optimisations; "
+    "session.run.",
     "openvino": "CPU plugin, INFERENCE_NUM_THREADS=1; compile_model once, infer_request.infer.",
     "tract": "tract.onnx().load().into_model().into_runnable() once (as rewriter/runtimes.py); "
     "run.",
@@ -393,6 +719,16 @@ HOW = {
     "and .numpy() each call.",
     "iree": "iree-import-onnx + iree-compile once per model (rewriter/runtimes.py IREE_FLAGS: "
     "llvm-cpu, generic CPU, float64 kept); local-sync driver; timed: the invoke and to_host.",
+}
+
+COMPILE_HOW = {
+    "onnxruntime": "InferenceSession (one thread) + the first run.",
+    "openvino": "read_model + compile_model (CPU, one inference thread) + the first infer.",
+    "tract": "load + into_model + into_runnable + the first run.",
+    "tinygrad": "CACHELEVEL=0 (no kernel cache: a first build), CPU device: OnnxRunner + the "
+    "first call (compiles every kernel with clang).",
+    "iree": "iree-import-onnx + iree-compile (IREE_FLAGS) + load_vm_flatbuffer + the first "
+    "call (local-sync).",
 }
 
 
@@ -428,6 +764,44 @@ def main() -> None:
         help="every dim of the CumProd models symbolic, lowered with max_length = n (the "
         "CumSum baseline keeps static dims)",
     )
+    parser.add_argument(
+        "--cells",
+        help="POS:N,... cells (axis position and length) in place of --lengths x --positions",
+    )
+    parser.add_argument(
+        "--compile",
+        type=int,
+        default=0,
+        metavar="REPS",
+        help="also load / compile + run every model once in a fresh process, REPS times",
+    )
+    parser.add_argument(
+        "--compile-timeout",
+        type=float,
+        default=60.0,
+        help="seconds before a fresh process is killed (its time counts as this)",
+    )
+    parser.add_argument(
+        "--compile-limit",
+        type=float,
+        default=2.0,
+        help="compile ratio to CumSum up to which a lowering counts as fast to compile",
+    )
+    parser.add_argument(
+        "--compile-clock",
+        choices=tuple(COMPILE_KEY),
+        default="wall",
+        help="which compile ratio the limit judges: wall time, or CPU time of the process and "
+        "its children (steadier on a loaded machine)",
+    )
+    parser.add_argument("--only", help="NAME,...: build only these lowerings")
+    parser.add_argument(
+        "--variants",
+        default="",
+        help=f"NAME,...: also these experiments ({', '.join(VARIANTS)}): carry_rR is carry "
+        "with r = R on every level; maskedB the masked blocked scan of "
+        "scripts/bench/proto_masked_blocks.py with blocks of B",
+    )
     parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
     parser.add_argument(
         "--repick",
@@ -440,12 +814,14 @@ def main() -> None:
     out = Path(args.out or ROOT / "scripts" / "results" / f"bench-runtime-{args.runtime}-{date}")
     if args.from_json:
         result = json.loads(Path(args.from_json).read_text())
+        if any("compile_runs" in cell for cell in result["cells"]):
+            analyse(result["cells"], args.compile_limit, args.compile_clock)
         if args.repick:
             for cell in result["cells"]:
                 cell["auto"] = pick_for(
                     DTYPES[cell["dtype"]], tuple(cell["shape"]), cell["axis"], result["runtime"]
                 )
-            analyse(result["cells"])
+            analyse(result["cells"], args.compile_limit, args.compile_clock)
             result["note"] = (
                 f"auto re-picked on {datetime.date.today().isoformat()} with the current tables "
                 "(--repick); timings from the run above"
@@ -456,7 +832,7 @@ def main() -> None:
         return
     if args.float32_carries:
         F32_CARRIES_TREES.extend(F32_CARRIES_OF)
-    python = ROOT / f".venv-{args.runtime}" / "bin" / "python"
+    python = ROOT / VENV[args.runtime] / "bin" / "python"
     if not python.exists():
         parser.error(f"{python} is missing: run scripts/runtimes/{args.runtime}.sh")
     dtypes = (args.dtypes or DEFAULT_DTYPES[args.runtime]).split(",")
@@ -464,21 +840,51 @@ def main() -> None:
     skip_text = args.skip if args.skip is not None else DEFAULT_SKIP.get(args.runtime, "")
     skip = {k: int(v) for k, v in (item.split(":") for item in skip_text.split(",") if item)}
     rng = np.random.default_rng(0)
+    if args.cells:
+        grid = [tuple(item.split(":")) for item in args.cells.split(",") if item]
+        cell_keys = [(dt, total, int(n), pos) for dt in dtypes for pos, n in grid]
+    else:
+        cell_keys = [
+            (dt, total, n, pos)
+            for dt in dtypes
+            for n in int_list(args.lengths)
+            for pos in args.positions.split(",")
+        ]
     load_before = [round(v, 2) for v in os.getloadavg()]
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
         cells = [
             prepare_cell(
-                Path(tmp) / f"c{i}", args.runtime, cell, rng, skip, run_time=args.run_time_length
+                Path(tmp) / f"c{i}",
+                args.runtime,
+                cell,
+                rng,
+                skip,
+                run_time=args.run_time_length,
+                only=set(args.only.split(",")) if args.only else None,
+                variants=tuple(v for v in args.variants.split(",") if v),
             )
-            for i, cell in enumerate(
-                (dt, total, n, pos)
-                for dt in dtypes
-                for n in int_list(args.lengths)
-                for pos in args.positions.split(",")
-            )
+            for i, cell in enumerate(cell_keys)
         ]
-        manifest = {"rounds": args.rounds, "max_seconds": args.max_seconds, "cells": cells}
+        if args.compile:
+            compile_runs(cells, args.runtime, python, args.compile, args.compile_timeout)
+        # a model whose compile timed out or failed is not timed at run time
+        stopped = [
+            {
+                k
+                for k, runs in c.get("compile_runs", {}).items()
+                if any(r.get("timeout") or r.get("error") for r in runs)
+            }
+            for c in cells
+        ]
+        manifest = {
+            "rounds": args.rounds,
+            "max_seconds": args.max_seconds,
+            "cells": [
+                c | {"models": [m for m in c["models"] if m["name"] not in skip_now]}
+                for c, skip_now in zip(cells, stopped, strict=True)
+            ],
+        }
         (Path(tmp) / "manifest.json").write_text(json.dumps(manifest))
         child_out = Path(tmp) / "child.json"
         child = subprocess.run(
@@ -490,16 +896,21 @@ def main() -> None:
                 str(child_out),
             ],
             check=False,
+            env=os.environ | RUNTIME_ENV.get(args.runtime, {}),
         )
         timed = json.loads(child_out.read_text()) if child_out.exists() else {"cells": []}
     if child.returncode != 0:
         print(f"child exited {child.returncode}: {len(timed['cells'])} cells kept", flush=True)
     for cell, row in zip(cells, timed["cells"], strict=False):
         for entry in cell["models"]:
-            row["models"][entry["name"]]["nodes"] = entry["nodes"]
-        row["auto"] = cell["auto"]
-        row["skipped"] = cell["skipped"]
-    analyse(timed["cells"])
+            model = row["models"].setdefault(
+                entry["name"], {"ok": False, "error": "not timed: its compile timed out or failed"}
+            )
+            model["nodes"] = entry["nodes"]
+        for key in ("auto", "auto_nodes", "skipped", "compile_runs"):
+            if key in cell:
+                row[key] = cell[key]
+    analyse(timed["cells"], args.compile_limit, args.compile_clock)
     result = {
         "runtime": args.runtime,
         "version": timed.get("version", "?"),
@@ -518,6 +929,9 @@ def main() -> None:
         "how": HOW[args.runtime],
         "skip": skip_text,
         "run_time_length": args.run_time_length,
+        "compile_reps": args.compile,
+        "compile_timeout": args.compile_timeout,
+        "compile_how": COMPILE_HOW[args.runtime],
         "complete": child.returncode == 0 and len(timed["cells"]) == len(cells),
         "cells": timed["cells"],
     }

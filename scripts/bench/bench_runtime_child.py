@@ -1,8 +1,9 @@
-"""The timing half of ``scripts/bench_runtime.py``, run with a runtime's own Python
+"""The timing half of ``scripts/bench/bench_runtime.py``, run with a runtime's own Python
 (``.venv-NAME/bin/python``): it needs numpy and onnx and the runtime, nothing of the project
 but ``rewriter/runtimes.py`` (loaded by path, for IREE's compiler flags and tool runner).
 
 Usage: python scripts/bench/bench_runtime_child.py RUNTIME MANIFEST.json OUT.json
+       python scripts/bench/bench_runtime_child.py --first RUNTIME MODEL.onnx X.npy
 
 For each cell of the manifest: load (compile) each model once, run it once and check the
 result against the cell's reference (integers: equal; floats: within the model's bound in
@@ -10,6 +11,12 @@ ulps of the output type, per position along the scanned axis), then time every m
 ran in interleaved rounds (a shuffled order per round, a few back-to-back runs per turn, the
 median of the later ones), numpy in and numpy out, one thread. Writes OUT.json after each
 cell (so a crash keeps the cells before it).
+
+With ``--first`` (one fresh process per model, started by ``bench_runtime.py --compile``):
+imports the runtime, then times one load / compile of MODEL and its first run on X (the same
+loaders as the timed rounds; the result copied to numpy), and prints one JSON line:
+``{"import_s": ..., "first_s": ..., "first_cpu_s": ...}``. The parent sets the environment
+(tinygrad: ``CACHELEVEL=0``, no kernel cache, as on a first build).
 """
 
 from __future__ import annotations
@@ -55,6 +62,10 @@ def version(runtime: str) -> str:
         import openvino as ov
 
         return f"openvino {ov.__version__}"
+    if runtime == "onnxruntime":
+        import onnxruntime as ort
+
+        return f"onnxruntime {ort.__version__}"
     from importlib.metadata import version as dist_version
 
     dist = {"tract": "tract", "tinygrad": "tinygrad", "iree": "iree-base-runtime"}[runtime]
@@ -62,6 +73,22 @@ def version(runtime: str) -> str:
     if runtime == "iree":
         extra = f", iree-base-compiler {dist_version('iree-base-compiler')}"
     return f"{dist} {dist_version(dist)}{extra}"
+
+
+def load_onnxruntime(model_path: Path, x: np.ndarray) -> Run:
+    """An InferenceSession with one intra-op thread and its default graph optimisations."""
+    import onnxruntime as ort
+
+    name, _ = _input_name(model_path)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+
+    def run() -> np.ndarray:
+        return session.run(None, {name: x})[0]
+
+    return run
 
 
 def load_openvino(model_path: Path, x: np.ndarray) -> Run:
@@ -142,6 +169,7 @@ def load_iree(model_path: Path, x: np.ndarray) -> Run:
 
 
 LOADERS: dict[str, Callable[[Path, np.ndarray], Run]] = {
+    "onnxruntime": load_onnxruntime,
     "openvino": load_openvino,
     "tract": load_tract,
     "tinygrad": load_tinygrad,
@@ -226,7 +254,50 @@ def interleaved(contenders: dict[str, Run], rounds: int, max_seconds: float) -> 
     return out
 
 
+# What ``--first`` imports before its clock starts (the same for every model of a runtime).
+IMPORTS = {
+    "onnxruntime": "onnxruntime",
+    "openvino": "openvino",
+    "tract": "tract",
+    "tinygrad": "tinygrad.nn.onnx",
+    "iree": "iree.runtime",
+}
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process's threads and of its finished children
+    (clang, iree-compile)."""
+    import resource
+
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def first_run(runtime: str, model_path: Path, x: np.ndarray) -> dict[str, float]:
+    """Seconds to import the runtime, and to load / compile ``model_path`` and run it once
+    (output copied to numpy), in this process: wall time (``first_s``) and CPU time of the
+    process and its children (``first_cpu_s``: on a loaded machine, near what the wall time
+    would be on a quiet one where the work is single-threaded)."""
+    import importlib
+
+    start = time.perf_counter()
+    importlib.import_module(IMPORTS[runtime])
+    imported, cpu = time.perf_counter(), _cpu_s()
+    np.asarray(LOADERS[runtime](model_path, x)())
+    return {
+        "import_s": imported - start,
+        "first_s": time.perf_counter() - imported,
+        "first_cpu_s": _cpu_s() - cpu,
+    }
+
+
 def main() -> None:
+    if sys.argv[1] == "--first":
+        runtime, model_path, x_path = sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
+        print(json.dumps(first_run(runtime, model_path, np.load(x_path))), flush=True)
+        return
     runtime, manifest_path, out_path = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     manifest = json.loads(manifest_path.read_text())
     load = LOADERS[runtime]

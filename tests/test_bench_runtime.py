@@ -1,0 +1,115 @@
+"""scripts/bench/bench_runtime.py's compile-cost half: the per-lowering summary of fresh-process
+runs (median of paired ratios), the pick within the compile limit, one fresh process on
+onnxruntime, and the masked blocked scan of scripts/bench/proto_masked_blocks.py against numpy."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.reference
+import pytest
+from onnx import TensorProto, helper
+
+_SCRIPTS = Path(__file__).resolve().parents[1] / "scripts" / "bench"
+
+
+def _load(name: str):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", _SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench():  # type: ignore[no-untyped-def]
+    return _load("bench_runtime")
+
+
+def test_compile_summary_takes_the_median_of_paired_ratios(bench) -> None:  # type: ignore[no-untyped-def]
+    runs = [
+        {"s": 2.0, "cumsum_s": 1.0, "process_s": 3.0, "cumsum_process_s": 2.0},
+        {"s": 6.0, "cumsum_s": 2.0, "process_s": 8.0, "cumsum_process_s": 2.0},
+        {"s": 3.0, "cumsum_s": 3.0, "process_s": 4.0, "cumsum_process_s": 4.0},
+    ]
+    summary = bench.compile_summary(runs)
+    # paired ratios 2, 3, 1: median 2 (the ratio of the medians, 3 / 2, is not it)
+    assert summary["ratio"] == 2.0
+    assert (summary["s"], summary["cumsum_s"]) == (3.0, 2.0)
+    assert summary["process_ratio"] == 1.5  # 1.5, 4, 1
+    assert summary["reps"] == 3
+    assert summary["timeout"] is False
+    assert summary["cpu_ratio"] is None  # no CPU times given
+
+
+def test_compile_summary_marks_timeouts_and_errors(bench) -> None:  # type: ignore[no-untyped-def]
+    timed_out = bench.compile_summary(
+        [{"s": 90.0, "cumsum_s": 9.0, "timeout": True, "process_s": 90.0, "cumsum_process_s": 10}]
+    )
+    assert timed_out["timeout"] is True
+    assert timed_out["ratio"] == 10.0
+    failed = bench.compile_summary([{"s": None, "cumsum_s": 1.0, "error": "exit 1: boom"}])
+    assert failed == {"error": "exit 1: boom", "reps": 1}
+
+
+def test_compile_pick_is_the_fastest_run_within_the_limit(bench) -> None:  # type: ignore[no-untyped-def]
+    compile_ratio = {"chain": 6.0, "carry": 1.9, "radix": 1.2, "doubling": 2.0}
+    run_ratio = {"chain": 0.5, "carry": 1.1, "radix": 1.4, "doubling": 0.9}
+    assert bench.compile_pick(compile_ratio, run_ratio, 2.0) == "doubling"
+    assert bench.compile_pick(compile_ratio, run_ratio, 1.5) == "radix"
+    assert bench.compile_pick(compile_ratio, run_ratio, 1.0) is None
+    # a lowering with no run ratio (not exact, or not timed) is not picked
+    assert bench.compile_pick({"chain": 1.0}, {}, 2.0) is None
+
+
+def _cumsum_file(tmp_path: Path) -> tuple[Path, Path]:
+    node = helper.make_node("CumSum", ["x", "axis"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    np.save(tmp_path / "x.npy", np.ones((2, 3), np.float32))
+    return tmp_path / "m.onnx", tmp_path / "x.npy"
+
+
+def test_fresh_first_runs_one_process_and_kills_it_past_the_timeout(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model, x = _cumsum_file(tmp_path)
+    python = Path(sys.executable)
+    got = bench.fresh_first(python, "onnxruntime", model, x, timeout=600.0)
+    assert "error" not in got, got
+    assert got["first_s"] > 0 and got["first_cpu_s"] >= 0 and got["process_s"] >= got["first_s"]
+    assert "timeout" not in got
+    late = bench.fresh_first(python, "onnxruntime", model, x, timeout=0.001)
+    assert late == {"first_s": 0.001, "process_s": 0.001, "timeout": True}
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    assert "error" in bench.fresh_first(python, "onnxruntime", broken, x, timeout=600.0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "block"),
+    [((3, 200), 1, 16), ((50, 4, 3), 0, 8), ((2, 37, 5), 1, 4), ((2, 300, 3), 1, 4)],
+)
+@pytest.mark.parametrize("elem_type", [TensorProto.INT32, TensorProto.DOUBLE])
+def test_masked_blocks_is_cumprod(shape, axis, block, elem_type) -> None:  # type: ignore[no-untyped-def]
+    proto = _load("proto_masked_blocks")
+    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+    # integers without zeros: int32 products wrap around within a few dozen factors; floats
+    # powers of two: every product exact in any order, so equality is the bar
+    values = [-3, -2, -1, 1, 2, 3] if elem_type == TensorProto.INT32 else [-2, -1, 0.5, 1, 2]
+    x = np.random.default_rng(1).choice(values, shape).astype(dtype)
+    model = proto.masked_blocks_model(elem_type, shape, axis, block)
+    onnx.checker.check_model(model, full_check=True)
+    (y,) = onnx.reference.ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(y, np.cumprod(x, axis=axis, dtype=dtype))
