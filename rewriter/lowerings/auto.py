@@ -76,6 +76,7 @@ class Row:
     dtype: ir.DataType | None = None
     slab: int = 0  # at least
     over_bytes: int = 0  # more than
+    under_bytes: int = 0  # at most (0: no limit)
     direction: str | None = None  # "forward" or "reverse"
     pads: bool | None = None
     rows: int = 0  # at least
@@ -96,6 +97,7 @@ class Row:
             and (self.dtype is None or f.compute == self.dtype)
             and f.slab >= self.slab
             and (not self.over_bytes or f.nbytes > self.over_bytes)
+            and (not self.under_bytes or 0 < f.nbytes <= self.under_bytes)
             and (self.direction is None or direction == self.direction)
             and (self.pads is None or f.carry_pads == self.pads)
             and f.rows >= self.rows
@@ -110,6 +112,7 @@ _ORT = "bench-2026-12-05-round29.md"
 _FIRST_HELD = "bench-2026-12-01-first-heldout.md"
 _CACHED = "against-2026-12-06-without-cached.md"  # auto with cached against without
 _4MIB, _16MIB = 4 * _MIB - 1, 16 * _MIB - 1  # "over" these: 4 MiB or more, 16 MiB or more
+_COMPILE = "compile-2026-12-06-summary.md"  # load / compile + first run against CumSum
 ONNXRUNTIME = (
     Row("dynamic", "an If on n at run time: scan to 512, a padded blocked scan beyond", _ORT,
         at=frozenset({RUN_TIME_AXIS, RUN_TIME_LENGTH})),
@@ -145,6 +148,10 @@ ONNXRUNTIME = (
         over_bytes=_16MIB, piece_up_to=16 * _MIB),
     Row("carry", "r = 4 blocks on single elements: the fastest exact route measured",
         "bench-2026-11-30-last-carry.md", at=frozenset({LAST})),
+    Row("chain", "short: n - 1 Muls", _ORT, at=frozenset({MIDDLE, UNKNOWN}), n=(2, 16)),
+    Row("radix", "under 1 MiB a chain's session costs more than its run: 1.4-1.8x CumSum's "
+        "compile against 2.9-3.8x", _COMPILE, at=frozenset({MIDDLE}), n=(17, 512),
+        itemsize=4, under_bytes=_MIB),
     Row("chain", "one Mul per position, no Transpose: the fastest up to 512", _ORT,
         at=frozenset({MIDDLE, UNKNOWN}), n=(2, 512)),
     Row("chain", "on large slabs the chain's per-node cost pays off to its limit",
@@ -170,6 +177,8 @@ _OV = "bench-runtime-openvino-2026-12-05-round29.md"
 OPENVINO = (
     Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis", _OV,
         at=frozenset({LAST}), n=(2, None)),
+    Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x",
+        _COMPILE, at=frozenset({FIRST, MIDDLE}), n=(256, None), dtype=ir.DataType.INT32),
     Row("chain", "0.31-0.92x radix's time; its compile time grows with its nodes",
         "bench-runtime-openvino-2026-12-01-chain.md", at=frozenset({FIRST, MIDDLE}),
         n=(2, 512)),
@@ -224,7 +233,14 @@ IREE = (
     Row("chain", "8-byte, two rows or more", _IREE, at=frozenset({LAST}), n=(2, 64),
         itemsize=8, rows=2),
     Row("radix", "8-byte beyond", _IREE, at=frozenset({LAST}), n=(2, None), itemsize=8),
-    Row("chain", "0.15-0.72x radix's time; IREE's compile time grows with the chain",
+    Row("chain", "0.15-0.72x radix's time; compiles within 2x CumSum's to n = 32 (middle)",
+        _COMPILE, at=frozenset({MIDDLE}), n=(2, 32)),
+    Row("chain", "compiles within 2x CumSum's to n = 64 on a first axis", _COMPILE,
+        at=frozenset({FIRST}), n=(2, 64)),
+    Row("doubling", "compiles in 1.0-1.7x CumSum's time (chain 2.2-7.7x, carry 2.3-2.9x); "
+        "runs 1.6-3.6x CumSum against carry's 0.8-1.2x", _COMPILE,
+        at=frozenset({FIRST, MIDDLE}), n=(2, None), itemsize=4),
+    Row("chain", "8-byte (compile not measured): 0.15-0.72x radix's time",
         "bench-runtime-iree-2026-12-01-probe.md", at=frozenset({FIRST, MIDDLE}), n=(2, 256)),
     Row("carry", "0.62-1.12x radix's time at n = 512-4096", _IREE,
         at=frozenset({FIRST, MIDDLE}), n=(2, None)),
