@@ -16,7 +16,7 @@ from onnx import TensorProto
 
 import rewriter
 from rewriter.decompose import plan_cumprods
-from rewriter.lowerings import LOWERINGS, auto
+from rewriter.lowerings import LOWERINGS, auto, chain
 from rewriter.targets import TARGETS
 from tests.helpers import TYPE_NAMES, cumprod_model
 
@@ -89,11 +89,19 @@ def _facts_for(row: auto.Row) -> list[auto.Facts]:
     return out
 
 
-def _refusable(lowering: str) -> bool:
-    """Whether a target or a missing bound can refuse ``lowering`` (then the rows after it
-    are its fall-backs)."""
+def _refusable(lowering: str, facts: auto.Facts) -> bool:
+    """Whether a target, a missing bound or a build opset can refuse ``lowering`` for
+    ``facts`` (then the rows after it are its fall-backs): one that needs an op a target may
+    lack, one that needs a bound on a run-time length, a chain past its cap."""
     record = LOWERINGS[lowering]
-    return bool(record.needs) or record.length != "any"
+    run_time = facts.position == auto.RUN_TIME_LENGTH
+    too_long = lowering == "chain" and (facts.n or 0) > chain.MAX_LENGTH
+    return (
+        bool(record.needs)
+        or (record.length != "any" and run_time)
+        or too_long
+        or (not facts.static_dims and record.flat_view != "always")
+    )
 
 
 @pytest.mark.parametrize("case", ROWS, ids=_row_id)
@@ -108,7 +116,7 @@ def test_every_row_can_be_picked(case: tuple[str, int, auto.Row]) -> None:
         if not row.matches(facts):
             return False
         above = [r for r in rows[:k] if r.matches(facts)]
-        return all(r.lowering != row.lowering and _refusable(r.lowering) for r in above)
+        return all(r.lowering != row.lowering and _refusable(r.lowering, facts) for r in above)
 
     assert any(reached(f) for f in _facts_for(row)), (
         f"{table} row {k} ({row.lowering}: {row.reason}) is never reached"
