@@ -147,6 +147,13 @@ class Target:
             resource not listed in explicit captures", seen for an exclusive scan over a
             run-time axis, and for 8-byte ``doubling`` over static dims; 4-byte types
             compile).
+        slice_clamps: Whether Slice clamps an end below -dim to the start of the axis (MNN 3.6
+            does not: an end of -5 on a dim of 3 kept one element). Else ``doubling``'s
+            shifts over a length known only at run time (by s >= n there) pad first and slice
+            with bounds in [0, n + s].
+        empty_pad: Whether a Pad of an empty tensor fills in the pad value (MNN 3.6 fills
+            0): else as for ``slice_clamps``, so that nothing kept is a Pad of an empty
+            tensor.
         local_functions: Whether the runtime loads model-local functions: else every call
             is inlined before the rewrite (:mod:`rewriter.inline`; OpenVINO 2026.4, tract
             0.23, IREE 3.13, tinygrad and onnx2tf fail on any call to one).
@@ -178,6 +185,8 @@ class Target:
     symbols_in_if: bool = True
     pad_shifts: bool = True
     local_functions: bool = True
+    slice_clamps: bool = True
+    empty_pad: bool = True
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -317,6 +326,34 @@ TARGETS: dict[str, Target] = {
             avoided_ops=frozenset({"If"}),
             auto="tinygrad",
             local_functions=False,
+        ),
+        Target(
+            "mnn",
+            "MNN 3.6 (its converter, CPU): integers computed as int32 in float32 and "
+            "float64 as float32 (warned); no Loop, Scan or If; lengths known only at run "
+            "time need --max-length",
+            missing_ops=_NO_CONTROL_FLOW,
+            float64=False,
+            runtime_view=False,
+            auto="static",
+            # a Reshape to a shape the data does not fit logs "code=3 in onForward" and
+            # returns an empty output; a Gather index out of range is clamped
+            run_time_checks=False,
+            slice_clamps=False,
+            empty_pad=False,
+            local_functions=False,
+            limits=(
+                Limit(
+                    frozenset({_I64, _U64, _U32, ir.DataType.INT32}),
+                    "MNN holds every integer in int32 and multiplies int32 in float32: "
+                    "products past 2^24 and values past 2^31 are wrong there",
+                ),
+                Limit(frozenset({_F64}), "MNN computes float64 in float32"),
+                Limit(
+                    frozenset({ir.DataType.BFLOAT16}),
+                    "MNN has no bfloat16: a model that casts to it returns no outputs",
+                ),
+            ),
         ),
         Target(
             "portable",
