@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -43,7 +44,7 @@ from rewriter.inline import function_passes
 from rewriter.lowerings.view import takes_flat_view
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
 from rewriter.protos import model_tensors, proto_graphs
-from rewriter.site import CumProdSite, inspect_cumprod
+from rewriter.site import CumProdSite, ScanSpec, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
 from rewriter.types import (
     TypeTable,
@@ -210,6 +211,21 @@ def _target_refusal(plan: Planned, opset: int, target: Target) -> str | None:
             f"{target.lacking(['If'])}: "
             f"use --target-opset 14 or later (target opset {opset})"
         )
+    if target.element_types is not None and spec.dtype not in target.element_types:
+        types = ", ".join(sorted(t.name.lower() for t in target.element_types))
+        return f"{target.name} computes only {types}, not {_type_name(spec.dtype)}"
+    if not target.axis_input and spec.axis is None:
+        return (
+            f"{target.name} cannot take a run-time axis (the select over the axes needs "
+            "integer Gather and Cast there): make the axis a constant"
+        )
+    if not target.shape_arithmetic and not spec.static_dims and not _plain_view(spec, name):
+        return (
+            f"{target.name}'s importer cannot compute with symbolic dims (a Mul, Less or Sub "
+            "of values read from Shape(x) fails: 'cannot handle ShapeExpr inputs'); there only "
+            "'chain' over a static length with at most one symbolic dim on each side of the "
+            f"axis takes them, not '{name}' here: make the input shapes static first"
+        )
     flat = takes_flat_view(spec, target, name, opset)
     if not target.symbolic_rank3 and not spec.static_dims and not flat:
         return (
@@ -219,6 +235,28 @@ def _target_refusal(plan: Planned, opset: int, target: Target) -> str | None:
             f"(target opset {opset})"
         )
     return None
+
+
+def _type_name(dtype: ir.DataType | None) -> str:
+    return "an element type not known statically" if dtype is None else dtype.name.lower()
+
+
+def _plain_view(spec: ScanSpec, lowering: str) -> bool:
+    """Whether ``lowering`` builds nothing from x's symbolic dims but a Reshape to them: a
+    ``chain`` over a static length whose view reads at most one symbolic dim on each side of
+    the axis, with no static factor beside it (:func:`rewriter.lowerings.view._static_dims`
+    then slices it out of Shape(x) and multiplies nothing), or a length of 1 or an empty x
+    (no view at all)."""
+    if spec.length == 1 or spec.empty:
+        return True
+    if lowering != "chain" or spec.length is None or spec.dims is None or spec.axis is None:
+        return False
+    for side in (spec.dims[: spec.axis], spec.dims[spec.axis + 1 :]):
+        symbolic = [d for d in side if not isinstance(d, int)]
+        static = math.prod(d for d in side if isinstance(d, int))
+        if len(symbolic) > 1 or (symbolic and static != 1):
+            return False
+    return True
 
 
 class LowerCumProdPass(ir.passes.InPlacePass):
@@ -478,9 +516,33 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
                 ) from cause
             raise cause from None
         restore_shapes(work, declared)
+        _cap_ir_version(work, runtime)
         _commit(model, work)
         self.plans = lower.plans
         return ir.passes.PassResult(model, modified=True)
+
+
+def _cap_ir_version(model: ir.Model, target: Target) -> None:
+    """Give ``model`` the target's highest IR version (``Target.max_ir_version``) when it is
+    above it and its opsets allow it (onnx's ``find_min_ir_version_for``).
+
+    Raises:
+        OpsetError: when the model's opsets need a higher IR version than the target takes.
+    """
+    cap = target.max_ir_version
+    if cap is None or model.ir_version <= cap:
+        return
+    opsets = [onnx.helper.make_opsetid(d, v) for d, v in model.opset_imports.items()]
+    needed = onnx.helper.find_min_ir_version_for(opsets, ignore_unknown=True)
+    opset = ai_onnx_opset(model.opset_imports)
+    if needed > cap:
+        raise OpsetError(
+            opset,
+            f"{target.name}'s importer takes IR version {cap} and older, and opset {opset} "
+            f"needs {needed}: pass a lower --target-opset",
+        )
+    logger.info("IR version %d -> %d for %s", model.ir_version, cap, target.name)
+    model.ir_version = cap
 
 
 _CHECKER_NODE = re.compile(r"Name: (.*?) OpType: (\S+)")

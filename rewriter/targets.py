@@ -154,6 +154,19 @@ class Target:
         empty_pad: Whether a Pad of an empty tensor fills in the pad value (MNN 3.6 fills
             0): else as for ``slice_clamps``, so that nothing kept is a Pad of an empty
             tensor.
+        shape_arithmetic: Whether the runtime's importer computes with values read from
+            ``Shape(x)`` over symbolic dims: TVM 0.27's Relax frontend fails on a Mul, Less
+            or Sub of them ("cannot handle ShapeExpr inputs"), so there a CumProd with a
+            symbolic dim is refused unless its lowering only reshapes to them (``chain``
+            over a static length, at most one symbolic dim on each side of the axis).
+        element_types: The element types the runtime computes right (None: every type): a
+            CumProd of another type is refused (ncnn computes float32 only, and reads
+            pnnx's int32 constants as float bits, so integer graphs come out wrong).
+        axis_input: Whether a run-time axis may be lowered (a Gather-select over the axes,
+            which needs integer Gather and Cast: ncnn has neither right): else refused.
+        max_ir_version: The highest IR version the runtime's importer takes (pnnx: 13); a
+            rewritten model above it is given this one where its opsets allow (opset 26
+            needs 13), else refused.
         local_functions: Whether the runtime loads model-local functions: else every call
             is inlined before the rewrite (:mod:`rewriter.inline`; OpenVINO 2026.4, tract
             0.23, IREE 3.13, tinygrad and onnx2tf fail on any call to one).
@@ -187,6 +200,10 @@ class Target:
     local_functions: bool = True
     slice_clamps: bool = True
     empty_pad: bool = True
+    shape_arithmetic: bool = True
+    element_types: frozenset[ir.DataType] | None = None
+    axis_input: bool = True
+    max_ir_version: int | None = None
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -353,6 +370,46 @@ TARGETS: dict[str, Target] = {
                     frozenset({ir.DataType.BFLOAT16}),
                     "MNN has no bfloat16: a model that casts to it returns no outputs",
                 ),
+            ),
+        ),
+        Target(
+            "tvm",
+            "Apache TVM 0.27 (Relax, llvm): no Loop, Scan or If; symbolic dims only for a "
+            "static length up to 16 with one symbolic dim each side of the axis",
+            missing_ops=_NO_CONTROL_FLOW,
+            runtime_view=False,
+            auto="static",
+            shape_arithmetic=False,
+            local_functions=False,
+        ),
+        Target(
+            "ncnn",
+            "ncnn via pnnx (data from probes, not run in the tests): float32, a constant "
+            "axis, 'chain' only (static length; symbolic dims as for tvm); IR 13",
+            missing_ops=_NO_CONTROL_FLOW,
+            float64=False,
+            runtime_view=False,
+            auto="static",
+            shape_arithmetic=False,
+            element_types=frozenset({ir.DataType.FLOAT}),
+            axis_input=False,
+            max_ir_version=13,  # pnnx 20261020: "max supported IR version: 13"
+            local_functions=False,
+            wrong_lowerings=tuple(
+                (name, "ncnn has no Pad with a value, Less, Where or Cast, which it builds")
+                for name in (
+                    "logsum",
+                    "logsum32",
+                    "loop",
+                    "scan",
+                    "blocked",
+                    "radix",
+                    "dynamic",
+                    "doubling",
+                    "tiled",
+                    "carry",
+                    "cached",
+                )
             ),
         ),
         Target(

@@ -69,7 +69,7 @@ from bench import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIMES = ("openvino", "tract", "tinygrad", "iree")
+RUNTIMES = ("openvino", "tract", "tinygrad", "iree", "tvm", "mnn")
 # Element types each runtime computes in their own type (OpenVINO's CPU plugin holds int64 in
 # 32 bits and float64 in float32: timing them would time something else).
 DEFAULT_DTYPES = {
@@ -77,6 +77,8 @@ DEFAULT_DTYPES = {
     "tract": "float32,int32,float64,int64",
     "tinygrad": "float32,int32",  # float64 / int64 left out for time (kernel compiles)
     "iree": "float32,int32,float64,int64",
+    "tvm": "float32,int32,float64,int64",
+    "mnn": "float32",  # MNN computes integers in float32 and float64 as float32
 }
 DEFAULT_SKIP = {"tinygrad": "doubling:512"}
 # Ratio of auto's time to the best exact lowering's from which a cell counts as "clearly not
@@ -393,6 +395,10 @@ HOW = {
     "and .numpy() each call.",
     "iree": "iree-import-onnx + iree-compile once per model (rewriter/runtimes.py IREE_FLAGS: "
     "llvm-cpu, generic CPU, float64 kept); local-sync driver; timed: the invoke and to_host.",
+    "tvm": "Relax from_onnx + tvm.compile(target='llvm') once, VirtualMachine on the CPU, "
+    "TVM_NUM_THREADS=1; timed: the call and .numpy().",
+    "mnn": "converter library (_tools.mnnconvert) in a child process once, MNN.nn module, one "
+    "thread; timed: forward and read.",
 }
 
 

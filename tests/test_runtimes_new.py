@@ -85,6 +85,13 @@ class Runtime:
 
 RUNTIMES = {
     "mnn": Runtime("mnn", "mnn", shards=2),
+    "tvm": Runtime(
+        "tvm",
+        "tvm",
+        shards=2,
+        refusals=((None, "symbolic", None, "tvm's importer cannot compute with symbolic dims"),),
+    ),
+    "tflite": Runtime("tflite", "tflite", shards=2, opt_in="CUMPROD_TFLITE"),
 }
 
 
@@ -157,15 +164,11 @@ def run_all(runtime: Runtime, folder: Path) -> Run:
     lowered = {case: lower(runtime, case) for case in CASES}
     inputs = {case: case_inputs(case) for case in CASES}
     shards: list[dict[str, runtime_harness.Case]] = [{} for _ in range(runtime.shards)]
-    k = 0
-    for case in CASES:
-        model = lowered[case].model
-        if model is None:
-            continue
+    lowered_cases = [case for case in CASES if lowered[case].model is not None]
+    for k, case in enumerate(lowered_cases):  # a model's runs in one runner: compiled once
         for data in inputs[case]:
             feeds = feeds_for(case, inputs[case][data])
-            shards[k % runtime.shards][run_key(case, data)] = (model, feeds)  # type: ignore[assignment]
-            k += 1
+            shards[k % runtime.shards][run_key(case, data)] = (lowered[case].model, feeds)  # type: ignore[assignment]
     results: dict[str, runtime_harness.Result] = {}
     with concurrent.futures.ThreadPoolExecutor(runtime.shards) as pool:
         futures = [
@@ -323,3 +326,89 @@ def test_mnn_shifts_pad_first_and_stay_exact(ex: int, rev: int) -> None:
         (got,) = run_ort(lowered, {"x": x})
         want = reference(x, 1, ex, rev) if n else x  # an empty x: y is empty too
         np.testing.assert_array_equal(got, want, err_msg=f"n = {n}")
+
+
+def test_tvm_output_has_no_bool_equal() -> None:
+    """TVM 0.27 fails LLVM verification on Equal over bool tensors (what ``ones_like``
+    builds where ``constant_ones`` is false): the tvm target's outputs have none."""
+    checked = 0
+    for case in CASES:
+        lowered = lower(RUNTIMES["tvm"], case)
+        if lowered.model is None:
+            continue
+        model = onnx.shape_inference.infer_shapes(lowered.model)  # type: ignore[arg-type]
+        types = {v.name: v.type.tensor_type.elem_type for v in model.graph.value_info}
+        types.update({v.name: v.type.tensor_type.elem_type for v in model.graph.input})
+        for node in model.graph.node:
+            if node.op_type == "Equal":
+                assert types.get(node.input[0]) != TensorProto.BOOL, case_name(case)
+        checked += 1
+    assert checked
+
+
+NCNN_REFUSED = [  # (elem_type, dims, axis form, strategy, what the refusal says)
+    (TensorProto.INT32, (3, 5), "initializer", "auto", "ncnn computes only float, not int32"),
+    (TensorProto.DOUBLE, (3, 5), "initializer", "auto", "not double"),
+    (TensorProto.FLOAT, ("a", "b"), "initializer", "chain", "cannot compute with symbolic dims"),
+    (TensorProto.FLOAT, (3, 5), "input", "auto", "cannot take a run-time axis"),
+    (TensorProto.FLOAT, (3, 40), "initializer", "auto", "'radix' computes wrong values on ncnn"),
+    (TensorProto.FLOAT, (3, 5), "initializer", "doubling", "no Pad with a value"),
+]
+
+
+@pytest.mark.parametrize(("elem_type", "dims", "form", "strategy", "said"), NCNN_REFUSED)
+def test_ncnn_refuses_what_it_cannot_compute(
+    elem_type: int, dims: tuple[int | str, ...], form: str, strategy: str, said: str
+) -> None:
+    """ncnn (through pnnx; data from the probes of issue 55, not run here) computes float32
+    only, has no Pad with a value, Less, Where or Cast: anything else is refused, one line."""
+    model = cumprod_model(elem_type, dims, 1, exclusive=1, axis_form=form)
+    with pytest.raises(rewriter.CumProdError, match=re.escape(said)):
+        rewriter.decompose_cumprod(model, target="ncnn", strategy=strategy, max_length=8)
+
+
+def test_ncnn_gets_a_static_float32_chain_at_ir_13() -> None:
+    """What pnnx converted and ncnn ran right: a float32 chain over static dims (Split, Mul,
+    Concat, Reshape, Slice), in a file of IR version 13 (pnnx refuses 14), numbers right."""
+    model = cumprod_model(TensorProto.FLOAT, (3, 5), 1, exclusive=1, reverse=1)
+    model.ir_version = 14
+    lowered = rewriter.decompose_cumprod(model, target="ncnn")
+    assert isinstance(lowered, onnx.ModelProto)
+    assert lowered.ir_version == 13
+    ops = {n.op_type for n in lowered.graph.node}
+    assert not ops & {"Pad", "Less", "Where", "Cast", "Loop", "Scan", "If", "CumProd"}, ops
+    x = np.random.default_rng(0).uniform(0.5, 2, (3, 5)).astype(np.float32)
+    (got,) = run_ort(lowered, {"x": x})
+    want = reference(x.astype(np.float64), 1, 1, 1)
+    np.testing.assert_allclose(got, want, rtol=4 * np.finfo(np.float32).eps)
+
+
+TVM_SYMBOLIC = {  # name: (dims, shape fed, axis, refused: what the refusal says, or "")
+    "batch, static length": (("B", 5), (3, 5), 1, ""),
+    "batch, length, static inner": (("B", 4, 3), (2, 4, 3), 1, ""),
+    "symbolic inner beside a static dim": ((2, "T", 4), (2, 6, 4), 0, "symbolic dims"),
+    "two symbolic dims before the axis": (("B", "C", 4, 5), (2, 3, 4, 5), 3, "symbolic dims"),
+    "length past chain's 16 (radix)": (("B", 20), (3, 20), 1, "not 'radix' here"),
+}
+
+
+def test_tvm_symbolic_dims_run_or_are_refused(tmp_path: Path) -> None:
+    """TVM 0.27's importer fails on arithmetic over symbolic dims: the tvm target lowers a
+    CumProd with one only where nothing but a Reshape reads them (a chain over a static
+    length, one symbolic dim each side), which runs right there, and refuses the rest."""
+    runtime_harness.require("tvm")
+    cases: dict[str, runtime_harness.Case] = {}
+    for name, (dims, shape, axis, refused) in TVM_SYMBOLIC.items():
+        model = cumprod_model(TensorProto.FLOAT, dims, axis, exclusive=1, reverse=1)
+        if refused:
+            with pytest.raises(rewriter.CumProdError, match=re.escape(refused)):
+                rewriter.decompose_cumprod(model, target="tvm")
+            continue
+        x = np.random.default_rng(len(cases)).uniform(0.5, 2, shape).astype(np.float32)
+        cases[name] = (rewriter.decompose_cumprod(model, target="tvm"), {"x": x})  # type: ignore[assignment]
+    results = runtime_harness.run_cases("tvm", cases, tmp_path)
+    for name, (_, feeds) in cases.items():
+        got, axis = results[name], TVM_SYMBOLIC[name][2]
+        assert not isinstance(got, str), f"{name}: {got}"
+        want = reference(feeds["x"].astype(np.float64), axis, 1, 1)
+        np.testing.assert_allclose(got[0], want, rtol=8 * np.finfo(np.float32).eps, err_msg=name)

@@ -395,7 +395,7 @@ def test_below_opset_14_symbolic_dims_need_an_if_the_target_takes(target: str) -
         lowered = rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
         assert "If" in {n.op_type for n in all_nodes(lowered)}
     assert ("If" in spec.missing_ops) == (
-        target in {"openvino", "tract", "iree", "tinygrad", "portable", "mnn"}
+        target in {"openvino", "tract", "iree", "tinygrad", "portable", "mnn", "tvm", "ncnn"}
     )
 
 
@@ -469,7 +469,7 @@ def test_the_models_own_loop_on_a_target_without_loop_is_said(
     else:
         assert own == []
     assert ("Loop" in spec.lacked_loops()) == (
-        target in {"tract", "iree", "tinygrad", "portable", "tflite", "mnn"}
+        target in {"tract", "iree", "tinygrad", "portable", "tflite", "mnn", "tvm", "ncnn"}
     )
 
 

@@ -6,11 +6,13 @@ post a usage log; a converter crash then fails that case only), loaded with
 ``MNN.nn.load_module_from_file`` and run with ``Module.forward``. The converter gives every
 integer input and output int32 and every float one float32: feeds are cast to those (int64 /
 uint32 / uint64 values wrap to 32 bits, float64 rounds; the ``mnn`` target warns about both),
-and outputs are cast back to the graph's declared type, as a user of the result would.
+and outputs are cast back to the graph's declared type, as a user of the result would. A
+model file met again (the same model on other data) is converted once.
 ``CUMPROD_MNN_TIMEOUT`` bounds one conversion (seconds, default 300)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -56,6 +58,20 @@ def convert(model_path: Path, mnn_path: Path) -> None:
         raise ConvertError(f"exit {done.returncode}: {detail}")
 
 
+_CONVERTED: dict[str, bytes] = {}  # the model file's sha256 -> the .mnn file's bytes
+
+
+def converted(model_path: Path) -> bytes:
+    """The model converted to MNN's format, once per distinct model file."""
+    key = hashlib.sha256(model_path.read_bytes()).hexdigest()
+    if key not in _CONVERTED:
+        with tempfile.TemporaryDirectory() as tmp:
+            mnn_path = Path(tmp) / "model.mnn"
+            convert(model_path, mnn_path)
+            _CONVERTED[key] = mnn_path.read_bytes()
+    return _CONVERTED[key]
+
+
 def _mnn_feed(array: np.ndarray) -> object:
     if array.dtype.kind == "f":
         array = array.astype(np.float32)
@@ -72,7 +88,7 @@ def run_case(
     graph = onnx.load(str(model_path), load_external_data=False).graph
     with tempfile.TemporaryDirectory() as tmp:
         mnn_path = Path(tmp) / "model.mnn"
-        convert(model_path, mnn_path)
+        mnn_path.write_bytes(converted(model_path))
         module = MNN.nn.load_module_from_file(str(mnn_path), inputs, outputs)
     results = module.forward([_mnn_feed(np.asarray(feeds[name])) for name in inputs])
     arrays = []
