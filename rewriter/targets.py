@@ -31,8 +31,13 @@ runs on each runtime (docs/runtime-probe*.md, tests/test_runtimes*.py):
   ``--iree-input-demote-f64-to-f32=false`` at compile time; subnormal results flush to zero.
   Its importer takes no Unsqueeze-11 / ReduceProd-11 (opset 13 and later only) and did not
   legalize the If that guards empty tensors below opset 14 (If counts as missing).
-- ``tflite`` (onnx2tf): no Loop, no Scan, no bfloat16; a Cast to float64 is kept as float32
-  (so nothing is computed in float64); shapes from a run-time axis break (a Gather-select).
+- ``tflite`` (onnx2tf 2.6.9, its default backend ``flatbuffer_direct``, run with LiteRT):
+  int64 / uint64 computed in int32 (warned), float64 and uint32 not run at all (LiteRT's
+  Concatenation and Pad take no float64; its Less, Pad and Gather no uint32; warned); a zero
+  result over a length known only at run time can come out with the wrong sign (warned).
+  Measured before on onnx2tf 1.29 + TensorFlow 2.19: no Loop, no Scan, no bfloat16; a Cast
+  to float64 is kept as float32 (so nothing is computed in float64); shapes from a run-time
+  axis break (a Gather-select).
   A ones tensor Expand-ed from a constant over a static shape is folded into a constant it
   cannot convert (``constant_ones``); with symbolic dims, rank-3 tensors get re-laid out
   wrongly after a Slice with a run-time bound, and a negative Slice end is ignored; a static
@@ -316,7 +321,8 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "tflite",
-            "TFLite via onnx2tf: no Loop or Scan; no bfloat16; float16 runs as float32",
+            "TFLite via onnx2tf 2.6 (flatbuffer_direct, LiteRT): no Loop or Scan; int64 "
+            "computed in int32, no float64 or bfloat16 (warned); float16 runs as float32",
             missing_ops=frozenset({"Loop", "Scan"}),
             float64=False,
             runtime_view=False,
@@ -327,9 +333,29 @@ TARGETS: dict[str, Target] = {
             ),
             limits=(
                 Limit(frozenset({ir.DataType.BFLOAT16}), "onnx2tf converts no bfloat16 at all"),
+                # a lone int64 Mul(x, x) at x = 100000 gave 1410065408 (onnx2tf 2.6.9)
+                Limit(
+                    frozenset({_I64, _U64}),
+                    "onnx2tf 2.6's flatbuffer_direct backend computes int64 in int32: "
+                    "values and products past 2^31 are wrong there",
+                ),
+                Limit(
+                    frozenset({_F64}),
+                    "LiteRT has no float64 Concatenation or Pad: a float64 CumProd does not "
+                    "run there (onnx2tf 2.6, flatbuffer_direct)",
+                ),
+                Limit(
+                    frozenset({_U32}),
+                    "LiteRT has no uint32 Less, Pad or Gather: a uint32 CumProd does not run "
+                    "there (onnx2tf 2.6, flatbuffer_direct)",
+                ),
+                # onnx2tf 2.6.9: x = [-1.06, 0.70, 1, 0, -0, -1.09] (float16, symbolic dims,
+                # doubling) gave +0 where the product is -0
                 Limit(
                     frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16}),
-                    "TFLite (XNNPACK) flushes subnormal results to zero",
+                    "TFLite (XNNPACK) flushes subnormal results to zero, and onnx2tf 2.6's "
+                    "output over a length known only at run time can give a zero result the "
+                    "wrong sign",
                 ),
             ),
             constant_ones=False,

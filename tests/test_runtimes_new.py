@@ -73,6 +73,9 @@ class Runtime:
     shards: int = 1
     opt_in: str | None = None
     refusals: tuple[tuple[int | None, str | None, int | None, str], ...] = ()
+    # cells the runtime fails on loudly (not silently), as measured: (type, form, rank, why);
+    # a strict xfail, so the day they run the entry must go
+    known_failures: tuple[tuple[int, str, int, str], ...] = ()
 
     def expected_refusal(self, case: Case) -> str | None:
         for elem_type, form, rank, pattern in self.refusals:
@@ -91,7 +94,21 @@ RUNTIMES = {
         shards=2,
         refusals=((None, "symbolic", None, "tvm's importer cannot compute with symbolic dims"),),
     ),
-    "tflite": Runtime("tflite", "tflite", shards=2, opt_in="CUMPROD_TFLITE"),
+    "tflite": Runtime(
+        "tflite",
+        "tflite",
+        shards=2,
+        opt_in="CUMPROD_TFLITE",
+        known_failures=(
+            (
+                TensorProto.INT32,
+                "symbolic",
+                2,
+                "LiteRT 2.1.2: 'Given shapes, [3,5] and [3,10], are not broadcastable' (MUL) "
+                "on onnx2tf 2.6.9's output of doubling's 2-D view",
+            ),
+        ),
+    ),
 }
 
 
@@ -220,10 +237,13 @@ def _mismatch(run: Run, case: Case, data: str, node: tuple[int, int, int, int]) 
 
 
 def _params() -> list[object]:
-    return [
-        pytest.param(rt, case, ex, rev, id=f"{rt}-{case_name(case)}-ex{ex}-rev{rev}")
-        for rt, case, (ex, rev) in itertools.product(RUNTIMES, CASES, ATTRS)
-    ]
+    params = []
+    for rt, case, (ex, rev) in itertools.product(RUNTIMES, CASES, ATTRS):
+        known = [why for *cell, why in RUNTIMES[rt].known_failures if tuple(cell) == case]
+        marks = [pytest.mark.xfail(strict=True, reason=known[0])] if known else []
+        test_id = f"{rt}-{case_name(case)}-ex{ex}-rev{rev}"
+        params.append(pytest.param(rt, case, ex, rev, id=test_id, marks=marks))
+    return params
 
 
 @pytest.mark.parametrize(("runtime", "case", "ex", "rev"), _params())

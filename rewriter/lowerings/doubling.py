@@ -180,7 +180,8 @@ def _shift(b: Builder, y: ir.Value, s: int, n: ir.Value | None, v: View) -> ir.V
     length is static and above s (the result is already n long)."""
     if v.flat:
         return _shift_flat(b, y, s, v)
-    if n is not None and not (v.target.slice_clamps and v.target.empty_pad):
+    padded_first = not (v.target.slice_clamps and v.target.empty_pad)
+    if n is not None and v.static_length is None and padded_first:
         return _shift_padded_first(b, y, s, n, v)
     if not v.target.pad_shifts and (v.dtype is None or v.dtype.itemsize == 8):
         # ones Concat-ed (always n long, no cut): IREE's Pad bug, seen for 8-byte types
