@@ -451,9 +451,33 @@ class DecomposeCumProdPass(ir.passes.InPlacePass):
         ):
             for old, new in zip(kept, rewritten):  # the interface as it was (names are kept)
                 new.type, new.shape = old.type, old.shape
+        _cap_ir_version(work, runtime)
         _commit(model, work)
         self.plans = lower.plans
         return ir.passes.PassResult(model, modified=True)
+
+
+def _cap_ir_version(model: ir.Model, target: Target) -> None:
+    """Give ``model`` the target's highest IR version (``Target.max_ir_version``) when it is
+    above it and its opsets allow it (onnx's ``find_min_ir_version_for``).
+
+    Raises:
+        OpsetError: when the model's opsets need a higher IR version than the target takes.
+    """
+    cap = target.max_ir_version
+    if cap is None or model.ir_version <= cap:
+        return
+    opsets = [onnx.helper.make_opsetid(d, v) for d, v in model.opset_imports.items()]
+    needed = onnx.helper.find_min_ir_version_for(opsets, ignore_unknown=True)
+    opset = ai_onnx_opset(model.opset_imports)
+    if needed > cap:
+        raise OpsetError(
+            opset,
+            f"{target.name}'s importer takes IR version {cap} and older, and opset {opset} "
+            f"needs {needed}: pass a lower --target-opset",
+        )
+    logger.info("IR version %d -> %d for %s", model.ir_version, cap, target.name)
+    model.ir_version = cap
 
 
 _CHECKER_NODE = re.compile(r"Name: (.*?) OpType: (\S+)")

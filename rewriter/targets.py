@@ -23,16 +23,13 @@ tests/test_runtime_tables.py run it:
   ``max_length``). A run-time axis becomes a Gather-select; float64 needs
   ``--iree-input-demote-f64-to-f32=false``; subnormal results flush to zero; opset 13 and
   later only.
-- ``tflite`` (onnx2tf): no Loop, Scan or bfloat16; a Cast to float64 is kept as float32 (so
-  nothing is computed in float64); a ones tensor Expand-ed from a constant is folded into a
-  constant it cannot convert (``constant_ones``); rank-3 tensors are re-laid out, wrongly
-  after a run-time Slice (``symbolic_rank3``: a 2-D view).
-- ``tinygrad``: no Loop, no Scan; its If runs both branches (the branch for a non-empty x
-  failed on an empty one), so no If is built. int32 / int64 are multiplied as uint32 /
-  uint64 (the same low bits): its CPU backend compiles C, where a signed overflow is
-  undefined, and an int32 ``chain`` followed by the model's own ``Cast(int64)`` came out
-  unwrapped (``[[1, 3, 100000, 100000]]``, exclusive + reverse: ``10000000000`` for
-  ``1410065408``; tinygrad 0.14, clang).
+- ``tflite`` (onnx2tf 2.6.9, LiteRT): no Loop, Scan or bfloat16; int64 / uint64 computed in
+  int32, float64 and uint32 not run (warned); a ones tensor Expand-ed from a constant is
+  folded away (``constant_ones``); rank-3 tensors are re-laid out (``symbolic_rank3``).
+- ``tinygrad``: no Loop, no Scan; its If runs both branches, so no If is built; int32 /
+  int64 multiplied as uint32 / uint64 (its C backend: signed overflow is undefined).
+- ``mnn``, ``tvm``, ``ncnn``: no Loop / Scan / If; MNN's integers and TVM's symbolic-dim
+  arithmetic, ncnn's everything but float32: warned or refused per node (docs/targets.md).
 - ``portable``: the strictest profile, for runtimes we cannot run here (TensorRT, CoreML,
   NPUs): no Loop, Scan or If, no float64 compute of our own (a float64 model stays float64).
 """
@@ -144,6 +141,26 @@ class Target:
         doubling_blocked_from: The static length from which ``doubling`` runs in blocks of
             32 (measured faster there: OpenVINO from 2000, IREE from 128,
             ``bench-runtime-{openvino,iree}-2026-12-01-doubling-*``); None: never for speed.
+        slice_clamps: Whether Slice clamps an end below -dim to the start of the axis (MNN 3.6
+            does not: an end of -5 on a dim of 3 kept one element). Else ``doubling``'s
+            shifts over a length known only at run time (by s >= n there) pad first and slice
+            with bounds in [0, n + s].
+        empty_pad: Whether a Pad of an empty tensor fills in the pad value (MNN 3.6 fills
+            0): else as for ``slice_clamps``, so that nothing kept is a Pad of an empty
+            tensor.
+        shape_arithmetic: Whether the runtime's importer computes with values read from
+            ``Shape(x)`` over symbolic dims: TVM 0.27's Relax frontend fails on a Mul, Less
+            or Sub of them ("cannot handle ShapeExpr inputs"), so there a CumProd with a
+            symbolic dim is refused unless its lowering only reshapes to them (``chain``
+            over a static length, at most one symbolic dim on each side of the axis).
+        element_types: The element types the runtime computes right (None: every type): a
+            CumProd of another type is refused (ncnn computes float32 only, and reads
+            pnnx's int32 constants as float bits, so integer graphs come out wrong).
+        axis_input: Whether a run-time axis may be lowered (a Gather-select over the axes,
+            which needs integer Gather and Cast: ncnn has neither right): else refused.
+        max_ir_version: The highest IR version the runtime's importer takes (pnnx: 13); a
+            rewritten model above it is given this one where its opsets allow (opset 26
+            needs 13), else refused.
         local_functions: Whether the runtime loads model-local functions: else every call
             is inlined before the rewrite (:mod:`rewriter.inline`; OpenVINO 2026.4, tract
             0.23, IREE 3.13, tinygrad and onnx2tf fail on any call to one).
@@ -181,6 +198,12 @@ class Target:
     local_functions: bool = True
     doubling_blocked_from: int | None = None
     bfloat16_math: bool = True
+    slice_clamps: bool = True
+    empty_pad: bool = True
+    shape_arithmetic: bool = True
+    element_types: frozenset[ir.DataType] | None = None
+    axis_input: bool = True
+    max_ir_version: int | None = None
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -296,7 +319,8 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "tflite",
-            "TFLite via onnx2tf: no Loop or Scan; no bfloat16; float16 runs as float32",
+            "TFLite via onnx2tf 2.6 (flatbuffer_direct, LiteRT): no Loop or Scan; int64 "
+            "computed in int32, no float64 or bfloat16 (warned); float16 runs as float32",
             missing_ops=frozenset({"Loop", "Scan"}),
             float64=False,
             runtime_view=False,
@@ -307,9 +331,29 @@ TARGETS: dict[str, Target] = {
             ),
             limits=(
                 Limit(frozenset({ir.DataType.BFLOAT16}), "onnx2tf converts no bfloat16 at all"),
+                # a lone int64 Mul(x, x) at x = 100000 gave 1410065408 (onnx2tf 2.6.9)
+                Limit(
+                    frozenset({_I64, _U64}),
+                    "onnx2tf 2.6's flatbuffer_direct backend computes int64 in int32: "
+                    "values and products past 2^31 are wrong there",
+                ),
+                Limit(
+                    frozenset({_F64}),
+                    "LiteRT has no float64 Concatenation or Pad: a float64 CumProd does not "
+                    "run there (onnx2tf 2.6, flatbuffer_direct)",
+                ),
+                Limit(
+                    frozenset({_U32}),
+                    "LiteRT has no uint32 Less, Pad or Gather: a uint32 CumProd does not run "
+                    "there (onnx2tf 2.6, flatbuffer_direct)",
+                ),
+                # onnx2tf 2.6.9: x = [-1.06, 0.70, 1, 0, -0, -1.09] (float16, symbolic dims,
+                # doubling) gave +0 where the product is -0
                 Limit(
                     frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16}),
-                    "TFLite (XNNPACK) flushes subnormal results to zero",
+                    "TFLite (XNNPACK) flushes subnormal results to zero, and onnx2tf 2.6's "
+                    "output over a length known only at run time can give a zero result the "
+                    "wrong sign",
                 ),
             ),
             constant_ones=False,
@@ -324,6 +368,74 @@ TARGETS: dict[str, Target] = {
             avoided_ops=frozenset({"If"}),
             auto="tinygrad",
             local_functions=False,
+        ),
+        Target(
+            "mnn",
+            "MNN 3.6 (its converter, CPU): integers computed as int32 in float32 and "
+            "float64 as float32 (warned); no Loop, Scan or If; lengths known only at run "
+            "time need --max-length",
+            missing_ops=_NO_CONTROL_FLOW,
+            float64=False,
+            runtime_view=False,
+            auto="static",
+            # a Reshape to a shape the data does not fit logs "code=3 in onForward" and
+            # returns an empty output; a Gather index out of range is clamped
+            run_time_checks=False,
+            slice_clamps=False,
+            empty_pad=False,
+            local_functions=False,
+            limits=(
+                Limit(
+                    frozenset({_I64, _U64, _U32, ir.DataType.INT32}),
+                    "MNN holds every integer in int32 and multiplies int32 in float32: "
+                    "products past 2^24 and values past 2^31 are wrong there",
+                ),
+                Limit(frozenset({_F64}), "MNN computes float64 in float32"),
+                Limit(
+                    frozenset({ir.DataType.BFLOAT16}),
+                    "MNN has no bfloat16: a model that casts to it returns no outputs",
+                ),
+            ),
+        ),
+        Target(
+            "tvm",
+            "Apache TVM 0.27 (Relax, llvm): no Loop, Scan or If; symbolic dims only for a "
+            "static length up to 16 with one symbolic dim each side of the axis",
+            missing_ops=_NO_CONTROL_FLOW,
+            runtime_view=False,
+            auto="static",
+            shape_arithmetic=False,
+            local_functions=False,
+        ),
+        Target(
+            "ncnn",
+            "ncnn via pnnx (data from probes, not run in the tests): float32, a constant "
+            "axis, 'chain' only (static length; symbolic dims as for tvm); IR 13",
+            missing_ops=_NO_CONTROL_FLOW,
+            float64=False,
+            runtime_view=False,
+            auto="static",
+            shape_arithmetic=False,
+            element_types=frozenset({ir.DataType.FLOAT}),
+            axis_input=False,
+            max_ir_version=13,  # pnnx 20261020: "max supported IR version: 13"
+            local_functions=False,
+            wrong_lowerings=tuple(
+                (name, "ncnn has no Pad with a value, Less, Where or Cast, which it builds")
+                for name in (
+                    "logsum",
+                    "logsum32",
+                    "loop",
+                    "scan",
+                    "blocked",
+                    "radix",
+                    "dynamic",
+                    "doubling",
+                    "tiled",
+                    "carry",
+                    "cached",
+                )
+            ),
         ),
         Target(
             "portable",

@@ -19,7 +19,7 @@ step "install .venv-ort120"
 [ -x .venv-ort120/bin/python ] || "$python" -m venv .venv-ort120
 pip_install .venv-ort120/bin/python "onnxruntime==1.20.1" "onnx==1.17.0" "numpy>=1.26,<3"
 step "install the runtimes"
-bash scripts/install_runtimes.sh   # .venv-openvino, -tract, -tinygrad, -iree: tests/test_runtimes*.py
+bash scripts/install_runtimes.sh   # .venv-openvino, -tract, -tinygrad, -iree, -mnn, -tvm: tests/test_runtimes*.py
 
 step "ruff check";            .venv/bin/ruff check .
 step "ruff format --check";   .venv/bin/ruff format --check .

@@ -199,7 +199,7 @@ AUTO_ROWS = [
     (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
 ]
 # What the static table takes for a length known only at run time, per target.
-RUN_TIME_LENGTH = {"portable": "doubling"}
+RUN_TIME_LENGTH = {"portable": "doubling", "mnn": "doubling", "tvm": "doubling", "ncnn": "doubling"}
 
 # The measured per-runtime tables (openvino, tract, iree, tflite, tinygrad): both sides of
 # each of their thresholds, and what they leave to the static rule (a run-time length).
@@ -300,6 +300,10 @@ def test_auto_picks_each_row_of_its_table(target: str) -> None:
     for elem, dims, axis, by_ort, by_other in rows:
         want = by_ort if table == "onnxruntime" else by_other
         model = cumprod_model(elem, dims, axis)
+        if want is not None and TARGETS[target].wrong_reason(want) is not None:  # ncnn
+            with pytest.raises(rewriter.StrategyError, match="computes wrong values"):
+                _planned(model, target, max_length=64)
+            continue
         got = _planned(model, target, max_length=64)
         assert got == want, (target, TYPE_NAMES[elem], dims, axis)
 

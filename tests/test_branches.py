@@ -45,11 +45,13 @@ from tests.helpers import (
     TYPE_NAMES,
     check_result,
     cumprod_model,
+    declared_refusal,
     feed,
     io_type,
     np_dtype,
     op_types,
     random_data,
+    refuses_broadly,
 )
 
 F16, BF16, F32, F64 = (
@@ -664,6 +666,8 @@ def test_aliases_emit_identical_graphs() -> None:
         # totals a ReduceProd on onnxruntime and products of the slices elsewhere (wide.py)
         kinds: dict[tuple[bool, bool], list[str]] = {}
         for t, target in TARGETS.items():
+            if refuses_broadly(t):  # ncnn refuses radix / doubling / logsum
+                continue
             if target.constant_ones and (strategy != "logsum" or target.float64):
                 kinds.setdefault((target.float64, target.auto == "onnxruntime"), []).append(t)
         for kind, takers in kinds.items():
@@ -699,7 +703,11 @@ def test_every_target_output_runs(target: str) -> None:
         (BF16, (3, 4, 5), 0, 0, 0, "input", (None,)),
     ):
         model = cumprod_model(elem, dims, axis, exclusive=ex, reverse=rev, axis_form=form)
-        lowered, (used,) = lower(model, "auto", target=target, max_length=64)
+        try:
+            lowered, (used,) = lower(model, "auto", target=target, max_length=64)
+        except rewriter.StrategyError as exc:  # what tvm / ncnn refuse, as data
+            assert declared_refusal(target, exc), exc
+            continue
         assert not missing & set(op_types(lowered)), (target, used)
         if form == "input" and not TARGETS[target].runtime_view:  # a Gather-select over axes
             assert "Gather" in op_types(lowered) and "If" not in op_types(lowered)
@@ -786,7 +794,9 @@ def test_a_target_without_if_gets_no_if_for_a_run_time_axis(target: str, strateg
     assert "If" not in op_types(lowered)
 
 
-@pytest.mark.parametrize("target", [t for t in TARGETS if not TARGETS[t].runtime_view])
+@pytest.mark.parametrize(
+    "target", [t for t in TARGETS if not TARGETS[t].runtime_view and TARGETS[t].axis_input]
+)
 def test_run_time_axis_keeps_the_sign_of_zero(target: str) -> None:
     """Where a target cannot take a shape from a run-time axis, the lowering at each axis is
     selected at run time; -0.0 must come out as -0.0 (onnxruntime's Where turns a selected

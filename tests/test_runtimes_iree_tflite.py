@@ -10,9 +10,10 @@ The 28 cases of one (type, axis form) go into one model with 28 outputs, so IREE
 models, not 672. A model that fails as a whole (lowering, conversion, compilation) is split:
 each of its cases then runs alone, so every case gets its own verdict (CUMPROD_RUNTIME_SPLIT=0
 turns that off). Each runtime runs in its own environment (scripts/runtimes/RT.sh creates
-``.venv-RT``), through tests/runtime_harness.py and tests/runtimes/run_RT.py. TFLite is the
-opt-in heavy tier: it runs only with CUMPROD_TFLITE=1. A missing environment skips, except on
-CI (CI=true), where it fails. Facts behind the choices: docs/runtime-probe-iree-tflite.md.
+``.venv-RT``), through tests/runtime_harness.py and tests/runtimes/run_RT.py. TFLite (onnx2tf
+2.6.9, flatbuffer_direct, LiteRT) is the opt-in tier: it runs only with CUMPROD_TFLITE=1. A
+missing environment skips, except on CI (CI=true), where it fails. Facts behind the choices:
+docs/runtime-probe-iree-tflite.md.
 """
 
 from __future__ import annotations
@@ -81,8 +82,13 @@ RUNTIMES = {
         "tflite",
         2,
         opt_in="CUMPROD_TFLITE",
+        # the tflite target's limits (warned per node; tests/test_runtimes_new.py holds these
+        # types to "right, or warned" on the same runtime)
         unsupported=(
-            (TensorProto.BFLOAT16, "onnx2tf 1.29 has no bfloat16 (KeyError: 16 on any Cast)"),
+            (TensorProto.BFLOAT16, "onnx2tf 2.6 has no bfloat16 (NotImplementedError: 16)"),
+            (TensorProto.INT64, "onnx2tf 2.6's flatbuffer_direct computes int64 in int32"),
+            (TensorProto.UINT64, "onnx2tf 2.6's flatbuffer_direct computes int64 in int32"),
+            (TensorProto.DOUBLE, "LiteRT has no float64 Concatenation or Pad"),
         ),
     ),
 }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import numbers
 from collections.abc import Callable
 
@@ -248,6 +249,21 @@ def _refused_at(lowering: Lowering, spec: ScanSpec, target: Target, opset: int) 
             f"{target.lacking(['If'])}: "
             f"use --target-opset 14 or later (target opset {opset})"
         )
+    if target.element_types is not None and spec.dtype not in target.element_types:
+        types = ", ".join(sorted(t.name.lower() for t in target.element_types))
+        return f"{target.name} computes only {types}, not {_type_name(spec.dtype)}"
+    if not target.axis_input and spec.axis is None:
+        return (
+            f"{target.name} cannot take a run-time axis (the select over the axes needs "
+            "integer Gather and Cast there): make the axis a constant"
+        )
+    if not target.shape_arithmetic and not spec.static_dims and not _plain_view(spec, name):
+        return (
+            f"{target.name}'s importer cannot compute with symbolic dims (a Mul, Less or Sub "
+            "of values read from Shape(x) fails: 'cannot handle ShapeExpr inputs'); there only "
+            "'chain' over a static length with at most one symbolic dim on each side of the "
+            f"axis takes them, not '{name}' here: make the input shapes static first"
+        )
     flat = takes_flat_view(spec, target, lowering.flat_view, opset)
     if not target.symbolic_rank3 and not spec.static_dims and not flat:
         return (
@@ -262,6 +278,27 @@ def _refused_at(lowering: Lowering, spec: ScanSpec, target: Target, opset: int) 
             "(opset 15)"
         )
     return None
+
+
+def _type_name(dtype: ir.DataType | None) -> str:
+    return "an element type not known statically" if dtype is None else dtype.name.lower()
+
+
+def _plain_view(spec: ScanSpec, lowering: str) -> bool:
+    """Whether ``lowering`` builds nothing from x's symbolic dims but a Reshape to them: a
+    ``chain`` over a static length whose view reads at most one symbolic dim on each side of
+    the axis, with no static factor beside it (:func:`.view.in_view` then slices it out of
+    Shape(x) and multiplies nothing), or a length of 1 or an empty x (no view at all)."""
+    if spec.length == 1 or spec.empty:
+        return True
+    if lowering != "chain" or spec.length is None or spec.dims is None or spec.axis is None:
+        return False
+    for side in (spec.dims[: spec.axis], spec.dims[spec.axis + 1 :]):
+        symbolic = [d for d in side if not isinstance(d, int)]
+        static = math.prod(d for d in side if isinstance(d, int))
+        if len(symbolic) > 1 or (symbolic and static != 1):
+            return False
+    return True
 
 
 def _site_refused(site: CumProdSite, target: Target) -> str | None:

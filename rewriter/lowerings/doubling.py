@@ -102,12 +102,31 @@ def _shift_flat(b: Builder, y: ir.Value, s: int, v: View) -> ir.Value:
     return b.op("Slice", padded, v.tensor(b, start), v.tensor(b, end), b.const([1]))
 
 
+def _shift_padded_first(b: Builder, y: ir.Value, s: int, n: ir.Value, v: View) -> ir.Value:
+    """``_shift`` by a Pad of ``s`` ones first, then a Slice back to ``n`` with bounds in
+    [0, n + s]: ``Slice(Pad(y, s before), 0, n)`` (reverse: ``Slice(Pad(y, s after), s, s +
+    n)``). For targets whose Slice does not clamp an end below -dim (``slice_clamps``: MNN 3.6
+    kept a column of a 3-wide dim for an end of -5) or whose Pad of an empty tensor gives 0
+    (``empty_pad``): the plain shift slices ``[0, -s)`` and pads what is left, both wrong
+    there when s >= n, which a length known only at run time reaches. Nothing here pads an
+    empty tensor whose values are kept (an n of 0 is sliced back to 0)."""
+    pads = [0, 0, 0, 0, s, 0] if v.reverse else [0, s, 0, 0, 0, 0]
+    padded = b.op("Pad", y, b.const(pads), v.one)
+    if v.reverse:
+        end = b.op("Add", n, b.const([s]))
+        return b.op("Slice", padded, b.const([s]), end, b.const([1]))
+    return b.op("Slice", padded, b.const([0]), n, b.const([1]))
+
+
 def _shift(b: Builder, y: ir.Value, s: int, n: ir.Value | None, v: View) -> ir.Value:
     """``y`` moved by ``s`` along axis 1, ones filling in (towards the end unless reverse).
     ``n``: the length to cut the result to (a shift by s >= n leaves s ones); None where the
     length is static and above s (the result is already n long)."""
     if v.flat:
         return _shift_flat(b, y, s, v)
+    padded_first = not (v.target.slice_clamps and v.target.empty_pad)
+    if n is not None and v.static_length is None and padded_first:
+        return _shift_padded_first(b, y, s, n, v)
     if not v.target.pad_shifts and (v.dtype is None or v.dtype.itemsize == 8):
         # ones Concat-ed (always n long, no cut): IREE's Pad bug, seen for 8-byte types
         ones = v.ones(b, b.slice_axis(y, 1, 0, s))

@@ -101,7 +101,7 @@ from bench import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIMES = ("onnxruntime", "openvino", "tract", "tinygrad", "iree")
+RUNTIMES = ("onnxruntime", "openvino", "tract", "tinygrad", "iree", "tvm", "mnn")
 # The Python each runtime runs in (ROOT / VENV[runtime] / bin / python).
 VENV = {name: f".venv-{name}" for name in RUNTIMES} | {"onnxruntime": ".venv"}
 # Element types each runtime computes in their own type (OpenVINO's CPU plugin holds int64 in
@@ -112,6 +112,8 @@ DEFAULT_DTYPES = {
     "tract": "float32,int32,float64,int64",
     "tinygrad": "float32,int32",  # float64 / int64 left out for time (kernel compiles)
     "iree": "float32,int32,float64,int64",
+    "tvm": "float32,int32,float64,int64",
+    "mnn": "float32",  # MNN computes integers in float32 and float64 as float32
 }
 DEFAULT_SKIP = {"tinygrad": "doubling:512"}
 # Ratio of auto's time to the best exact lowering's from which a cell counts as "clearly not
@@ -719,6 +721,10 @@ HOW = {
     "and .numpy() each call.",
     "iree": "iree-import-onnx + iree-compile once per model (rewriter/runtimes.py IREE_FLAGS: "
     "llvm-cpu, generic CPU, float64 kept); local-sync driver; timed: the invoke and to_host.",
+    "tvm": "Relax from_onnx + tvm.compile(target='llvm') once, VirtualMachine on the CPU, "
+    "TVM_NUM_THREADS=1; timed: the call and .numpy().",
+    "mnn": "converter library (_tools.mnnconvert) in a child process once, MNN.nn module, one "
+    "thread; timed: forward and read.",
 }
 
 COMPILE_HOW = {

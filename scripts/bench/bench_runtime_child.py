@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import random
 import statistics
 import sys
@@ -68,7 +69,13 @@ def version(runtime: str) -> str:
         return f"onnxruntime {ort.__version__}"
     from importlib.metadata import version as dist_version
 
-    dist = {"tract": "tract", "tinygrad": "tinygrad", "iree": "iree-base-runtime"}[runtime]
+    dist = {
+        "tract": "tract",
+        "tinygrad": "tinygrad",
+        "iree": "iree-base-runtime",
+        "tvm": "apache-tvm",
+        "mnn": "mnn",
+    }[runtime]
     extra = ""
     if runtime == "iree":
         extra = f", iree-base-compiler {dist_version('iree-base-compiler')}"
@@ -168,12 +175,64 @@ def load_iree(model_path: Path, x: np.ndarray) -> Run:
     return run
 
 
+def load_tvm(model_path: Path, x: np.ndarray) -> Run:
+    """Relax's ONNX frontend, ``tvm.compile(..., target="llvm")``, a VirtualMachine on the
+    CPU, one thread (``TVM_NUM_THREADS``). Timed: the call and the copy of the output."""
+    os.environ.setdefault("TVM_NUM_THREADS", "1")
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    machine = relax.VirtualMachine(
+        tvm.compile(from_onnx(onnx.load(str(model_path))), target="llvm"), tvm.cpu()
+    )
+    main = machine["main"]
+
+    def run() -> np.ndarray:
+        return main(tvm.runtime.tensor(x)).numpy()
+
+    return run
+
+
+def load_mnn(model_path: Path, x: np.ndarray) -> Run:
+    """Converted by MNN's converter library in a child process (never its ``mnnconvert``
+    script), loaded with ``MNN.nn``, one thread. Timed: the forward and the copy out."""
+    import subprocess
+
+    import MNN
+
+    name, _ = _input_name(model_path)
+    output = onnx.load(str(model_path), load_external_data=False).graph.output[0].name
+    with tempfile.TemporaryDirectory() as tmp:
+        mnn = Path(tmp) / "model.mnn"
+        convert = (
+            "import sys, _tools; _tools.mnnconvert(['mnnconvert', '-f', 'ONNX', '--modelFile', "
+            "sys.argv[1], '--MNNModel', sys.argv[2], '--bizCode', 'bench'])"
+        )
+        subprocess.run(
+            [sys.executable, "-c", convert, str(model_path), str(mnn)],
+            capture_output=True,
+            check=True,
+        )
+        module = MNN.nn.load_module_from_file(str(mnn), [name], [output])
+    dtype = MNN.expr.float if x.dtype.kind == "f" else MNN.expr.int
+    data = x.astype(np.float32 if x.dtype.kind == "f" else np.int32)
+
+    def run() -> np.ndarray:
+        feed = MNN.expr.const(data, list(data.shape), MNN.expr.NCHW, dtype)
+        return np.array(module.forward([feed])[0].read(), copy=True).astype(x.dtype)
+
+    return run
+
+
 LOADERS: dict[str, Callable[[Path, np.ndarray], Run]] = {
     "onnxruntime": load_onnxruntime,
     "openvino": load_openvino,
     "tract": load_tract,
     "tinygrad": load_tinygrad,
     "iree": load_iree,
+    "tvm": load_tvm,
+    "mnn": load_mnn,
 }
 
 

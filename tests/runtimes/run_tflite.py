@@ -3,12 +3,17 @@
 A copy of each model is converted with ``onnx2tf.convert`` (onnx2tf rewrites the file it
 converts) and the float32 ``.tflite`` it writes runs on the LiteRT interpreter (ai-edge-litert)
 through its signature runner, which resizes inputs to the feeds (symbolic dims stay dynamic).
+onnx2tf 2.x writes the file with its default backend, ``flatbuffer_direct`` (no TensorFlow);
+``CUMPROD_TFLITE_BACKEND=tf_converter`` takes its TensorFlow backend instead (onnx2tf's
+``tensorflow`` extra; onnx2tf 1.x has only that one and takes no such option).
 
 Layout: onnx2tf re-lays out rank-3/4/5 tensors channel-last (NCW -> NWC) inside the model. The
 inputs are kept in the ONNX layout (``keep_shape_absolutely_input_names`` on every input), so
 the ONNX feeds are fed as they are; an output that comes out with the channel-last
 permutation of the shape onnx's shape inference gives for these feeds is transposed back.
-onnx2tf turns float16 inputs into float32 ones: float16 feeds are widened (exactly)."""
+onnx2tf turns float16 inputs into float32 ones: float16 feeds are widened (exactly). Integer
+outputs that come back narrower than declared (flatbuffer_direct computes int64 in int32) are
+cast to the declared type, as a user of the result would."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -30,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: not the 
 import onnx2tf
 from ai_edge_litert.interpreter import Interpreter
 from runtimes import run_folder
+
+BACKEND = os.environ.get("CUMPROD_TFLITE_BACKEND", "")  # "": onnx2tf's default
 
 
 def _channel_last(rank: int) -> list[int]:
@@ -76,6 +83,7 @@ def run_case(
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "model.onnx"
         shutil.copyfile(model_path, copy)
+        options = {"tflite_backend": BACKEND} if BACKEND else {}
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 onnx2tf.convert(
@@ -84,10 +92,14 @@ def run_case(
                     copy_onnx_input_output_names_to_tflite=True,
                     keep_shape_absolutely_input_names=inputs,
                     non_verbose=True,
+                    **options,
                 )
         except Exception as exc:
             raise _convert_error(exc) from exc
-        interpreter = Interpreter(model_path=str(Path(tmp) / "tf" / "model_float32.tflite"))
+        written = sorted((Path(tmp) / "tf").glob("*_float32.tflite"))
+        if not written:
+            raise RuntimeError("onnx2tf wrote no *_float32.tflite")
+        interpreter = Interpreter(model_path=str(written[0]))
     runner = interpreter.get_signature_runner()
     feeds = {name: np.asarray(feeds[name]) for name in inputs}
     for name, detail in runner.get_input_details().items():
@@ -95,10 +107,14 @@ def run_case(
             feeds[name] = feeds[name].astype(np.float32)
     result = runner(**feeds)
     arrays = []
+    elem_types = {v.name: v.type.tensor_type.elem_type for v in model.graph.output}
     for name, shape in zip(outputs, _expected_shapes(model, feeds)):
         if name not in result:
             raise KeyError(f"output {name!r} missing from the converted model")
         out = np.asarray(result[name])
+        declared = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_types[name]))
+        if out.dtype.kind in "iu" and out.dtype != declared:
+            out = out.astype(declared)  # flatbuffer_direct gives int64 outputs as int32
         if shape is not None and out.shape != shape and out.ndim >= 3:
             perm = _channel_last(out.ndim)
             if tuple(shape[p] for p in perm) == out.shape:
@@ -108,9 +124,13 @@ def run_case(
 
 
 if __name__ == "__main__":
+    try:
+        tensorflow = f"tensorflow {version('tensorflow')}"
+    except PackageNotFoundError:
+        tensorflow = "no tensorflow"
     run_folder(
         Path(sys.argv[1]),
-        f"onnx2tf {version('onnx2tf')}, tensorflow {version('tensorflow')}, "
+        f"onnx2tf {version('onnx2tf')} (backend {BACKEND or 'default'}), {tensorflow}, "
         f"ai-edge-litert {version('ai-edge-litert')}, onnx {onnx.__version__}",
         run_case,
     )

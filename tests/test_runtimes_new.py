@@ -1,0 +1,434 @@
+"""CumProd lowered for MNN, Apache TVM and ncnn (``target=NAME``), run on that runtime, compared
+with numpy: zero silent wrong results.
+
+The matrix is tests/test_runtimes.py's (every element type x all four (exclusive, reverse) x
+static dims / symbolic dims / a run-time axis x ranks 1-4, one model per (type, form, rank)
+holding one CumProd per attribute pair), each model run twice: on random data and on data
+with special values sprinkled in (0, -0, +-inf, NaN, +-1; integers: 0, -1, the extremes and
+2^(bits/2)). The rule every cell is held to: each output either matches the reference
+(integers bit-exact, floats within the bound of the lowering the node got) or its node
+carries the target's warning, naming the node and the runtime. A lowering the target refuses
+(one line, :data:`Runtime.refusals`) is the expected outcome where listed, and a failure
+elsewhere; so is a model the runtime fails to load or run.
+
+:func:`test_limit_still_shows` keeps the warnings honest: each of a target's limits must still
+break at least one cell of its types, or the runtime computes them now and the limit (and the
+warning) should go.
+
+Each runtime lives in its own environment (scripts/runtimes/NAME.sh, tests/runtime_harness.py);
+a missing one skips, except on CI (CI=true), where it fails. ncnn is the opt-in tier
+CUMPROD_NCNN=1 (pnnx pulls a 5.6 GB torch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import os
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, numpy_helper
+
+import rewriter
+from rewriter.targets import target_named
+from rewriter.verify import compare
+from tests import runtime_harness
+from tests.helpers import INTS, TYPE_NAMES, cumprod_model, run_ort, sprinkle_specials
+from tests.test_runtimes import (
+    ATTRS,
+    CASES,
+    MAX_LENGTH,
+    Case,
+    build_model,
+    case_name,
+    factor_counts,
+    feeds_for,
+    float_bound,
+    input_data,
+    node_specs,
+    output_name,
+    reference,
+)
+
+SPECIAL_RATE = 0.3
+INPUTS = ("random", "special", "small")  # small: integers whose every product fits in 2^24
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """A runtime of this matrix: the target it is lowered for, how many runner processes
+    run at once, the environment variable that opts in to it (None: always), and the cells
+    the target refuses to lower: (element type or None for all, form or None, rank or None,
+    a regular expression the refusal must match)."""
+
+    name: str
+    target: str
+    shards: int = 1
+    opt_in: str | None = None
+    refusals: tuple[tuple[int | None, str | None, int | None, str], ...] = ()
+    # cells the runtime fails on loudly (not silently), as measured: (type, form, rank, why);
+    # a strict xfail, so the day they run the entry must go
+    known_failures: tuple[tuple[int, str, int, str], ...] = ()
+
+    def expected_refusal(self, case: Case) -> str | None:
+        for elem_type, form, rank, pattern in self.refusals:
+            if elem_type not in (None, case[0]) or form not in (None, case[1]):
+                continue
+            if rank in (None, case[2]):
+                return pattern
+        return None
+
+
+RUNTIMES = {
+    "mnn": Runtime("mnn", "mnn", shards=2),
+    "tvm": Runtime(
+        "tvm",
+        "tvm",
+        shards=2,
+        refusals=((None, "symbolic", None, "tvm's importer cannot compute with symbolic dims"),),
+    ),
+    "tflite": Runtime(
+        "tflite",
+        "tflite",
+        shards=2,
+        opt_in="CUMPROD_TFLITE",
+        known_failures=(
+            (
+                TensorProto.INT32,
+                "symbolic",
+                2,
+                "LiteRT 2.1.2: 'Given shapes, [3,5] and [3,10], are not broadcastable' (MUL) "
+                "on onnx2tf 2.6.9's output of doubling's 2-D view",
+            ),
+        ),
+    ),
+}
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@dataclasses.dataclass
+class Lowered:
+    model: object | None
+    error: str
+    lowerings: dict[str, str]
+    warnings: list[str]
+
+    def warned(self, node: str, target: str) -> bool:
+        return any(f"'{node}'" in m and f"(target {target})" in m for m in self.warnings)
+
+
+def lower(runtime: Runtime, case: Case) -> Lowered:
+    capture = _Capture()
+    logger = logging.getLogger("rewriter")
+    logger.addHandler(capture)
+    try:
+        rewrite = rewriter.DecomposeCumProdPass(
+            target=runtime.target, max_length=MAX_LENGTH if case[1] == "symbolic" else None
+        )
+        model = ir.serde.deserialize_model(build_model(case))
+        rewrite(model)
+        lowerings = {p.site.name: p.lowering.name for p in rewrite.plans}
+        return Lowered(ir.serde.serialize_model(model), "", lowerings, capture.messages)
+    except (ValueError, rewriter.CumProdError) as exc:
+        return Lowered(None, f"{type(exc).__name__}: {exc}", {}, capture.messages)
+    finally:
+        logger.removeHandler(capture)
+
+
+def case_inputs(case: Case) -> dict[str, np.ndarray]:
+    """Random data and the same with special values; for integer types also small values
+    (|x| <= 3, every product of the matrix's at most 6 factors below 2^24), on which a
+    runtime whose integer limit is warned must still be exact: the lowering itself is
+    checked there."""
+    x = input_data(case)
+    rng = np.random.default_rng(zlib.crc32(f"{case_name(case)}-special".encode()))
+    inputs = {"random": x, "special": sprinkle_specials(case[0], x, rng, SPECIAL_RATE)}
+    if case[0] in INTS:
+        inputs["small"] = input_data(case, in_int32=True)
+    return inputs
+
+
+@dataclasses.dataclass
+class Run:
+    lowered: dict[Case, Lowered]
+    inputs: dict[Case, dict[str, np.ndarray]]
+    results: dict[str, runtime_harness.Result]
+
+
+def run_key(case: Case, data: str) -> str:
+    return f"{case_name(case)}-{data}"
+
+
+def run_all(runtime: Runtime, folder: Path) -> Run:
+    """Lower every case for the runtime, run both inputs of each, ``shards`` runners at once."""
+    import concurrent.futures
+
+    lowered = {case: lower(runtime, case) for case in CASES}
+    inputs = {case: case_inputs(case) for case in CASES}
+    shards: list[dict[str, runtime_harness.Case]] = [{} for _ in range(runtime.shards)]
+    lowered_cases = [case for case in CASES if lowered[case].model is not None]
+    for k, case in enumerate(lowered_cases):  # a model's runs in one runner: compiled once
+        for data in inputs[case]:
+            feeds = feeds_for(case, inputs[case][data])
+            shards[k % runtime.shards][run_key(case, data)] = (lowered[case].model, feeds)  # type: ignore[assignment]
+    results: dict[str, runtime_harness.Result] = {}
+    with concurrent.futures.ThreadPoolExecutor(runtime.shards) as pool:
+        futures = [
+            pool.submit(runtime_harness.run_cases, runtime.name, cases, folder / f"shard{i}")
+            for i, cases in enumerate(shards)
+            if cases
+        ]
+        for future in futures:
+            results.update(future.result())
+    return Run(lowered, inputs, results)
+
+
+_RUNS: dict[str, Run] = {}
+
+
+def _run_for(name: str, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    runtime = RUNTIMES[name]
+    if runtime.opt_in and os.environ.get(runtime.opt_in) != "1":
+        pytest.skip(
+            f"{name} is an opt-in tier: set {runtime.opt_in}=1 "
+            f"(scripts/runtimes/{name}.sh installs it)"
+        )
+    runtime_harness.require(name)
+    if name not in _RUNS:
+        _RUNS[name] = run_all(runtime, tmp_path_factory.mktemp(name))
+    return _RUNS[name]
+
+
+def _mismatch(run: Run, case: Case, data: str, node: tuple[int, int, int, int]) -> str | None:
+    """Why the output of ``node`` (a :func:`node_specs` entry) in the case's run on ``data``
+    is wrong (None: it is right)."""
+    node_index, axis, ex, rev = node
+    elem_type, _, rank = case
+    outputs = run.results[run_key(case, data)]
+    assert not isinstance(outputs, str)
+    names = [output_name(i, e, r) for i, _, e, r in node_specs(rank)]
+    name = output_name(node_index, ex, rev)
+    got = outputs[names.index(name)]
+    x = run.inputs[case][data]
+    want = reference(x, axis, ex, rev)
+    dtype = ir.DataType(elem_type)
+    bound: float | np.ndarray = 0.0
+    if elem_type not in INTS:
+        k = factor_counts(x.shape, axis % rank, ex, rev)
+        bound = float_bound(elem_type, run.lowered[case].lowerings[f"cp_{name}"], k)
+        got = got.astype(dtype.numpy())
+    result = compare(got, want, dtype, bound)
+    return None if result.ok else result.detail
+
+
+def _params() -> list[object]:
+    params = []
+    for rt, case, (ex, rev) in itertools.product(RUNTIMES, CASES, ATTRS):
+        known = [why for *cell, why in RUNTIMES[rt].known_failures if tuple(cell) == case]
+        marks = [pytest.mark.xfail(strict=True, reason=known[0])] if known else []
+        test_id = f"{rt}-{case_name(case)}-ex{ex}-rev{rev}"
+        params.append(pytest.param(rt, case, ex, rev, id=test_id, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize(("runtime", "case", "ex", "rev"), _params())
+def test_cumprod_on_runtime(
+    runtime: str, case: Case, ex: int, rev: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Right, or warned for that node, or the target's listed refusal: never silently wrong."""
+    run = _run_for(runtime, tmp_path_factory)
+    rt = RUNTIMES[runtime]
+    lowered = run.lowered[case]
+    expected = rt.expected_refusal(case)
+    if expected is not None:
+        assert lowered.model is None, f"{runtime}: lowered a case listed as refused ({expected})"
+        assert re.search(expected, lowered.error), lowered.error
+        return
+    assert lowered.model is not None, f"lowering for target {rt.target!r} failed: {lowered.error}"
+    problems = []
+    every_node_warned = all(lowered.warned(node, rt.target) for node in lowered.lowerings)
+    for data in run.inputs[case]:
+        result = run.results[run_key(case, data)]
+        if isinstance(result, str):
+            if not every_node_warned:  # a runtime that refuses a warned type is not silent
+                problems.append(f"{data}: {runtime} could not run it: {result}")
+            continue
+        for i, axis, e, r in node_specs(case[2]):
+            if (e, r) != (ex, rev):
+                continue
+            node = f"cp_{output_name(i, e, r)}"
+            wrong = _mismatch(run, case, data, (i, axis, e, r))
+            if wrong is not None and data == "small":
+                problems.append(f"small integers: wrong at {node}, axis {axis}: {wrong}")
+            elif wrong is not None and not lowered.warned(node, rt.target):
+                problems.append(
+                    f"{data}: SILENT wrong result at {node} ({lowered.lowerings.get(node)}), "
+                    f"axis {axis}: {wrong}"
+                )
+    assert not problems, "\n".join(problems)
+
+
+LIMITS = [
+    pytest.param(rt, k, id=f"{rt}-limit{k}")
+    for rt in RUNTIMES
+    for k in range(len(target_named(RUNTIMES[rt].target).limits))
+]
+
+
+@pytest.mark.parametrize(("runtime", "index"), LIMITS)
+def test_limit_still_shows(
+    runtime: str, index: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Every node of a limit's types is warned (once, naming the runtime), and at least one
+    of them is wrong on the runtime: when none is, the runtime computes them now and the
+    limit should go."""
+    run = _run_for(runtime, tmp_path_factory)
+    rt = RUNTIMES[runtime]
+    limit = target_named(rt.target).limits[index]
+    wrong = 0
+    cells = [
+        c for c in CASES if ir.DataType(c[0]) in limit.types and run.lowered[c].model is not None
+    ]
+    assert cells, f"no case of {sorted(t.name for t in limit.types)} lowered for {runtime}"
+    for case in cells:
+        lowered = run.lowered[case]
+        for node in lowered.lowerings:
+            said = [m for m in lowered.warnings if f"'{node}'" in m and limit.message in m]
+            assert len(said) == 1, f"{case_name(case)} {node}: {lowered.warnings}"
+        for data in run.inputs[case]:
+            if isinstance(run.results[run_key(case, data)], str):
+                wrong += 1  # refused at run time: the limit shows
+                continue
+            for i, axis, e, r in node_specs(case[2]):
+                wrong += _mismatch(run, case, data, (i, axis, e, r)) is not None
+    assert wrong, f"{runtime}: every cell of {limit.message!r} is right now: drop the limit"
+
+
+def test_types_are_named() -> None:
+    """The matrix covers every element type (the ids name them)."""
+    assert {TYPE_NAMES[c[0]] for c in CASES} == set(TYPE_NAMES.values())
+    assert TensorProto.BFLOAT16 in {c[0] for c in CASES}
+
+
+@pytest.mark.parametrize(("ex", "rev"), ATTRS)
+def test_mnn_shifts_pad_first_and_stay_exact(ex: int, rev: int) -> None:
+    """On MNN (``slice_clamps`` / ``empty_pad`` false) ``doubling`` over a length known only
+    at run time shifts by a Pad first: no Slice bound is a negative constant, and onnxruntime
+    gives numpy's wrapping products for every length up to the bound, 0 and the bound too."""
+    model = cumprod_model(TensorProto.INT32, ("a", "n"), 1, exclusive=ex, reverse=rev)
+    lowered = rewriter.decompose_cumprod(model, target="mnn", max_length=8)
+    assert isinstance(lowered, onnx.ModelProto)
+    constants = {t.name: numpy_helper.to_array(t) for t in lowered.graph.initializer}
+    for node in lowered.graph.node:
+        if node.op_type == "Constant":
+            constants[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    for node in lowered.graph.node:
+        if node.op_type == "Slice" and node.input[2] in constants:
+            assert (constants[node.input[2]] >= 0).all(), node
+    rng = np.random.default_rng(ex * 2 + rev)
+    for n in (0, 1, 2, 5, 8):
+        x = rng.integers(-(2**31), 2**31, (3, n), dtype=np.int64).astype(np.int32) | 1
+        (got,) = run_ort(lowered, {"x": x})
+        want = reference(x, 1, ex, rev) if n else x  # an empty x: y is empty too
+        np.testing.assert_array_equal(got, want, err_msg=f"n = {n}")
+
+
+def test_tvm_output_has_no_bool_equal() -> None:
+    """TVM 0.27 fails LLVM verification on Equal over bool tensors (what ``ones_like``
+    builds where ``constant_ones`` is false): the tvm target's outputs have none."""
+    checked = 0
+    for case in CASES:
+        lowered = lower(RUNTIMES["tvm"], case)
+        if lowered.model is None:
+            continue
+        model = onnx.shape_inference.infer_shapes(lowered.model)  # type: ignore[arg-type]
+        types = {v.name: v.type.tensor_type.elem_type for v in model.graph.value_info}
+        types.update({v.name: v.type.tensor_type.elem_type for v in model.graph.input})
+        for node in model.graph.node:
+            if node.op_type == "Equal":
+                assert types.get(node.input[0]) != TensorProto.BOOL, case_name(case)
+        checked += 1
+    assert checked
+
+
+NCNN_REFUSED = [  # (elem_type, dims, axis form, strategy, what the refusal says)
+    (TensorProto.INT32, (3, 5), "initializer", "auto", "ncnn computes only float, not int32"),
+    (TensorProto.DOUBLE, (3, 5), "initializer", "auto", "not double"),
+    (TensorProto.FLOAT, ("a", "b"), "initializer", "chain", "cannot compute with symbolic dims"),
+    (TensorProto.FLOAT, (3, 5), "input", "auto", "cannot take a run-time axis"),
+    (TensorProto.FLOAT, (3, 40), "initializer", "auto", "'radix' computes wrong values on ncnn"),
+    (TensorProto.FLOAT, (3, 5), "initializer", "doubling", "no Pad with a value"),
+]
+
+
+@pytest.mark.parametrize(("elem_type", "dims", "form", "strategy", "said"), NCNN_REFUSED)
+def test_ncnn_refuses_what_it_cannot_compute(
+    elem_type: int, dims: tuple[int | str, ...], form: str, strategy: str, said: str
+) -> None:
+    """ncnn (through pnnx; data from the probes of issue 55, not run here) computes float32
+    only, has no Pad with a value, Less, Where or Cast: anything else is refused, one line."""
+    model = cumprod_model(elem_type, dims, 1, exclusive=1, axis_form=form)
+    with pytest.raises(rewriter.CumProdError, match=re.escape(said)):
+        rewriter.decompose_cumprod(model, target="ncnn", strategy=strategy, max_length=8)
+
+
+def test_ncnn_gets_a_static_float32_chain_at_ir_13() -> None:
+    """What pnnx converted and ncnn ran right: a float32 chain over static dims (Split, Mul,
+    Concat, Reshape, Slice), in a file of IR version 13 (pnnx refuses 14), numbers right."""
+    model = cumprod_model(TensorProto.FLOAT, (3, 5), 1, exclusive=1, reverse=1)
+    model.ir_version = 14
+    lowered = rewriter.decompose_cumprod(model, target="ncnn")
+    assert isinstance(lowered, onnx.ModelProto)
+    assert lowered.ir_version == 13
+    ops = {n.op_type for n in lowered.graph.node}
+    assert not ops & {"Pad", "Less", "Where", "Cast", "Loop", "Scan", "If", "CumProd"}, ops
+    x = np.random.default_rng(0).uniform(0.5, 2, (3, 5)).astype(np.float32)
+    (got,) = run_ort(lowered, {"x": x})
+    want = reference(x.astype(np.float64), 1, 1, 1)
+    np.testing.assert_allclose(got, want, rtol=4 * np.finfo(np.float32).eps)
+
+
+TVM_SYMBOLIC = {  # name: (dims, shape fed, axis, refused: what the refusal says, or "")
+    "batch, static length": (("B", 5), (3, 5), 1, ""),
+    "batch, length, static inner": (("B", 4, 3), (2, 4, 3), 1, ""),
+    "symbolic inner beside a static dim": ((2, "T", 4), (2, 6, 4), 0, "symbolic dims"),
+    "two symbolic dims before the axis": (("B", "C", 4, 5), (2, 3, 4, 5), 3, "symbolic dims"),
+    "length past chain's 16 (radix)": (("B", 20), (3, 20), 1, "not 'radix' here"),
+}
+
+
+def test_tvm_symbolic_dims_run_or_are_refused(tmp_path: Path) -> None:
+    """TVM 0.27's importer fails on arithmetic over symbolic dims: the tvm target lowers a
+    CumProd with one only where nothing but a Reshape reads them (a chain over a static
+    length, one symbolic dim each side), which runs right there, and refuses the rest."""
+    runtime_harness.require("tvm")
+    cases: dict[str, runtime_harness.Case] = {}
+    for name, (dims, shape, axis, refused) in TVM_SYMBOLIC.items():
+        model = cumprod_model(TensorProto.FLOAT, dims, axis, exclusive=1, reverse=1)
+        if refused:
+            with pytest.raises(rewriter.CumProdError, match=re.escape(refused)):
+                rewriter.decompose_cumprod(model, target="tvm")
+            continue
+        x = np.random.default_rng(len(cases)).uniform(0.5, 2, shape).astype(np.float32)
+        cases[name] = (rewriter.decompose_cumprod(model, target="tvm"), {"x": x})  # type: ignore[assignment]
+    results = runtime_harness.run_cases("tvm", cases, tmp_path)
+    for name, (_, feeds) in cases.items():
+        got, axis = results[name], TVM_SYMBOLIC[name][2]
+        assert not isinstance(got, str), f"{name}: {got}"
+        want = reference(feeds["x"].astype(np.float64), axis, 1, 1)
+        np.testing.assert_allclose(got[0], want, rtol=8 * np.finfo(np.float32).eps, err_msg=name)
