@@ -258,6 +258,7 @@ TARGET_REFUSALS = (
     "'logsum' computes wrong values on openvino",  # NaN: Target.wrong_lowerings
     "converter re-lays out rank-3 tensors",  # tflite, symbolic dims, a 3-D view
     "'loop' gives wrong values on openvino",  # below opset 14: Target.loop_exclusive_min_opset
+    "'cached' was measured and tested on onnxruntime only",  # its Scan over tiles
     "which mnn lacks",
     "which tvm lacks",
     "which ncnn lacks",
