@@ -12,6 +12,7 @@ plots are PNG files in docs/performance/, beside the page.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import statistics
@@ -36,6 +37,7 @@ SOURCES = {
         ]
         for name in ("openvino", "tract", "iree", "tinygrad")
     },
+    "compile": "compile-2026-12-06-summary.md",
 }
 POSITIONS = ("first", "middle", "last")
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -329,6 +331,27 @@ def plot_runtime(name: str, cells: list[dict], plt) -> None:  # type: ignore[no-
     plt.close(figure)
 
 
+def compile_section() -> list[str]:
+    """The compile-cost findings table, as the summary file states it."""
+    text = (RESULTS / SOURCES["compile"]).read_text().splitlines()
+    start = next(k for k, line in enumerate(text) if line.startswith("| runtime | axis, n |"))
+    table = list(itertools.takewhile(lambda t: t.startswith("|"), text[start:]))
+    return [
+        "## Before the first result: load / compile + first run",
+        "",
+        f"Source: `scripts/results/{SOURCES['compile']}` (`bench_runtime.py --compile 3`: "
+        "each model in a fresh process next to the CumSum model of the same shape; 65536 "
+        "elements, float32 / int32; a loaded machine, so ratios only). \"auto today\" there is "
+        "the table before these rules: `auto` now takes the picks that meet 2x on IREE's first "
+        "and middle axes (doubling), OpenVINO's int32 first and middle axes (carry) and "
+        "onnxruntime's small middle axes (radix); tinygrad's long axes, OpenVINO float32 and "
+        "tract still miss 2x.",
+        "",
+        *table,
+        "",
+    ]
+
+
 def page(cells: list[dict], sessions: dict, runs: dict[str, list[dict]]) -> str:
     lines = [
         "# Performance",
@@ -359,6 +382,7 @@ def page(cells: list[dict], sessions: dict, runs: dict[str, list[dict]]) -> str:
     ]
     lines += grid_section(cells, sessions)
     lines += runtime_section(runs)
+    lines += compile_section()
     return "\n".join(_wrap(lines)) + "\n"
 
 
