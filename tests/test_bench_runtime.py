@@ -1,6 +1,6 @@
 """scripts/bench/bench_runtime.py's compile-cost half: the per-lowering summary of fresh-process
 runs (median of paired ratios), the pick within the compile limit, one fresh process on
-onnxruntime, and the masked blocked scan of scripts/bench/proto_masked_blocks.py against numpy."""
+onnxruntime."""
 
 from __future__ import annotations
 
@@ -95,21 +95,3 @@ def test_fresh_first_runs_one_process_and_kills_it_past_the_timeout(bench, tmp_p
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not a model")
     assert "error" in bench.fresh_first(python, "onnxruntime", broken, x, timeout=600.0)
-
-
-@pytest.mark.parametrize(
-    ("shape", "axis", "block"),
-    [((3, 200), 1, 16), ((50, 4, 3), 0, 8), ((2, 37, 5), 1, 4), ((2, 300, 3), 1, 4)],
-)
-@pytest.mark.parametrize("elem_type", [TensorProto.INT32, TensorProto.DOUBLE])
-def test_masked_blocks_is_cumprod(shape, axis, block, elem_type) -> None:  # type: ignore[no-untyped-def]
-    proto = _load("proto_masked_blocks")
-    dtype = helper.tensor_dtype_to_np_dtype(elem_type)
-    # integers without zeros: int32 products wrap around within a few dozen factors; floats
-    # powers of two: every product exact in any order, so equality is the bar
-    values = [-3, -2, -1, 1, 2, 3] if elem_type == TensorProto.INT32 else [-2, -1, 0.5, 1, 2]
-    x = np.random.default_rng(1).choice(values, shape).astype(dtype)
-    model = proto.masked_blocks_model(elem_type, shape, axis, block)
-    onnx.checker.check_model(model, full_check=True)
-    (y,) = onnx.reference.ReferenceEvaluator(model).run(None, {"x": x})
-    np.testing.assert_array_equal(y, np.cumprod(x, axis=axis, dtype=dtype))

@@ -50,8 +50,9 @@ one of onnxruntime, openvino, iree, tinygrad, tract)::
         --cells last:1024,first:1024,middle:256,last:8192 --compile 3 \
         --out scripts/results/compile-NAME-DATE
 
-(``--only`` and ``--skip`` narrow the lowerings for time; ``--variants masked64`` adds the
-experiment of ``scripts/bench/proto_masked_blocks.py``; results of 2026-12-06 and the picks they
+(``--only`` and ``--skip`` narrow the lowerings for time; ``--variants`` adds experiments,
+e.g. ``carry_r16``; the masked-blocks experiment of that run is in git at 3e6982a,
+``scripts/proto_masked_blocks.py``; results of 2026-12-06 and the picks they
 support: ``scripts/results/compile-2026-12-06-summary.md``.)
 """
 
@@ -142,15 +143,6 @@ def _patched(module: object, **values: object) -> Iterator[None]:
             setattr(module, k, v)
 
 
-def _masked(block: int) -> Callable[[int, tuple[int, ...], int], onnx.ModelProto]:
-    def build(elem_type: int, shape: tuple[int, ...], axis: int) -> onnx.ModelProto:
-        from proto_masked_blocks import masked_blocks_model
-
-        return masked_blocks_model(elem_type, shape, axis, block)
-
-    return build
-
-
 # --variants: experiments beside the lowerings, on static inclusive forward cells. A variant is
 # a lowering built with module constants changed (name -> (strategy, module, constants)), or
 # a model builder (name -> (elem_type, shape, axis) -> model) with loop's k - 1 ulps bound.
@@ -159,9 +151,6 @@ VARIANTS: dict[str, tuple[str, object, dict[str, int]] | Callable[..., onnx.Mode
     "carry_r16": ("carry", carry, {"NARROW_RADIX": 16, "RADIX": 16}),
     "carry_r32": ("carry", carry, {"NARROW_RADIX": 32, "RADIX": 32}),
     "carry_r64": ("carry", carry, {"NARROW_RADIX": 64, "RADIX": 64}),
-    "masked32": _masked(32),
-    "masked64": _masked(64),
-    "masked128": _masked(128),
 }
 
 
@@ -805,8 +794,7 @@ def main() -> None:
         "--variants",
         default="",
         help=f"NAME,...: also these experiments ({', '.join(VARIANTS)}): carry_rR is carry "
-        "with r = R on every level; maskedB the masked blocked scan of "
-        "scripts/bench/proto_masked_blocks.py with blocks of B",
+        "with r = R on every level",
     )
     parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
     parser.add_argument(

@@ -341,7 +341,7 @@ def compile_section() -> list[str]:
         "",
         f"Source: `scripts/results/{SOURCES['compile']}` (`bench_runtime.py --compile 3`: "
         "each model in a fresh process next to the CumSum model of the same shape; 65536 "
-        "elements, float32 / int32; a loaded machine, so ratios only). \"auto today\" there is "
+        'elements, float32 / int32; a loaded machine, so ratios only). "auto today" there is '
         "the table before these rules: `auto` now takes the picks that meet 2x on IREE's first "
         "and middle axes (doubling), OpenVINO's int32 first and middle axes (carry) and "
         "onnxruntime's small middle axes (radix); tinygrad's long axes, OpenVINO float32 and "
