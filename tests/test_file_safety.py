@@ -540,8 +540,12 @@ def test_a_signal_cleans_up_and_exits(tmp_path: Path, sig: signal.Signals, code:
 # ``python -m rewriter ARGS`` (runpy, as -m runs it), with an import of the module named
 # first that writes the marker file named second and then waits: a SIGINT sent once the
 # marker exists arrives while the command's modules load, at a known place, every time.
+# The child first gives SIGINT the handler Python installs when started from a terminal: a
+# runner started in the background by a script inherits an ignored SIGINT, and a child that
+# kept it would never see the signal.
 BLOCKED_IMPORT = """
-import runpy, sys, time
+import runpy, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 marker, blocked = Path(sys.argv.pop(1)), sys.argv.pop(1)
 class Block:
