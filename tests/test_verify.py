@@ -21,9 +21,10 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.convert import convert_file
+from rewriter.convert import convert_file, lower_sites
 from rewriter.decompose import DecomposeCumProdPass
 from rewriter.verify import (
+    OutputCheck,
     VerifyResult,
     check_sites,
     compare,
@@ -61,7 +62,9 @@ def _verify(original: Path, rewritten: Path, *, sites: bool = False) -> VerifyRe
         rewrite = DecomposeCumProdPass("auto")
         rewrite(ir.load(original))
         plans = list(rewrite.plans)
-    return verify_model(original, rewritten, bound_ulps=BOUND, runs=2, plans=plans)
+    return verify_model(
+        original, rewritten, bound_ulps=BOUND, runs=2, plans=plans, sites=lower_sites(plans)
+    )
 
 
 def _edit(rewritten: Path, folder: Path, change: Callable[[onnx.ModelProto], None]) -> Path:
@@ -316,10 +319,15 @@ def _plans(model: onnx.ModelProto) -> list[object]:
     return list(rewrite.plans)
 
 
+def _check(plans: list[object], max_length: int | None = None) -> list[OutputCheck]:
+    """The site checks as the command runs them: each site lowered as the model was."""
+    return check_sites(lower_sites(plans, max_length=max_length), max_length=max_length)
+
+
 def test_sites_pass_for_every_type_with_both_attributes() -> None:
     for elem in (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.UINT64):
         plans = _plans(cumprod_model(elem, [3, 7], 1, exclusive=1, reverse=1))
-        (check,) = check_sites(plans)
+        (check,) = _check(plans)
         assert check.ok and not check.detail, check
 
 
@@ -331,38 +339,27 @@ def test_sites_pass_for_every_type_with_both_attributes() -> None:
         ("wrap", "element(s) differ"),
     ],
 )
-def test_sites_catch_a_wrong_lowering(
-    monkeypatch: pytest.MonkeyPatch, corrupt: str, expected: str
-) -> None:
-    """check_sites lowers each CumProd with rewriter.decompose_cumprod: break it."""
-    import rewriter.decompose
-
-    real = rewriter.decompose.decompose_cumprod
+def test_sites_catch_a_wrong_lowering(corrupt: str, expected: str) -> None:
+    """check_sites runs each site's lowered model it is given: break one."""
     elem = TensorProto.INT64 if corrupt == "wrap" else TensorProto.FLOAT
-
-    def broken(model: onnx.ModelProto, **kwargs: object) -> onnx.ModelProto:
-        lowered = real(model, **kwargs)  # type: ignore[arg-type]
-        assert isinstance(lowered, onnx.ModelProto)
-        if corrupt == "cap":
-            lowered.graph.initializer.append(
-                helper.make_tensor("cap", TensorProto.FLOAT, [], [1e30])
-            )
-            _reroute(lowered, "y", [helper.make_node("Min", ["y_inner", "cap"], ["y"])])
-        elif corrupt == "nan":
-            _reroute(lowered, "y", [helper.make_node("Sqrt", ["y_inner"], ["y"])])
-        else:  # int64 through int32
-            _reroute(
-                lowered,
-                "y",
-                [
-                    helper.make_node("Cast", ["y_inner"], ["y32"], to=TensorProto.INT32),
-                    helper.make_node("Cast", ["y32"], ["y"], to=TensorProto.INT64),
-                ],
-            )
-        return lowered
-
-    monkeypatch.setattr(rewriter.decompose, "decompose_cumprod", broken)
-    (check,) = check_sites(_plans(cumprod_model(elem, [2, 6], 1)))
+    (site,) = lower_sites(_plans(cumprod_model(elem, [2, 6], 1)))
+    lowered = site.lowered
+    assert lowered is not None
+    if corrupt == "cap":
+        lowered.graph.initializer.append(helper.make_tensor("cap", TensorProto.FLOAT, [], [1e30]))
+        _reroute(lowered, "y", [helper.make_node("Min", ["y_inner", "cap"], ["y"])])
+    elif corrupt == "nan":
+        _reroute(lowered, "y", [helper.make_node("Sqrt", ["y_inner"], ["y"])])
+    else:  # int64 through int32
+        _reroute(
+            lowered,
+            "y",
+            [
+                helper.make_node("Cast", ["y_inner"], ["y32"], to=TensorProto.INT32),
+                helper.make_node("Cast", ["y32"], ["y"], to=TensorProto.INT64),
+            ],
+        )
+    (check,) = check_sites([site])
     assert not check.ok and expected in check.detail, check
 
 
@@ -498,34 +495,27 @@ def test_sites_run_a_symbolic_length_past_each_branch(
             return b.op("Identity", x3)
 
     plans = _plans(_symbolic_model(elem, ["B", "N"], 1))
-    (right,) = check_sites(plans)
+    (right,) = _check(plans)
     assert right.ok and not right.skipped, right
     monkeypatch.setattr(dynamic, "blocked", Forgetful)
-    (check,) = check_sites(plans)
+    (check,) = _check(plans)
     assert not check.ok and "shape [3, 513]" in check.detail, check
 
 
-def test_sites_feed_negative_run_time_axes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sites_feed_negative_run_time_axes() -> None:
     """A lowering that treated a negative run-time axis as 0 passed the site check, which fed
     axes 0 .. rank - 1 only."""
-    import rewriter.decompose
-
-    real = rewriter.decompose.decompose_cumprod
-
-    def clamped(model: onnx.ModelProto, **kwargs: object) -> onnx.ModelProto:
-        lowered = real(model, **kwargs)  # type: ignore[arg-type]
-        assert isinstance(lowered, onnx.ModelProto)
-        lowered.graph.initializer.append(helper.make_tensor("zero", TensorProto.INT64, [], [0]))
-        for node in lowered.graph.node:
-            node.input[:] = ["axis_clamped" if i == "axis" else i for i in node.input]
-        lowered.graph.node.insert(0, helper.make_node("Max", ["axis", "zero"], ["axis_clamped"]))
-        return lowered
-
     plans = _plans(_symbolic_model(TensorProto.FLOAT, [2, 3, 4], None))
-    (right,) = check_sites(plans)
+    (right,) = _check(plans)
     assert right.ok, right
-    monkeypatch.setattr(rewriter.decompose, "decompose_cumprod", clamped)
-    (check,) = check_sites(plans)
+    (site,) = lower_sites(plans)
+    lowered = site.lowered
+    assert lowered is not None
+    lowered.graph.initializer.append(helper.make_tensor("zero", TensorProto.INT64, [], [0]))
+    for node in lowered.graph.node:
+        node.input[:] = ["axis_clamped" if i == "axis" else i for i in node.input]
+    lowered.graph.node.insert(0, helper.make_node("Max", ["axis", "zero"], ["axis_clamped"]))
+    (check,) = check_sites([site])
     assert not check.ok and "axis -" in check.detail, check
 
 
@@ -533,7 +523,7 @@ def test_a_site_that_cannot_run_is_reported_as_skipped() -> None:
     """Rank unknown (a Loop-carried value declared without shape): the site check cannot
     build its model; it says so, where it once printed ``[ok]``."""
     model = _loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])], None)
-    (check,) = check_sites(_plans(model))
+    (check,) = _check(_plans(model))
     assert check.skipped and check.detail == "not checked: rank unknown", check
 
 
@@ -662,16 +652,16 @@ def test_a_failing_site_fails_the_whole_verify(
 ) -> None:
     """The outputs agree but a CumProd standalone does not (adversarial values the model's
     own feeds never reach): --verify is not ok."""
-    import rewriter.verify
+    import rewriter.verify.model
 
     original, rewritten = _rewrite(_two_outputs(), tmp_path, "m")
     assert _verify(original, rewritten, sites=True).ok
-    real = rewriter.verify.check_sites
+    real = rewriter.verify.model.check_sites
 
     def failing(*args: object, **kwargs: object) -> list[object]:
         return [dataclasses.replace(c, ok=False) for c in real(*args, **kwargs)]  # type: ignore[arg-type]
 
-    monkeypatch.setattr(rewriter.verify, "check_sites", failing)
+    monkeypatch.setattr(rewriter.verify.model, "check_sites", failing)
     result = _verify(original, rewritten, sites=True)
     assert all(o.ok for o in result.outputs) and result.sites
     assert not result.ok
@@ -680,19 +670,19 @@ def test_a_failing_site_fails_the_whole_verify(
 def test_sites_run_at_the_length_bound_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     """With max_length, a symbolic scan axis is also checked at the bound (the longest
     length the rewrite takes), not only below it."""
-    import rewriter.verify
+    import rewriter.verify.sites
 
     shapes: list[tuple[int, ...]] = []
-    real = rewriter.verify._site_shapes
+    real = rewriter.verify.sites._site_shapes
 
     def recorded(*args: object, **kwargs: object) -> list[tuple[int, ...]]:
         out = real(*args, **kwargs)  # type: ignore[arg-type]
         shapes.extend(out)
         return out
 
-    monkeypatch.setattr(rewriter.verify, "_site_shapes", recorded)
+    monkeypatch.setattr(rewriter.verify.sites, "_site_shapes", recorded)
     plans = _plans(_symbolic_model(TensorProto.FLOAT, [2, "N"], 1))
-    (check,) = check_sites(plans, max_length=40)
+    (check,) = _check(plans, max_length=40)
     assert check.ok, check
     assert (2, 40) in shapes and all(s[1] <= 40 for s in shapes), shapes
 
@@ -700,7 +690,7 @@ def test_sites_run_at_the_length_bound_itself(monkeypatch: pytest.MonkeyPatch) -
 def test_an_output_of_another_element_type_is_a_mismatch() -> None:
     """A runtime that hands back float64 for a float32 output fails the check even where
     the values agree."""
-    from rewriter.verify import _compare_value
+    from rewriter.verify.model import _compare_value
 
     expected = np.array([1.0, 2.0], np.float32)
     result, _ = _compare_value(expected.astype(np.float64), expected, 4.0, [2], None)
@@ -1015,7 +1005,7 @@ def test_the_reference_multiplies_bfloat16_as_onnxruntime_does(tmp_path: Path) -
     import ml_dtypes
     from onnx.reference import ReferenceEvaluator
 
-    from rewriter.verify import _run_reference
+    from rewriter.verify.run import _run_reference
 
     path = tmp_path / "bf16.onnx"
     onnx.save(_bfloat16_model(), path)
@@ -1124,7 +1114,12 @@ def test_a_bound_covers_the_sizes_fed_to_unnamed_dims(tmp_path: Path) -> None:
     rewritten = tmp_path / "r.onnx"
     onnx.save(rewriter.decompose_cumprod(model, strategy="dynamic"), rewritten)
     result = verify_model(
-        path, rewritten, bound_ulps=plan_bound(plan, {}), runs=3, plans=[plan], strategy="dynamic"
+        path,
+        rewritten,
+        bound_ulps=plan_bound(plan, {}),
+        runs=3,
+        plans=[plan],
+        sites=lower_sites([plan], strategy="dynamic"),
     )
     assert result.ok, [f"{c.name}: {c.detail}" for c in result.mismatches()]
 
@@ -1160,10 +1155,10 @@ def test_a_long_float_axis_is_fed_products_in_range(
     README allows (a tree finite where the sequential kernel overflowed for a while). With
     the short axes' spread, 2^U(-1, 1), these feeds leave the range and the same rewrite is
     refused: the case the spread is for."""
-    from rewriter import verify
+    from rewriter.verify import feeds
 
     if spread != "shipped":
-        monkeypatch.setattr(verify, "_random_spread", lambda dtype, shape: 1.0)
+        monkeypatch.setattr(feeds, "_random_spread", lambda dtype, shape: 1.0)
     model = cumprod_model(TensorProto.FLOAT, (4, 65536), 1)
     result = _verify_as_the_command_does(*_rewrite(model, tmp_path, "long"))
     feeds = random_inputs(model, np.random.default_rng(0))
