@@ -26,9 +26,14 @@ from rewriter.decompose import (
     check_training_info,
     decompose_cumprod,
 )
-from rewriter.errors import CumProdError, InputModelError, TargetError
+from rewriter.errors import (
+    CumProdError,
+    InputModelError,
+    ModelFileError,
+    OpsetError,
+    TargetError,
+)
 from rewriter.graphs import ai_onnx_opset
-from rewriter.opset import OpsetError
 from rewriter.targets import DEFAULT_TARGET
 from rewriter.verify import (
     LoweredSite,
@@ -52,7 +57,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 # What a file's report states in one line (anything else is reported as unexpected).
-_REPORTED_ERRORS = (io.ModelFileError, CumProdError, InputModelError, OpsetError, TargetError)
+_REPORTED_ERRORS = (ModelFileError, CumProdError, InputModelError, OpsetError, TargetError)
 
 OUTPUT_SUFFIX = ".nocumprod.onnx"
 

@@ -500,25 +500,25 @@ MUTANTS = [
     ),
     Mutant(
         "io: hard links not recognised (no inode key)",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         '        keys.add(("inode", st.st_dev, st.st_ino))\n',
         "        pass\n",
     ),
     Mutant(
         "io: an input's external data accepted as output when in_place",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "            if key in data:\n",
         "            if key in data and not in_place:\n",
     ),
     Mutant(
         "io: another model's data file not looked for (-o over it allowed)",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "        reader = None if keys & own else _data_owner(target, scanned)",
         "        reader = None",
     ),
     Mutant(
         "io: a data file reached through a link not matched (resolved path only)",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "                    for key in _identities(file):\n"
         "                        readers.setdefault(key, []).append((file, model))\n",
         "                    readers.setdefault(('path', str(file)), []).append((file, model))\n",
@@ -543,7 +543,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: an unreadable model in the folder: every kept data file called unreferenced",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "    if unknown and unreadable:\n",
         "    if False:\n",
     ),
@@ -555,13 +555,13 @@ MUTANTS = [
     ),
     Mutant(
         "io: external data one byte too short accepted",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "        if size < end:\n",
         "        if size < end - 1:\n",
     ),
     Mutant(
         "io: the model committed before its data files",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "        for staged, name, _ in staged_data:\n"
         "            os.replace(staged, folder / name)\n"
         "            moved.append(folder / name)\n"
@@ -573,7 +573,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: the report written directly, not staged",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "    with _staging(target) as stage:\n"
         "        staged = stage / target.name\n"
         "        try:\n"
@@ -589,7 +589,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: a new data file takes the loosest input data file's mode",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "return min(files, key=",
         "return max(files, key=",
     ),
@@ -617,25 +617,25 @@ MUTANTS = [
     ),
     Mutant(
         "io: save leaves external tensor attributes pointing at the input's data",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "with tensors_in_memory(model, for_save=True):",
         "with contextlib.nullcontext():",
     ),
     Mutant(
         "io: function bodies' external tensors get no data folder",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "for graph in (model.graph, *(f.graph for f in model.functions.values())):",
         "for graph in (model.graph,):",
     ),
     Mutant(
         "io: linked data not pointed at its real path",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "        _follow_links(model, path, linked)\n",
         "        pass\n",
     ),
     Mutant(
         "io: a data file with hard links left to onnx_ir, which refuses it",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "return (path.parent / location).stat().st_nlink > 1",
         "return False",
     ),
@@ -677,7 +677,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: a string initializer over 256 bytes moved to the data file",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "    return max([256, *sizes])",
         "    return 256",
     ),
@@ -695,7 +695,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: any '..' in a data location refused",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         'if os.path.normpath(location).split(os.sep)[0] == "..":',
         'if ".." in Path(location).parts:',
     ),
@@ -713,13 +713,13 @@ MUTANTS = [
     ),
     Mutant(
         "io: 'several inputs' names the output twice",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         '({outputs[key][1]} and "\n                    f"{source}); nothing written"',
         '({target} and "\n                    f"{target}); nothing written"',
     ),
     Mutant(
         "io: two jobs with one output told apart by the output's Path identity",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "if key in outputs and outputs[key][0] != job:",
         "if key in outputs and jobs[outputs[key][0]][1] is not target:",
     ),
@@ -797,25 +797,25 @@ MUTANTS = [
     ),
     Mutant(
         "io: a data link to any folder accepted",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "if not any(real.is_relative_to(root) for root in roots):",
         "if False:",
     ),
     Mutant(
         "io: a model file with linked data checked by onnx's checker on the file",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "    if any(\n        _through_link(",
         "    if False and any(\n        _through_link(",
     ),
     Mutant(
         "io: external initializers' doc_string and metadata not given back",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "                _describe_initializers(proto, described)\n",
         "",
     ),
     Mutant(
         "io: sibling subgraphs' differing initializer descriptions mixed",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         'if found[0] != ("", {}) and all(other == found[0] for other in found)',
         'if found[0] != ("", {})',
     ),
@@ -991,7 +991,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: a --report in a missing folder refused",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "    while not folder.exists() and folder != folder.parent:\n",
         "    while False:\n",
     ),
