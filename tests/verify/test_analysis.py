@@ -20,7 +20,7 @@ from onnx import TensorProto, helper
 from rewriter.convert import convert_file
 from rewriter.verify import random_outputs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FLOAT = TensorProto.FLOAT
 
 
