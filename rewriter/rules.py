@@ -48,7 +48,7 @@ from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase, 
 from rewriter import lowerings
 from rewriter.decompose import warning_lines
 from rewriter.errors import CumProdError, InvalidCumProdError
-from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
+from rewriter.graphs import Located, is_cumprod, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, target_named
 from rewriter.types import TypeTable, drop_unconfirmed_shapes, infer_types
@@ -83,10 +83,6 @@ class _ModelFacts:
     located: dict[ir.Node, Located]
     names: lowerings.NameSource
     types: TypeTable | None = None
-
-
-def _is_cumprod(node: ir.Node) -> bool:
-    return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
 
 
 class CumProdRule(RewriteRuleClassBase):
@@ -124,7 +120,7 @@ class CumProdRule(RewriteRuleClassBase):
             self._warned_model = weakref.ref(model)
         facts = self._facts
         if facts is None or facts.model is not model or node not in facts.located:
-            located = {w.node: w for w in walk_model(model) if _is_cumprod(w.node)}
+            located = {w.node: w for w in walk_model(model) if is_cumprod(w.node)}
             facts = _ModelFacts(model, located, lowerings.NameSource.for_model(model))
             self._facts = facts
         return facts

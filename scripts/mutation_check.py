@@ -532,7 +532,7 @@ MUTANTS = [
     Mutant(
         "verify: Shape / Size of a value shaped by a draw taken as fixed",
         "rewriter/verify/analysis.py",
-        ' and not _subgraphs(node) else "any"\n',
+        ' and not node_subgraphs(node) else "any"\n',
         ' else "follows"\n',
     ),
     Mutant(
@@ -980,8 +980,8 @@ MUTANTS = [
     Mutant(
         "graphs: an inlined node placed where the inliner put it",
         "rewriter/graphs.py",
-        '        where = f"{origin[1]} (inlined into {path})" if origin else path\n',
-        "        where = path\n",
+        '        where = f"{origin[1]} (inlined into {place.path})" if origin else place.path\n',
+        "        where = place.path\n",
     ),
     Mutant(
         "carry: narrow runs of more than one element take r = 16",

@@ -19,8 +19,9 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
-from rewriter.checker import graphs_of, tensors_in_memory
+from rewriter.checker import tensors_in_memory
 from rewriter.errors import ModelFileError
+from rewriter.graphs import graphs_of
 from rewriter.io.load import _external_entries, _initializer_tensors, _read_proto, data_files
 from rewriter.io.plan import STAGING_PREFIX, _stream_file, _warn_unreferenced, is_staging
 from rewriter.protos import model_graphs

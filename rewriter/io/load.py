@@ -16,8 +16,9 @@ import google.protobuf.message
 import onnx
 import onnx_ir as ir
 
-from rewriter.checker import graphs_of, replace_tensors, tensors_in_memory
+from rewriter.checker import replace_tensors, tensors_in_memory
 from rewriter.errors import ModelFileError
+from rewriter.graphs import graphs_of
 from rewriter.protos import model_graphs, model_node_lists, model_tensors
 from rewriter.types import call_onnx_api, deserialize_model
 

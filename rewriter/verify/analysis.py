@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from rewriter.graphs import ONNX_DOMAINS
+from rewriter.protos import node_subgraphs, proto_nodes
 
 __all__ = [
     "INDEX_POSITIONS",
@@ -77,25 +78,8 @@ INDEX_POSITIONS: dict[str, dict[int, int]] = {
 RICHER_POSITIONS: dict[str, dict[int, int]] = {"Loop": {0: 3}}
 
 
-def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    """The graphs ``node``'s attributes hold (not theirs)."""
-    return [
-        sub
-        for attr in node.attribute
-        for sub in ((attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
-    ]
-
-
-def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    nodes = []
-    for node in graph.node:
-        nodes.append(node)
-        nodes.extend(_nested(node))
-    return nodes
-
-
 def _subgraph_inputs(node: onnx.NodeProto) -> list[str]:
-    return [i.name for sub in _subgraphs(node) for i in sub.input]
+    return [i.name for sub in node_subgraphs(node) for i in sub.input]
 
 
 def _index_use(
@@ -124,7 +108,7 @@ def _index_use(
             if function is not None:
                 inner = {function.input[i] for i in used if i < len(function.input)}
                 others = {k: v for k, v in functions.items() if v is not function}
-                body = [n for g in function.node for n in (g, *_nested(g))]
+                body = list(proto_nodes(function.node))
                 found = _index_use(body, inner, others, positions)
                 if found is not None:
                     safe = max(safe or 0, found)
@@ -135,17 +119,12 @@ def _index_use(
     return safe
 
 
-def _nested(node: onnx.NodeProto) -> list[onnx.NodeProto]:
-    """Every node of ``node``'s subgraphs, at any depth."""
-    return [n for sub in _subgraphs(node) for n in _all_nodes(sub)]
-
-
 def cumprod_axis_inputs(model: onnx.ModelProto) -> set[str]:
     """Graph inputs used (directly or through other ops) as a CumProd's axis and at no other
     index, axis, count, shape or divisor position: -1 is as safe for them as 0 (any rank),
     and feeding it too runs another axis, and a negative one, through the whole model."""
     functions = {(f.domain, f.name): f for f in model.functions}
-    nodes = _all_nodes(model.graph)
+    nodes = list(proto_nodes(model.graph.node))
     initializers = {t.name for t in model.graph.initializer}
     others = {op: table for op, table in INDEX_POSITIONS.items() if op != "CumProd"}
     found = set()
@@ -167,7 +146,7 @@ def index_inputs(model: onnx.ModelProto, richer: bool = False) -> dict[str, int]
     may (:data:`RICHER_POSITIONS`)."""
     positions = {**INDEX_POSITIONS, **RICHER_POSITIONS} if richer else INDEX_POSITIONS
     functions = {(f.domain, f.name): f for f in model.functions}
-    nodes = _all_nodes(model.graph)
+    nodes = list(proto_nodes(model.graph.node))
     initializers = {t.name for t in model.graph.initializer}
     found = {}
     for value in model.graph.input:
@@ -274,7 +253,7 @@ def _draws(
     if draw is not None:
         shown = f"node '{node.name}'" if node.name else "an unnamed node"
         found.append(f"{shown} ({draw}){where}")
-    for sub in _subgraphs(node):
+    for sub in node_subgraphs(node):
         inner = _constants(sub.node, sub.initializer)
         for child in sub.node:
             found += _draws(child, inner, functions, f" in graph '{sub.name}'", seen)
@@ -303,7 +282,7 @@ def random_outputs(model: onnx.ModelProto) -> dict[str, list[str]]:
         (
             node,
             _draws(node, constants, functions),
-            [*node.input, *(name for inner in _nested(node) for name in inner.input)],
+            [name for inner in proto_nodes([node]) for name in inner.input],  # subgraphs' too
             _shape_rule(node),
         )
         for node in model.graph.node
@@ -343,4 +322,4 @@ def _shape_rule(node: onnx.NodeProto) -> str:
         return "any"
     if node.op_type in _SHAPE_ONLY_OPS:
         return "shape only"
-    return "follows" if node.op_type in _SHAPE_FOLLOWS_OPS and not _subgraphs(node) else "any"
+    return "follows" if node.op_type in _SHAPE_FOLLOWS_OPS and not node_subgraphs(node) else "any"
