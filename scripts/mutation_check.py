@@ -1,27 +1,37 @@
-"""Mutation check: does the fast test tier notice deliberate bugs?
+"""Mutation check: do the tests notice deliberate bugs?
 
 Copies the project (the ``rewriter`` package, the tests, pyproject.toml) to a temporary
-folder, runs the fast tier (``pytest -m "not slow"``) there once unchanged, then applies one
-deliberate bug at a time to the copy's ``rewriter`` and runs the fast tier again with
-PYTHONPATH pointing at the copy. A mutant is *killed* when a test that passed unchanged
-fails; tests that already fail on the unchanged code are deselected (and listed), so they
-cannot kill a mutant. Prints a table mutant -> killed / survived; exit status 1 when a
-mutant survives (or a mutation no longer applies: the code it targets moved).
+folder and applies one deliberate bug at a time to the copy's ``rewriter``, with PYTHONPATH
+pointing at the copy. Each mutant runs first against the tests of the module it touches
+(:func:`module_tests`: its own test file, else its package's test folder, else the test files
+that import it), then, only if those all pass, against the whole fast tier
+(``pytest -m "not slow"``). A mutant is *killed* when a test that passes on the unchanged
+code fails: the first failing test is run again with the mutation undone, and one that fails
+there too is deselected (and listed), so it cannot kill a mutant. Prints a table
+mutant -> killed (by which stage) / survived; exit status 1 when a mutant survives (or a
+mutation no longer applies: the code it targets moved).
 
-    .venv/bin/python scripts/mutation_check.py [--only NAME ...] [--keep]
+    .venv/bin/python scripts/mutation_check.py [--only NAME ...] [--sample N [--seed S]] [--keep]
+
+``--sample N`` runs N mutants drawn with ``random.Random(S)`` (S printed, default 0), for a
+check on every CI run; the whole run is the check before a release.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
 import dataclasses
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1254,6 +1264,45 @@ def _copy_project(into: Path) -> None:
             shutil.copy2(source, into / name)
 
 
+def _imports(path: Path) -> set[str]:
+    """The dotted names a test file imports (``from a.b import c``: a.b and a.b.c)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def module_tests(module: str, root: Path = ROOT) -> list[str]:
+    """The test files of the module at ``module`` (a path like ``rewriter/io/plan.py``), as
+    paths relative to ``root``: for a module of a subpackage, the subpackage's test folder
+    (``tests/io/`` for ``rewriter/io/``); for a top-level module, its own test file
+    (``tests/test_cli.py``); else every test file that imports it; empty when none does (the
+    mutant goes to the fast tier at once)."""
+    parts = Path(module).with_suffix("").parts[1:]  # without "rewriter"
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    if len(parts) > 1 and (root / "tests" / parts[0]).is_dir():
+        return [f"tests/{parts[0]}/"]
+    if len(parts) == 1 and (root / "tests" / f"test_{parts[0]}.py").is_file():
+        return [f"tests/test_{parts[0]}.py"]
+    dotted = ".".join(("rewriter", *parts))
+    return [
+        str(test.relative_to(root))
+        for test in sorted((root / "tests").rglob("test_*.py"))
+        if dotted in _imports(test)
+    ]
+
+
+def sample(mutants: list[Mutant], count: int, seed: int) -> list[Mutant]:
+    """``count`` mutants drawn without repeats by ``random.Random(seed)``, in list order."""
+    chosen = set(random.Random(seed).sample(range(len(mutants)), min(count, len(mutants))))
+    return [m for i, m in enumerate(mutants) if i in chosen]
+
+
 def _environment(project: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(project)
@@ -1276,10 +1325,17 @@ def _check_import(project: Path) -> None:
         sys.exit(f"the tests would import {out}, not the copy in {project}")
 
 
-def _run_tier(
-    project: Path, deselect: list[str], *, stop_first: bool, report: Path, timeout: int
+def _run_tests(
+    project: Path,
+    targets: list[str],
+    deselect: list[str],
+    *,
+    stop_first: bool,
+    report: Path,
+    timeout: int,
 ) -> tuple[int, list[str], float]:
-    """(pytest's exit status, the failed test ids, seconds)."""
+    """pytest on ``targets`` (test files or folders; none: the whole fast tier), fast tier
+    only: (pytest's exit status, the failed test ids, seconds)."""
     command = [
         sys.executable,
         "-m",
@@ -1294,11 +1350,15 @@ def _run_tier(
         "addopts=",
         # it checks the mutants' own text, which every applied mutant changes: no kill
         "--ignore=tests/test_mutation_check.py",
+        *targets,
     ]
     if stop_first:
         command.append("-x")
+    if not targets or len(targets) > 2 or any(t.endswith("/") for t in targets):
+        command += ["-n", "auto"]  # many files: one worker per core (-x stops them all)
     for test in deselect:
         command += ["--deselect", test]
+    report.unlink(missing_ok=True)  # never read a previous run's
     start = time.monotonic()
     try:
         result = subprocess.run(
@@ -1313,7 +1373,8 @@ def _run_tier(
         code = result.returncode
     except subprocess.TimeoutExpired:
         return -1, ["(timed out)"], time.monotonic() - start
-    return code, _failed(report), time.monotonic() - start
+    # 5: no test collected (every test of the targets deselected or slow): nothing killed
+    return (0 if code == 5 else code), _failed(report), time.monotonic() - start
 
 
 def _failed(report: Path) -> list[str]:
@@ -1327,60 +1388,115 @@ def _failed(report: Path) -> list[str]:
     return failed
 
 
+@dataclasses.dataclass
+class _Applied:
+    """One mutant applied to the copy; :meth:`undone` puts the unchanged text back for a
+    while (to run one test on the unchanged code)."""
+
+    project: Path
+    mutant: Mutant
+    original: str
+
+    @contextlib.contextmanager
+    def undone(self) -> Iterator[None]:
+        target = self.project / self.mutant.path
+        target.write_text(self.original)
+        try:
+            yield
+        finally:
+            target.write_text(self.original.replace(self.mutant.old, self.mutant.new))
+
+
+def _verdict(
+    applied: _Applied, failing_unchanged: set[str], work: Path, timeout: int
+) -> tuple[str, str, float]:
+    """(verdict, the test that killed it, seconds) of one applied mutant: its module's tests
+    first, then the fast tier if they all pass, each with ``-x``. A test that fails is run
+    again on the unchanged code: one that fails there too goes to ``failing_unchanged``
+    (deselected from then on) and the run is repeated without it."""
+    project = applied.project
+    total = 0.0
+    stages = [("module", module_tests(applied.mutant.path, project)), ("tier", [])]
+    for stage, targets in stages:
+        if stage == "module" and not targets:
+            continue
+        while True:
+            code, failures, seconds = _run_tests(
+                project,
+                targets,
+                sorted(failing_unchanged),
+                stop_first=True,
+                report=work / "mutant.xml",
+                timeout=timeout,
+            )
+            total += seconds
+            if code == 0:
+                break
+            if not failures or failures == ["(timed out)"]:
+                return f"killed ({stage})", f"exit {code}", total
+            killer = failures[0]
+            with applied.undone():
+                unchanged, _, seconds = _run_tests(
+                    project,
+                    [killer],
+                    [],
+                    stop_first=True,
+                    report=work / "check.xml",
+                    timeout=timeout,
+                )
+            total += seconds
+            if unchanged == 0:
+                return f"killed ({stage})", killer, total
+            print(f"    fails unchanged too, deselected from now on: {killer}", flush=True)
+            failing_unchanged.add(killer)
+    return "SURVIVED", "", total
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
+    parser.add_argument("--sample", type=int, help="run this many mutants, drawn at random")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
-    parser.add_argument("--timeout", type=int, default=1800, help="seconds per tier run")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per pytest run")
     args = parser.parse_args()
     mutants = [m for m in MUTANTS if not args.only or any(s in m.name for s in args.only)]
+    if args.sample is not None:
+        mutants = sample(mutants, args.sample, args.seed)
+        print(f"a sample of {len(mutants)} mutants, seed {args.seed}")
 
     work = Path(tempfile.mkdtemp(prefix="cumprod-mutation-"))
     project = work / "project"
     project.mkdir()
+    started = time.monotonic()
     try:
         _copy_project(project)
         _check_import(project)
-        print(f"fast tier, unchanged code ({project}) ...", flush=True)
-        code, baseline_failures, seconds = _run_tier(
-            project, [], stop_first=False, report=work / "baseline.xml", timeout=args.timeout
-        )
-        print(f"  exit {code}, {seconds:.0f} s, {len(baseline_failures)} failing already")
-        for test in baseline_failures:
-            print(f"  deselected (fails unchanged): {test}")
-        if code not in (0, 1):
-            print("the unchanged run did not complete: no verdict")
-            return 2
-
+        failing_unchanged: set[str] = set()
         rows = []
         for mutant in mutants:
             target = project / mutant.path
-            original = target.read_text()
+            original = target.read_text() if target.is_file() else ""
             if original.count(mutant.old) != 1:
                 rows.append((mutant.name, "NOT APPLIED", "the code it targets changed", 0.0))
                 continue
             target.write_text(original.replace(mutant.old, mutant.new))
             try:
-                code, failures, seconds = _run_tier(
-                    project,
-                    baseline_failures,
-                    stop_first=True,
-                    report=work / "mutant.xml",
-                    timeout=args.timeout,
-                )
+                applied = _Applied(project, mutant, original)
+                verdict, by, seconds = _verdict(applied, failing_unchanged, work, args.timeout)
             finally:
                 target.write_text(original)
-            verdict = "killed" if code != 0 else "SURVIVED"
-            rows.append((mutant.name, verdict, failures[0] if failures else "", seconds))
-            print(f"  {verdict:8}  {mutant.name}", flush=True)
+            rows.append((mutant.name, verdict, by, seconds))
+            print(f"  {verdict:15}  {seconds:5.0f} s  {mutant.name}", flush=True)
 
-        width = max(len(r[0]) for r in rows)
+        width = max([len(r[0]) for r in rows], default=6)
         print()
-        print(f"{'mutant':{width}}  verdict   seconds  first failing test")
+        print(f"{'mutant':{width}}  {'verdict':15}  seconds  first failing test")
         for name, verdict, by, seconds in rows:
-            print(f"{name:{width}}  {verdict:8}  {seconds:7.0f}  {by}")
-        survived = [r for r in rows if r[1] != "killed"]
-        print(f"\n{len(rows) - len(survived)} of {len(rows)} mutants killed")
+            print(f"{name:{width}}  {verdict:15}  {seconds:7.0f}  {by}")
+        survived = [r for r in rows if not r[1].startswith("killed")]
+        minutes = (time.monotonic() - started) / 60
+        print(f"\n{len(rows) - len(survived)} of {len(rows)} mutants killed, {minutes:.1f} min")
         return 1 if survived else 0
     finally:
         if args.keep:

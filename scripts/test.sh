@@ -24,6 +24,7 @@ bash scripts/install_runtimes.sh   # .venv-openvino, -tract, -tinygrad, -iree: t
 step "ruff check";            .venv/bin/ruff check .
 step "ruff format --check";   .venv/bin/ruff format --check .
 step "mypy rewriter";         .venv/bin/mypy rewriter
+step "mutation sample";       .venv/bin/python scripts/mutation_check.py --sample 10 --seed "${MUTATION_SEED:-$(date -u +%Y%m%d)}"  # a day's draw; fails on a survivor
 step pytest
 # One worker per core; a test file stays on one worker (its module fixtures run once): the
 # three real-runtime files, about two thirds of the time, then run side by side.
