@@ -11,11 +11,11 @@ if TYPE_CHECKING:
         CumProdError,
         InputModelError,
         InvalidCumProdError,
+        OpsetError,
         StrategyError,
         TargetError,
     )
     from rewriter.lowerings import STRATEGIES
-    from rewriter.opset import OpsetError
     from rewriter.targets import DEFAULT_TARGET, TARGETS
 
 __all__ = [
@@ -43,7 +43,7 @@ _HOMES = {
     "StrategyError": "rewriter.errors",
     "TargetError": "rewriter.errors",
     "STRATEGIES": "rewriter.lowerings",
-    "OpsetError": "rewriter.opset",
+    "OpsetError": "rewriter.errors",
     "DEFAULT_TARGET": "rewriter.targets",
     "TARGETS": "rewriter.targets",
 }

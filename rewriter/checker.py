@@ -20,16 +20,9 @@ from collections.abc import Callable, Iterator
 import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass, _c_api_utils
 
+from rewriter.graphs import graphs_of
+
 __all__ = ["InMemoryCheckerPass", "graphs_of", "replace_tensors", "tensors_in_memory"]
-
-
-def graphs_of(model: ir.Model) -> Iterator[ir.Graph]:
-    """The main graph, every function's body, and their subgraphs at any depth."""
-    roots: list[ir.Graph] = [model.graph]
-    roots.extend(function.graph for function in model.functions.values())  # type: ignore[attr-defined]
-    for root in roots:
-        yield root
-        yield from root.subgraphs()
 
 
 def replace_tensors(

@@ -14,20 +14,35 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+
+import onnx
 
 from rewriter import io
 from rewriter.decompose import (
     DecomposeCumProdPass,
     Planned,
     check_training_info,
+    decompose_cumprod,
 )
-from rewriter.errors import CumProdError, InputModelError, TargetError
+from rewriter.errors import (
+    CumProdError,
+    InputModelError,
+    ModelFileError,
+    OpsetError,
+    TargetError,
+)
 from rewriter.graphs import ai_onnx_opset
-from rewriter.opset import OpsetError
 from rewriter.targets import DEFAULT_TARGET
-from rewriter.verify import VerifyResult, plan_bound, symbolic_sizes, verify_model
+from rewriter.verify import (
+    LoweredSite,
+    VerifyResult,
+    plan_bound,
+    site_model,
+    symbolic_sizes,
+    verify_model,
+)
 
 __all__ = [
     "OUTPUT_SUFFIX",
@@ -37,11 +52,12 @@ __all__ = [
     "default_output",
     "find_model_files",
     "list_file",
+    "lower_sites",
 ]
 
 logger = logging.getLogger(__name__)
 # What a file's report states in one line (anything else is reported as unexpected).
-_REPORTED_ERRORS = (io.ModelFileError, CumProdError, InputModelError, OpsetError, TargetError)
+_REPORTED_ERRORS = (ModelFileError, CumProdError, InputModelError, OpsetError, TargetError)
 
 OUTPUT_SUFFIX = ".nocumprod.onnx"
 
@@ -196,6 +212,57 @@ def _verify_bound(plans: list[Planned], dims: Mapping[str, int]) -> float:
     return max([plan_bound(plan, dims) for plan in plans], default=0.0)
 
 
+@contextlib.contextmanager
+def _quiet_rewriter() -> Iterator[None]:
+    """The rewriter's warnings held back while a CumProd is lowered again alone (they named
+    a graph 'site' the user's model does not have, after the same warnings for the model)."""
+    quiet = logging.getLogger("rewriter")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        quiet.setLevel(level)
+
+
+def lower_sites(
+    plans: Iterable[Planned],
+    *,
+    strategy: str = "auto",
+    target: str = DEFAULT_TARGET,
+    target_opset: int | None = None,
+    max_length: int | None = None,
+) -> list[LoweredSite]:
+    """Each planned CumProd's one-node model (:func:`rewriter.verify.site_model`) lowered as
+    the model was (:func:`rewriter.decompose_cumprod` with the same strategy, target, target
+    opset and length bound), for :func:`rewriter.verify.check_sites`. A lowering that refuses
+    the lone node (ValueError: it needs more than the pass was given) is kept as its one-line
+    reason; a site of unknown type or rank is not lowered. The target's warnings were given
+    for the model: they are held back here."""
+    lowered = []
+    for plan in plans:
+        site = plan.site
+        if site.dtype is None or site.shape is None:
+            lowered.append(LoweredSite(plan, None))
+            continue
+        try:
+            with _quiet_rewriter():
+                model = decompose_cumprod(
+                    site_model(site),
+                    strategy=strategy,
+                    target=target,
+                    target_opset=target_opset,
+                    max_length=max_length,
+                )
+        except ValueError as exc:
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            lowered.append(LoweredSite(plan, None, text[:240]))
+            continue
+        assert isinstance(model, onnx.ModelProto)
+        lowered.append(LoweredSite(plan, model))
+    return lowered
+
+
 def convert_file(
     source: Path,
     output: Path | None,
@@ -252,9 +319,14 @@ def convert_file(
                 runs=verify_runs,
                 dims=dims,
                 plans=rewrite.plans,
-                strategy=strategy,
+                sites=lower_sites(
+                    rewrite.plans,
+                    strategy=strategy,
+                    target=target,
+                    target_opset=target_opset,
+                    max_length=max_length,
+                ),
                 target=target,
-                target_opset=target_opset,
                 max_length=max_length,
             )
             return report.verify.ok

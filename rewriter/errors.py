@@ -1,13 +1,21 @@
-"""The errors the rewriter raises: one clear line naming the node and what is wrong."""
+"""The errors the rewriter raises, each one clear line: a node and what is wrong with it, a
+target opset that cannot be reached, a file that cannot be read or written."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import onnx_ir as ir
+
+if TYPE_CHECKING:
+    from rewriter.opset import Blocker
 
 __all__ = [
     "CumProdError",
     "InputModelError",
     "InvalidCumProdError",
+    "ModelFileError",
+    "OpsetError",
     "StrategyError",
     "TargetError",
     "pass_error_cause",
@@ -49,6 +57,20 @@ class InputModelError(ValueError):
 class TargetError(ValueError):
     """The model cannot be written in a form the target's runtime loads (e.g. its model-local
     functions cannot be inlined for a runtime that loads none): nothing is rewritten."""
+
+
+class OpsetError(ValueError):
+    """The model cannot be lowered to the target opset; lists every blocking node."""
+
+    def __init__(self, target: int, blockers: list[Blocker] | str) -> None:
+        self.target = target
+        self.blockers = blockers if isinstance(blockers, list) else []
+        detail = "; ".join(map(str, blockers)) if isinstance(blockers, list) else blockers
+        super().__init__(f"cannot lower to ai.onnx opset {target}: {detail}")
+
+
+class ModelFileError(Exception):
+    """A model file that cannot be read or written; the message names the file."""
 
 
 def pass_error_cause(exc: BaseException) -> BaseException:

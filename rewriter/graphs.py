@@ -1,16 +1,26 @@
 """Walking a model: every node of the main graph, its subgraphs at any depth and every
-model-local function, with a readable location and the ai.onnx opset in force there."""
+model-local function, with a readable location and the ai.onnx opset in force there; every
+graph of it; and what counts as a CumProd."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
 
+import onnx
 import onnx_ir as ir
 
 from rewriter.types import function_scope
 
-__all__ = ["INLINED_FROM", "ONNX_DOMAINS", "Located", "ai_onnx_opset", "walk_model"]
+__all__ = [
+    "INLINED_FROM",
+    "ONNX_DOMAINS",
+    "Located",
+    "ai_onnx_opset",
+    "graphs_of",
+    "is_cumprod",
+    "walk_model",
+]
 
 ONNX_DOMAINS = ("", "ai.onnx")
 # node.meta key: (name, function) of a node before inlining (set by rewriter.inline; onnx_ir's
@@ -58,11 +68,40 @@ def ai_onnx_opset(opset_imports: dict[str, int], default: int = 0) -> int:
     return opset_imports.get("", opset_imports.get("ai.onnx", default))
 
 
-def _walk(
-    graph: ir.Graph, path: str, depth: int = 0, in_scan: bool = False, in_if: bool = False
-) -> Iterator[tuple[ir.Node, str, int, bool, bool]]:
-    for node in graph:
-        yield node, path, depth, in_scan, in_if
+def is_cumprod(node: ir.Node | onnx.NodeProto) -> bool:
+    """Whether ``node`` (onnx_ir or protobuf) is an ai.onnx CumProd."""
+    return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
+
+
+def graphs_of(model: ir.Model) -> Iterator[ir.Graph]:
+    """The main graph, every function's body, and their subgraphs at any depth."""
+    roots: list[ir.Graph] = [model.graph]
+    roots.extend(function.graph for function in model.functions.values())  # type: ignore[attr-defined]
+    for root in roots:
+        yield root
+        yield from root.subgraphs()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Place:
+    """Where a graph is: its path from the root and what holds it."""
+
+    path: str
+    depth: int = 0
+    in_scan: bool = False
+    in_if: bool = False
+
+
+def _walk(root: ir.Graph, path: str) -> Iterator[tuple[ir.Node, _Place]]:
+    """Every node of ``root`` and of its subgraphs at any depth (onnx_ir's
+    ``RecursiveGraphIterator``: a node before its subgraphs' nodes), each with the place of
+    the graph that holds it."""
+    places = {id(root): _Place(path)}
+    for node in ir.traversal.RecursiveGraphIterator(root):
+        place = places[id(node.graph)]
+        yield node, place
+        scan = place.in_scan or (node.op_type == "Scan" and node.domain in ONNX_DOMAINS)
+        branch = place.in_if or (node.op_type == "If" and node.domain in ONNX_DOMAINS)
         for attr in node.attributes.values():
             if attr.type == ir.AttributeType.GRAPH:
                 subgraphs = [attr.as_graph()]
@@ -70,24 +109,21 @@ def _walk(
                 subgraphs = list(attr.as_graphs())
             else:
                 continue
-            scan = in_scan or (node.op_type == "Scan" and node.domain in ONNX_DOMAINS)
-            branch = in_if or (node.op_type == "If" and node.domain in ONNX_DOMAINS)
+            where = f"{place.path} > {node.op_type} '{node.name or ''}' {attr.name}"
             for sub in subgraphs:
-                where = f"{path} > {node.op_type} '{node.name or ''}' {attr.name}"
-                yield from _walk(sub, where, depth + 1, scan, branch)
+                places[id(sub)] = _Place(where, place.depth + 1, scan, branch)
 
 
 def walk_model(model: ir.Model) -> Iterator[Located]:
     """Every node of ``model``, main graph first, then each function, in order."""
     main_opset = ai_onnx_opset(model.opset_imports)
-    for node, path, depth, scan, branch in _walk(
-        model.graph, f"graph '{model.graph.name or 'main'}'"
-    ):
+    for node, place in _walk(model.graph, f"graph '{model.graph.name or 'main'}'"):
         origin = node.meta.get(INLINED_FROM)
-        where = f"{origin[1]} (inlined into {path})" if origin else path
-        yield Located(node, where, main_opset, "", depth, scan, branch)
+        where = f"{origin[1]} (inlined into {place.path})" if origin else place.path
+        yield Located(node, where, main_opset, "", place.depth, place.in_scan, place.in_if)
     for function in model.functions.values():
         opset = ai_onnx_opset(function.opset_imports, main_opset)
         root = f"function '{function.domain}.{function.name}'"
-        for node, path, depth, scan, branch in _walk(function.graph, root):  # type: ignore[attr-defined]
-            yield Located(node, path, opset, function_scope(function), depth, scan, branch)
+        scope = function_scope(function)
+        for node, place in _walk(function.graph, root):  # type: ignore[attr-defined]
+            yield Located(node, place.path, opset, scope, place.depth, place.in_scan, place.in_if)

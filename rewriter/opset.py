@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 import onnx
 import onnx_ir as ir
 
+from rewriter.errors import OpsetError
 from rewriter.graphs import ONNX_DOMAINS, Located, ai_onnx_opset, walk_model
 from rewriter.lowerings.builder import NameSource
 from rewriter.opset_rules import constant_tensor, meaning_lost, no_effect, split_sizes
@@ -80,16 +81,6 @@ class Blocker:
     def __str__(self) -> str:
         name = f" '{self.node_name}'" if self.node_name else ""
         return f"{self.op_type}-{self.version}{name} in {self.location}: {self.reason}"
-
-
-class OpsetError(ValueError):
-    """The model cannot be lowered to the target opset; lists every blocking node."""
-
-    def __init__(self, target: int, blockers: list[Blocker] | str) -> None:
-        self.target = target
-        self.blockers = blockers if isinstance(blockers, list) else []
-        detail = "; ".join(map(str, blockers)) if isinstance(blockers, list) else blockers
-        super().__init__(f"cannot lower to ai.onnx opset {target}: {detail}")
 
 
 def _schema(op_type: str, version: int) -> onnx.defs.OpSchema | None:

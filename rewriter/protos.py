@@ -11,18 +11,34 @@ from collections.abc import Iterable, Iterator
 
 import onnx
 
-__all__ = ["model_graphs", "model_node_lists", "model_tensors", "proto_graphs", "proto_nodes"]
+__all__ = [
+    "model_graphs",
+    "model_node_lists",
+    "model_tensors",
+    "node_subgraphs",
+    "proto_graphs",
+    "proto_nodes",
+]
 
-_SUBGRAPHS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+def node_subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs ``node``'s attributes hold (not theirs): the one step every walk here takes."""
+    found: list[onnx.GraphProto] = []
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            found.append(attr.g)
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            found.extend(attr.graphs)
+    return found
 
 
 def proto_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
-    """``nodes`` and the nodes of their subgraphs at any depth."""
+    """``nodes`` and the nodes of their subgraphs at any depth, each node before its
+    subgraphs' nodes."""
     for node in nodes:
         yield node
-        for attr in node.attribute:
-            for sub in [attr.g, *attr.graphs] if attr.type in _SUBGRAPHS else []:
-                yield from proto_nodes(sub.node)
+        for sub in node_subgraphs(node):
+            yield from proto_nodes(sub.node)
 
 
 def proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -33,9 +49,8 @@ def proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 def _subgraphs(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.GraphProto]:
     for node in nodes:
-        for attr in node.attribute:
-            for sub in [attr.g, *attr.graphs] if attr.type in _SUBGRAPHS else []:
-                yield from proto_graphs(sub)
+        for sub in node_subgraphs(node):
+            yield from proto_graphs(sub)
 
 
 def model_graphs(proto: onnx.ModelProto, training: bool = True) -> Iterator[onnx.GraphProto]:

@@ -48,7 +48,7 @@ from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase, 
 from rewriter import lowerings
 from rewriter.decompose import warning_lines
 from rewriter.errors import CumProdError, InvalidCumProdError
-from rewriter.graphs import ONNX_DOMAINS, Located, walk_model
+from rewriter.graphs import Located, is_cumprod, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, target_named
 from rewriter.types import TypeTable, drop_unconfirmed_shapes, infer_types
@@ -85,10 +85,6 @@ class _ModelFacts:
     types: TypeTable | None = None
 
 
-def _is_cumprod(node: ir.Node) -> bool:
-    return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
-
-
 class CumProdRule(RewriteRuleClassBase):
     """``CumProd(x, axis) -> <the lowering's subgraph>``; see the module docstring."""
 
@@ -100,8 +96,9 @@ class CumProdRule(RewriteRuleClassBase):
         self.max_length = lowerings.whole_number("max_length", max_length, 1)
         super().__init__(name=f"CumProdTo{strategy.capitalize()}")
         self.strategy = strategy
+        # the model facts of the current graph visit (names, types), which rewrite, given no
+        # model by onnxscript, reads too
         self._facts: _ModelFacts | None = None
-        self._planned: dict[ir.Node, tuple[CumProdSite, lowerings.Lowering, _ModelFacts]] = {}
         # the rewriter may check a node on every iteration: each warning once per model
         self._warned: set[str] = set()
         self._warned_model: weakref.ref[ir.Model] | None = None
@@ -113,11 +110,9 @@ class CumProdRule(RewriteRuleClassBase):
         # Called before each graph, subgraph and function is visited: facts gathered during
         # an earlier visit may be stale (the model has been rewritten since).
         self._facts = None
-        self._planned.clear()
 
     def cleanup(self) -> None:
         self._facts = None
-        self._planned.clear()
 
     def _model_facts(self, model: ir.Model, node: ir.Node) -> _ModelFacts:
         if self._warned_model is None or self._warned_model() is not model:
@@ -125,7 +120,7 @@ class CumProdRule(RewriteRuleClassBase):
             self._warned_model = weakref.ref(model)
         facts = self._facts
         if facts is None or facts.model is not model or node not in facts.located:
-            located = {w.node: w for w in walk_model(model) if _is_cumprod(w.node)}
+            located = {w.node: w for w in walk_model(model) if is_cumprod(w.node)}
             facts = _ModelFacts(model, located, lowerings.NameSource.for_model(model))
             self._facts = facts
         return facts
@@ -144,6 +139,28 @@ class CumProdRule(RewriteRuleClassBase):
             problem = f"CumProd needs ai.onnx opset >= 26, found {where.opset}"
             error = InvalidCumProdError(where.name, where.location, problem)
             return result.fail(self._left_in_place(error), node)
+        try:
+            site, lowering = self._plan(facts, where, x)
+        except CumProdError as error:
+            return result.fail(self._left_in_place(error), node)
+        for line in warning_lines(site, lowering, self.target):
+            self._warn_once(line)
+        if facts.model.functions and not self.target.local_functions:
+            self._warn_once(
+                f"the model's functions stay functions, which {self.target.name} does not "
+                "load: DecomposeCumProdPass inlines them"
+            )
+        return result
+
+    def _plan(
+        self, facts: _ModelFacts, where: Located, x: ir.Value
+    ) -> tuple[CumProdSite, lowerings.Lowering]:
+        """The node's site and lowering, from the visit's model facts: the same in
+        :meth:`check` and :meth:`rewrite` (nothing is carried from one to the other).
+
+        Raises:
+            CumProdError: the node cannot be lowered (its message says why).
+        """
         trusted = x.is_initializer() or (
             x.is_graph_input() and x.graph is facts.model.graph  # the main graph's
         )
@@ -154,23 +171,11 @@ class CumProdRule(RewriteRuleClassBase):
                 facts.types = infer_types(facts.model)
                 drop_unconfirmed_shapes(facts.model, facts.types)
             types = facts.types
-        try:
-            site = inspect_cumprod(where, types)
-            if self.max_length is not None and site.spec.max_length is None:
-                spec = dataclasses.replace(site.spec, max_length=self.max_length)
-                site = dataclasses.replace(site, spec=spec)
-            lowering = lowerings.choose(site, self.strategy, self.target)
-        except CumProdError as error:
-            return result.fail(self._left_in_place(error), node)
-        for line in warning_lines(site, lowering, self.target):
-            self._warn_once(line)
-        if facts.model.functions and not self.target.local_functions:
-            self._warn_once(
-                f"the model's functions stay functions, which {self.target.name} does not "
-                "load: DecomposeCumProdPass inlines them"
-            )
-        self._planned[node] = (site, lowering, facts)
-        return result
+        site = inspect_cumprod(where, types)
+        if self.max_length is not None and site.spec.max_length is None:
+            spec = dataclasses.replace(site.spec, max_length=self.max_length)
+            site = dataclasses.replace(site, spec=spec)
+        return site, lowerings.choose(site, self.strategy, self.target)
 
     def _warn_once(self, message: str) -> None:
         if message not in self._warned:
@@ -183,8 +188,9 @@ class CumProdRule(RewriteRuleClassBase):
 
     def rewrite(self, op: Any, x: ir.Value, axis: ir.Value, y: ir.Value, **_: Any) -> ir.Value:
         node = y.producer()
-        assert node is not None and node in self._planned, "rewrite without a passed check"
-        site, lowering, facts = self._planned.pop(node)
+        facts = self._facts  # this visit's, as check saw them (nothing rewritten in between)
+        assert node is not None and facts is not None, "rewrite without a passed check"
+        site, lowering = self._plan(facts, facts.located[node], x)
         builder = RuleBuilder(op, site.opset, facts.names, node.name or "CumProd")
         return lowerings.lower(builder, site, lowering, self.target)
 

@@ -25,6 +25,7 @@ step "ruff check";            .venv/bin/ruff check .
 step "ruff format --check";   .venv/bin/ruff format --check .
 step "mypy rewriter";         .venv/bin/mypy rewriter
 step "docs check";            .venv/bin/python scripts/ci/check_docs.py
+step "mutation sample";       .venv/bin/python scripts/tools/mutation_check.py --sample 10 --seed "${MUTATION_SEED:-$(date -u +%Y%m%d)}"  # a day's draw; fails on a survivor
 step pytest
 # One worker per core; a test file stays on one worker (its module fixtures run once): the
 # three real-runtime files, about two thirds of the time, then run side by side.

@@ -38,7 +38,7 @@ SLOW_TESTS = (
     "test_cli.py::test_list_reports_what_the_rewrite_would_refuse",
     "test_cli.py::test_warnings_name_the_file_and_an_empty_folder_says_so",
     "test_cli.py::test_list_shows_each_nodes_lowering_for_the_target",
-    "test_verify.py::test_cli_verify_takes_a_positive_count",
+    "test_model.py::test_cli_verify_takes_a_positive_count",  # tests/verify/
     "test_file_safety.py::",  # but the two below
 )
 FAST_ANYWAY = (

@@ -506,7 +506,7 @@ def test_import_rewriter_loads_nothing_heavy_and_reaches_every_module() -> None:
         "RewriteRuleSet",
         "True",
         "True",
-        "rewriter.io",
+        "rewriter.io.load",
         "False",
     ]
 

@@ -1,20 +1,22 @@
-"""Every deliberate bug of ``scripts/tools/mutation_check.py`` still applies: its text occurs
-exactly once in the file it names. Code that moves leaves a mutant that no longer applies;
-the harness says so only when that mutant is run (five had gone stale after one day's
-refactors, found by hand), so the fast tier checks them all at once."""
+"""``scripts/tools/mutation_check.py``: every deliberate bug still applies (its text occurs exactly
+once in the file it names: code that moves leaves a mutant that no longer applies, and the
+harness says so only when that mutant is run), each mutant is first run against the tests of
+the module it touches (found by path, else by import), and ``--sample`` draws a seeded
+sample."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _mutants() -> list[object]:
+def _harness() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "mutation_check", ROOT / "scripts" / "tools" / "mutation_check.py"
     )
@@ -22,14 +24,56 @@ def _mutants() -> list[object]:
     module = importlib.util.module_from_spec(spec)
     sys.modules["mutation_check"] = module
     spec.loader.exec_module(module)
-    return list(module.MUTANTS)
+    return module
 
 
-MUTANTS = _mutants()
+HARNESS = _harness()
+MUTANTS = list(HARNESS.MUTANTS)
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])  # type: ignore[attr-defined]
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_the_mutant_applies_once(mutant: object) -> None:
     text = (ROOT / mutant.path).read_text()  # type: ignore[attr-defined]
     assert text.count(mutant.old) == 1, (mutant.name, mutant.path)  # type: ignore[attr-defined]
     assert mutant.old != mutant.new  # type: ignore[attr-defined]
+
+
+def test_a_module_is_tested_by_its_folder_its_file_or_its_importers(tmp_path: Path) -> None:
+    for path, text in {
+        "rewriter/io/plan.py": "",
+        "rewriter/cli.py": "",
+        "rewriter/site.py": "",
+        "rewriter/lonely.py": "",
+        "tests/io/test_anything.py": "",
+        "tests/test_cli.py": "",
+        "tests/test_uses_site.py": "from rewriter.site import inspect_cumprod\n",
+        "tests/test_uses_site_too.py": "import rewriter.site\n",
+        "tests/test_other.py": "from rewriter import cli\nimport rewriter.sitex\n",
+    }.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    tests = HARNESS.module_tests
+    assert tests("rewriter/io/plan.py", tmp_path) == ["tests/io/"]
+    assert tests("rewriter/cli.py", tmp_path) == ["tests/test_cli.py"]
+    assert tests("rewriter/site.py", tmp_path) == [
+        "tests/test_uses_site.py",
+        "tests/test_uses_site_too.py",
+    ]
+    assert tests("rewriter/lonely.py", tmp_path) == []  # straight to the fast tier
+
+
+def test_the_edges_are_tested_by_their_folders() -> None:
+    assert HARNESS.module_tests("rewriter/verify/compare.py") == ["tests/verify/"]
+    assert HARNESS.module_tests("rewriter/io/atomic.py") == ["tests/io/"]
+    for mutant in MUTANTS:
+        for target in HARNESS.module_tests(mutant.path):
+            assert (ROOT / target).exists(), (mutant.name, target)
+
+
+def test_a_sample_is_seeded_distinct_and_in_list_order() -> None:
+    first = HARNESS.sample(MUTANTS, 10, 7)
+    assert first == HARNESS.sample(MUTANTS, 10, 7)
+    assert len({m.name for m in first}) == 10
+    assert first == [m for m in MUTANTS if m in first]
+    assert HARNESS.sample(MUTANTS, 10, 8) != first
+    assert HARNESS.sample(MUTANTS, len(MUTANTS) + 5, 0) == MUTANTS

@@ -1,10 +1,11 @@
-"""Peak memory of rewriting a model whose weights (external data) total about SIZE_GIB.
+"""Peak memory of rewriting a model whose weights total about SIZE_GIB.
 
 Builds y = CumProd(x * w_0 * w_1 ..., 1) with float32 initializers w_i stored in one external
-data file (in a child process), then runs ``cumprod-rewriter`` on it in another child and
-reports that child's own peak resident memory (ru_maxrss from wait4). The parent imports
-nothing heavy: a forked child's ru_maxrss starts from its parent's size.
-Usage: python scripts/bench/measure_memory.py [SIZE_GIB]
+data file, or with ``--inline`` inside the model file (in a child process), then runs
+``cumprod-rewriter`` on it in another child and reports that child's own peak resident memory
+(ru_maxrss from wait4), also as a multiple of the weights' size. The parent imports nothing
+heavy: a forked child's ru_maxrss starts from its parent's size.
+Usage: python scripts/bench/measure_memory.py [--inline] [SIZE_GIB]
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from pathlib import Path
 CHUNK = 64 << 20  # bytes per initializer
 
 
-def build(folder: Path, size_gib: float) -> Path:
+def build(folder: Path, size_gib: float, inline: bool = False) -> Path:
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    count = max(1, int(size_gib * (1 << 30) // CHUNK))
+    count = max(1, round(size_gib * (1 << 30) / CHUNK))
     n = CHUNK // 4
     nodes, inits = [], []
     previous = "x"
@@ -43,20 +44,27 @@ def build(folder: Path, size_gib: float) -> Path:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
     path = folder / "big.onnx"
-    onnx.save(model, path, save_as_external_data=True, location="big.onnx.data")
+    if inline:
+        onnx.save(model, path)
+    else:
+        onnx.save(model, path, save_as_external_data=True, location="big.onnx.data")
     return path
 
 
 def main() -> None:
-    if len(sys.argv) == 4 and sys.argv[1] == "--build":
-        build(Path(sys.argv[2]), float(sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "--build":
+        build(Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "inline")
         return
-    size = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+    args = sys.argv[1:]
+    inline = "--inline" in args
+    args = [a for a in args if a != "--inline"]
+    size = float(args[0]) if args else 1.0
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        subprocess.run([sys.executable, __file__, "--build", tmp, str(size)], check=True)
+        how = "inline" if inline else "external"
+        subprocess.run([sys.executable, __file__, "--build", tmp, str(size), how], check=True)
         source = folder / "big.onnx"
-        data = (folder / "big.onnx.data").stat().st_size
+        data = (source if inline else folder / "big.onnx.data").stat().st_size
         start = time.perf_counter()
         child = subprocess.Popen(
             [sys.executable, "-m", "rewriter", str(source), "-o", str(folder / "out" / "big.onnx")]
@@ -68,9 +76,11 @@ def main() -> None:
         seconds = time.perf_counter() - start
         peak_kib = usage.ru_maxrss
         written = sum(p.stat().st_size for p in (folder / "out").iterdir())
+    peak = peak_kib * 1024
     print(
-        f"weights {data / (1 << 30):.2f} GiB, output {written / (1 << 30):.2f} GiB, "
-        f"peak RSS of the rewrite {peak_kib / (1 << 20):.2f} GiB, {seconds:.1f} s"
+        f"weights {data / (1 << 20):.0f} MiB ({how}), output {written / (1 << 20):.0f} MiB, "
+        f"peak RSS of the rewrite {peak / (1 << 20):.0f} MiB ({peak / data:.2f}x the "
+        f"weights), {seconds:.1f} s"
     )
 
 

@@ -1,27 +1,38 @@
-"""Mutation check: does the fast test tier notice deliberate bugs?
+"""Mutation check: do the tests notice deliberate bugs?
 
 Copies the project (the ``rewriter`` package, the tests, pyproject.toml) to a temporary
-folder, runs the fast tier (``pytest -m "not slow"``) there once unchanged, then applies one
-deliberate bug at a time to the copy's ``rewriter`` and runs the fast tier again with
-PYTHONPATH pointing at the copy. A mutant is *killed* when a test that passed unchanged
-fails; tests that already fail on the unchanged code are deselected (and listed), so they
-cannot kill a mutant. Prints a table mutant -> killed / survived; exit status 1 when a
-mutant survives (or a mutation no longer applies: the code it targets moved).
+folder and applies one deliberate bug at a time to the copy's ``rewriter``, with PYTHONPATH
+pointing at the copy. Each mutant runs first against the tests of the module it touches
+(:func:`module_tests`: its own test file, else its package's test folder, else the test files
+that import it), then, only if those all pass, against the whole fast tier
+(``pytest -m "not slow"``). A mutant is *killed* when a test that passes on the unchanged
+code fails: the first failing test is run again with the mutation undone, and one that fails
+there too is deselected (and listed), so it cannot kill a mutant. Prints a table
+mutant -> killed (by which stage) / survived; exit status 1 when a mutant survives (or a
+mutation no longer applies: the code it targets moved).
 
-    .venv/bin/python scripts/tools/mutation_check.py [--only NAME ...] [--keep]
+    .venv/bin/python scripts/tools/mutation_check.py [--only NAME ...] [--sample N [--seed S]]
+        [--keep]
+
+``--sample N`` runs N mutants drawn with ``random.Random(S)`` (S printed, default 0), for a
+check on every CI run; the whole run is the check before a release.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
 import dataclasses
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,12 +212,6 @@ MUTANTS = [
         "        b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2\n",
     ),
     Mutant(
-        "tiled: the float64 prefixes do not start the Scan",
-        "rewriter/lowerings/tiled.py",
-        "reverse=v.reverse, slice_rank=2, init=init\n",
-        "reverse=v.reverse, slice_rank=2\n",
-    ),
-    Mutant(
         "carry: the float64 carries do not start the blocks' chains",
         "rewriter/lowerings/carry.py",
         "reverse=reverse, seed=carry, slice_first=True\n",
@@ -327,13 +332,13 @@ MUTANTS = [
     ),
     Mutant(
         "verify: the sign of a zero not compared",
-        "rewriter/verify.py",
+        "rewriter/verify/compare.py",
         "((act != ref_t) | (np.signbit(act) != np.signbit(ref_t)))",
         "(act != ref_t)",
     ),
     Mutant(
         "verify: integers compared through float64",
-        "rewriter/verify.py",
+        "rewriter/verify/compare.py",
         "        differ = int(np.count_nonzero(actual != reference))\n",
         "        differ = int(np.count_nonzero(\n"
         "            actual.astype(np.float64) != reference.astype(np.float64)\n"
@@ -360,25 +365,25 @@ MUTANTS = [
     ),
     Mutant(
         "verify: an ulp twice too large",
-        "rewriter/verify.py",
+        "rewriter/verify/compare.py",
         "(exponent - (bits - 1)).astype(np.int64)",
         "(exponent - (bits - 2)).astype(np.int64)",
     ),
     Mutant(
         "verify: sites not run at max_length itself",
-        "rewriter/verify.py",
+        "rewriter/verify/sites.py",
         "lengths = [k for k in lengths if k <= max_length]",
         "lengths = [k for k in lengths if k < max_length]",
     ),
     Mutant(
         "verify: the sites' verdict left out of the overall one",
-        "rewriter/verify.py",
-        "ok = all(o.ok for o in outputs) and all(s.ok for s in sites)",
+        "rewriter/verify/model.py",
+        "ok = all(o.ok for o in outputs) and all(s.ok for s in checked)",
         "ok = all(o.ok for o in outputs)",
     ),
     Mutant(
         "verify: an output's element type not compared",
-        "rewriter/verify.py",
+        "rewriter/verify/model.py",
         "    if act.dtype != exp.dtype:\n        return (",
         "    if False:\n        return (",
     ),
@@ -500,50 +505,50 @@ MUTANTS = [
     ),
     Mutant(
         "io: hard links not recognised (no inode key)",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         '        keys.add(("inode", st.st_dev, st.st_ino))\n',
         "        pass\n",
     ),
     Mutant(
         "io: an input's external data accepted as output when in_place",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "            if key in data:\n",
         "            if key in data and not in_place:\n",
     ),
     Mutant(
         "io: another model's data file not looked for (-o over it allowed)",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "        reader = None if keys & own else _data_owner(target, scanned)",
         "        reader = None",
     ),
     Mutant(
         "io: a data file reached through a link not matched (resolved path only)",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "                    for key in _identities(file):\n"
         "                        readers.setdefault(key, []).append((file, model))\n",
         "                    readers.setdefault(('path', str(file)), []).append((file, model))\n",
     ),
     Mutant(
         "verify: outputs from random draws compared as any other",
-        "rewriter/verify.py",
+        "rewriter/verify/model.py",
         "    drawn = random_outputs(original_proto)\n",
         "    drawn: dict[str, list[str]] = {}\n",
     ),
     Mutant(
         "verify: Shape / Size of a value shaped by a draw taken as fixed",
-        "rewriter/verify.py",
-        ' and not _subgraphs(node) else "any"\n',
+        "rewriter/verify/analysis.py",
+        ' and not node_subgraphs(node) else "any"\n',
         ' else "follows"\n',
     ),
     Mutant(
         "verify: Shape / Size of a draw taken as random",
-        "rewriter/verify.py",
+        "rewriter/verify/analysis.py",
         '            if rule == "shape only":\n',
         "            if False:\n",
     ),
     Mutant(
         "io: an unreadable model in the folder: every kept data file called unreferenced",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "    if unknown and unreadable:\n",
         "    if False:\n",
     ),
@@ -555,13 +560,13 @@ MUTANTS = [
     ),
     Mutant(
         "io: external data one byte too short accepted",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "        if size < end:\n",
         "        if size < end - 1:\n",
     ),
     Mutant(
         "io: the model committed before its data files",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "        for staged, name, _ in staged_data:\n"
         "            os.replace(staged, folder / name)\n"
         "            moved.append(folder / name)\n"
@@ -573,7 +578,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: the report written directly, not staged",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "    with _staging(target) as stage:\n"
         "        staged = stage / target.name\n"
         "        try:\n"
@@ -589,7 +594,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: a new data file takes the loosest input data file's mode",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "return min(files, key=",
         "return max(files, key=",
     ),
@@ -617,25 +622,25 @@ MUTANTS = [
     ),
     Mutant(
         "io: save leaves external tensor attributes pointing at the input's data",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "with tensors_in_memory(model, for_save=True):",
         "with contextlib.nullcontext():",
     ),
     Mutant(
         "io: function bodies' external tensors get no data folder",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "for graph in (model.graph, *(f.graph for f in model.functions.values())):",
         "for graph in (model.graph,):",
     ),
     Mutant(
         "io: linked data not pointed at its real path",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "        _follow_links(model, path, linked)\n",
         "        pass\n",
     ),
     Mutant(
         "io: a data file with hard links left to onnx_ir, which refuses it",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "return (path.parent / location).stat().st_nlink > 1",
         "return False",
     ),
@@ -671,13 +676,13 @@ MUTANTS = [
     ),
     Mutant(
         "verify: bfloat16 feeds and outputs given to onnxruntime's session.run",
-        "rewriter/verify.py",
+        "rewriter/verify/model.py",
         "            return _session_run(session, feeds)\n",
         "            return list(session.run(None, feeds))\n",
     ),
     Mutant(
         "io: a string initializer over 256 bytes moved to the data file",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "    return max([256, *sizes])",
         "    return 256",
     ),
@@ -695,7 +700,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: any '..' in a data location refused",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         'if os.path.normpath(location).split(os.sep)[0] == "..":',
         'if ".." in Path(location).parts:',
     ),
@@ -713,61 +718,61 @@ MUTANTS = [
     ),
     Mutant(
         "io: 'several inputs' names the output twice",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         '({outputs[key][1]} and "\n                    f"{source}); nothing written"',
         '({target} and "\n                    f"{target}); nothing written"',
     ),
     Mutant(
         "io: two jobs with one output told apart by the output's Path identity",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "if key in outputs and outputs[key][0] != job:",
         "if key in outputs and jobs[outputs[key][0]][1] is not target:",
     ),
     Mutant(
         "verify: onnx.reference's own CumProd (bfloat16 rounded every step)",
-        "rewriter/verify.py",
+        "rewriter/verify/run.py",
         "evaluator = ReferenceEvaluator(path, new_ops=[_reference_cumprod()])",
         "evaluator = ReferenceEvaluator(path)",
     ),
     Mutant(
         "verify: a rewrite onnxruntime cannot load stops verify",
-        "rewriter/verify.py",
+        "rewriter/verify/model.py",
         "            if reference_session is not None:\n                raise\n",
         "            if True:\n                raise\n",
     ),
     Mutant(
         "verify: a run-time CumProd axis always fed 0",
-        "rewriter/verify.py",
+        "rewriter/verify/model.py",
         "        last = index % 2 == 1\n",
         "        last = False\n",
     ),
     Mutant(
         "verify: no overflow / underflow feeds",
-        "rewriter/verify.py",
+        "rewriter/verify/model.py",
         '["special", "finite special", "extreme", "overflow", "underflow"]',
         '["special", "finite special", "extreme"]',
     ),
     Mutant(
         "verify: no finite special feed",
-        "rewriter/verify.py",
+        "rewriter/verify/model.py",
         '["special", "finite special", "extreme", "overflow", "underflow"]',
         '["special", "extreme", "overflow", "underflow"]',
     ),
     Mutant(
         "verify: NaN not first in the special feed",
-        "rewriter/verify.py",
+        "rewriter/verify/feeds.py",
         "once = np.array([np.nan, *rng.permutation([*others, rng.choice([-sub, sub])])])",
         "once = np.array([*others, np.nan, rng.choice([-sub, sub])])",
     ),
     Mutant(
         "verify: unnamed dims all fed 3",
-        "rewriter/verify.py",
+        "rewriter/verify/feeds.py",
         "        unnamed = itertools.cycle(range(top + 1, top + 1 + UNNAMED_SIZES))\n",
         "        unnamed = None\n",
     ),
     Mutant(
         "verify: a zero met by a same-sign subnormal is an infinity/zero mismatch",
-        "rewriter/verify.py",
+        "rewriter/verify/compare.py",
         "special = np.isinf(ref_t) | ((ref_t == 0) & ~near_zero)",
         "special = np.isinf(ref_t) | (ref_t == 0)",
     ),
@@ -785,37 +790,37 @@ MUTANTS = [
     ),
     Mutant(
         "verify: every output held to the whole model's bound",
-        "rewriter/verify.py",
+        "rewriter/verify/model.py",
         "        chosen = per_output.get(name)\n",
         "        chosen = None\n",
     ),
     Mutant(
         "verify: a scan along an unnamed dim bounded as if 3 long",
-        "rewriter/verify.py",
+        "rewriter/verify/model.py",
         "return dims.get(str(name), DEFAULT_DIM) if name else largest",
         "return dims.get(str(name), DEFAULT_DIM) if name else DEFAULT_DIM",
     ),
     Mutant(
         "io: a data link to any folder accepted",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "if not any(real.is_relative_to(root) for root in roots):",
         "if False:",
     ),
     Mutant(
         "io: a model file with linked data checked by onnx's checker on the file",
-        "rewriter/io.py",
+        "rewriter/io/load.py",
         "    if any(\n        _through_link(",
         "    if False and any(\n        _through_link(",
     ),
     Mutant(
         "io: external initializers' doc_string and metadata not given back",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         "                _describe_initializers(proto, described)\n",
         "",
     ),
     Mutant(
         "io: sibling subgraphs' differing initializer descriptions mixed",
-        "rewriter/io.py",
+        "rewriter/io/atomic.py",
         'if found[0] != ("", {}) and all(other == found[0] for other in found)',
         'if found[0] != ("", {})',
     ),
@@ -860,8 +865,8 @@ MUTANTS = [
     Mutant(
         "lowerings: a refusal inside the model's own Loop silent about it",
         "rewriter/lowerings/__init__.py",
-        "        if inside:\n",
-        "        if False:\n",
+        "    if inside:\n",
+        "    if False:\n",
     ),
     Mutant(
         "types: a Loop body's carried value keeps its declared rank",
@@ -980,8 +985,8 @@ MUTANTS = [
     Mutant(
         "graphs: an inlined node placed where the inliner put it",
         "rewriter/graphs.py",
-        '        where = f"{origin[1]} (inlined into {path})" if origin else path\n',
-        "        where = path\n",
+        '        where = f"{origin[1]} (inlined into {place.path})" if origin else place.path\n',
+        "        where = place.path\n",
     ),
     Mutant(
         "carry: narrow runs of more than one element take r = 16",
@@ -991,7 +996,7 @@ MUTANTS = [
     ),
     Mutant(
         "io: a --report in a missing folder refused",
-        "rewriter/io.py",
+        "rewriter/io/plan.py",
         "    while not folder.exists() and folder != folder.parent:\n",
         "    while False:\n",
     ),
@@ -1014,12 +1019,6 @@ MUTANTS = [
         "    return _divisor_piece(o, n * i * itemsize, TILE_BYTES, TILE_BYTES // 4)\n",
     ),
     Mutant(
-        "auto: any scan of int32 in 16 MiB cached, not only a first axis's",
-        "rewriter/lowerings/auto.py",
-        '        pick == "scan"\n        and o == 1\n',
-        '        pick == "scan"\n',
-    ),
-    Mutant(
         "cached: a single tile of every row allowed",
         "rewriter/lowerings/cached.py",
         "    most = min(count // 2, max(1, limit // unit))\n",
@@ -1036,31 +1035,6 @@ MUTANTS = [
         "rewriter/lowerings/cached.py",
         "    edge = 0 if v.reverse else length - 1  # the chunk's last position in scan order\n",
         "    edge = length - 1\n",
-    ),
-    Mutant(
-        "auto: a float32 last axis keeps carry to n = 256 (no Scan with float64 carries)",
-        "rewriter/lowerings/auto.py",
-        '    if wide_carries and pick == "carry" and i == 1'
-        " and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO:",
-        "    if False:",
-    ),
-    Mutant(
-        "auto: a float32 middle chain from n = 512 cached from 16 MiB (float64 carries)",
-        "rewriter/lowerings/auto.py",
-        " and n >= _CACHED_CHAIN_FROM and not wide_carries\n",
-        " and n >= _CACHED_CHAIN_FROM\n",
-    ),
-    Mutant(
-        "auto: a float32 last axis of n = 64 takes tiled (float64 carries)",
-        "rewriter/lowerings/auto.py",
-        "tiled = not wide and not wide_carries and n <= _TILED_LAST_UP_TO",
-        "tiled = not wide and n <= _TILED_LAST_UP_TO",
-    ),
-    Mutant(
-        "auto: tract's float32 last axis takes radix (float32 carries' rule)",
-        "rewriter/lowerings/auto.py",
-        "        if compute == ir.DataType.FLOAT and not target.float64:  # float32 carries\n",
-        "        if compute == ir.DataType.FLOAT:\n",
     ),
     Mutant(
         "carry: a seed left out of the last level's chain",
@@ -1140,105 +1114,52 @@ MUTANTS = [
         "    narrow_runs = carry.narrow((1, length, i), v.dtype)\n",
     ),
     Mutant(
-        "auto: cached from just above its least size",
-        "rewriter/lowerings/auto.py",
-        "    if fits and o * n * i * compute_itemsize >= least:\n",
-        "    if fits and o * n * i * compute_itemsize > least:\n",
-    ),
-    Mutant(
-        "auto: carry cached only from 16 MiB on every axis",
-        "rewriter/lowerings/auto.py",
-        "    least = _CACHED_LAST_FROM_BYTES if i == 1 else _CACHED_FROM_BYTES\n",
-        "    least = _CACHED_OTHER_FROM_BYTES\n",
-    ),
-    Mutant(
-        "auto: a first axis cached only from 16 MiB (before the twentieth round)",
-        "rewriter/lowerings/auto.py",
-        "    least = _CACHED_LAST_FROM_BYTES if i == 1 else _CACHED_FROM_BYTES\n",
-        "    least = _CACHED_OTHER_FROM_BYTES if o == 1 else _CACHED_FROM_BYTES\n",
-    ),
-    Mutant(
-        "auto: a last axis cached only from 16 MiB (before the twenty-seventh round)",
-        "rewriter/lowerings/auto.py",
-        "    untimed_last = i == 1 and (o == 1 or (wide_carries"
-        " and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO))\n",
-        "    untimed_last = i == 1\n",
-    ),
-    Mutant(
-        "auto: a float32 last axis to n = 256 cached from 4 MiB, in the Scan's place",
-        "rewriter/lowerings/auto.py",
-        "    untimed_last = i == 1 and (o == 1 or (wide_carries"
-        " and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO))\n",
-        "    untimed_last = i == 1 and o == 1\n",
-    ),
-    Mutant(
-        "auto: a single row (a last axis in chunks) cached from 4 MiB",
-        "rewriter/lowerings/auto.py",
-        "    untimed_last = i == 1 and (o == 1 or (wide_carries"
-        " and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO))\n",
-        "    untimed_last = i == 1 and wide_carries and n <= _WIDE_CARRIES_SCAN_LAST_UP_TO\n",
-    ),
-    Mutant(
-        "auto: a middle chain of n = 512 left a chain (cached only past it)",
-        "rewriter/lowerings/auto.py",
-        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM and not wide_carries\n',
-        '    chain_to_cache = pick == "chain" and n > _CACHED_CHAIN_FROM and not wide_carries\n',
-    ),
-    Mutant(
-        "auto: a middle chain shorter than 512 cached too",
-        "rewriter/lowerings/auto.py",
-        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM and not wide_carries\n',
-        '    chain_to_cache = pick == "chain" and n >= 384 and not wide_carries\n',
-    ),
-    Mutant(
-        "auto: a long middle chain never cached",
-        "rewriter/lowerings/auto.py",
-        '    chain_to_cache = pick == "chain" and n >= _CACHED_CHAIN_FROM and not wide_carries\n',
-        "    chain_to_cache = False\n",
-    ),
-    Mutant(
-        "auto: a long middle chain cached from 4 MiB, as carry on a middle axis",
-        "rewriter/lowerings/auto.py",
-        "    if chain_to_cache or untimed_last:\n",
-        "    if untimed_last:\n",
-    ),
-    Mutant(
-        "auto: cached whatever the size of its tiles",
-        "rewriter/lowerings/auto.py",
-        "    fits = piece is not None and math.prod(piece[0]) * compute_itemsize <= up_to\n",
-        "    fits = piece is not None\n",
-    ),
-    Mutant(
         "near_one: offset totals taken on factors within 1 / (4r) of 1, not 1 / (8r)",
         "rewriter/lowerings/near_one.py",
         "    limit = b.const(np.array(1 / (8 * size), dtype=np.float32))\n",
         "    limit = b.const(np.array(1 / (4 * size), dtype=np.float32))\n",
     ),
     Mutant(
-        "auto: tiled's int32 last axis never cached",
+        "auto: a large first-axis slab scans from 100 elements, not 1000",
         "rewriter/lowerings/auto.py",
-        '    tiled_to_cache = pick == "tiled" and o * n * i * compute_itemsize'
-        " >= _CACHED_TILED_FROM_BYTES\n",
-        "    tiled_to_cache = False\n",
+        "_FIRST_HELD, at=frozenset({FIRST}), itemsize=4, slab=1000,",
+        "_FIRST_HELD, at=frozenset({FIRST}), itemsize=4, slab=100,",
     ),
     Mutant(
-        "auto: tiled's int32 last axis cached from 4 MiB, as carry's",
+        "auto: a row's size condition ignored",
         "rewriter/lowerings/auto.py",
-        '    tiled_to_cache = pick == "tiled" and o * n * i * compute_itemsize'
-        " >= _CACHED_TILED_FROM_BYTES\n",
-        '    tiled_to_cache = pick == "tiled" and o * n * i * compute_itemsize >= 4 << 20\n',
+        "            and (not self.over_bytes or f.nbytes > self.over_bytes)\n",
+        "",
     ),
     Mutant(
-        "auto: carry's single rows cached only to 4 MiB, as the other routes' pieces",
+        "auto: cached's rows take any piece size",
         "rewriter/lowerings/auto.py",
-        '    up_to = _CACHED_ROW_UP_TO if pick == "carry" else _CACHED_PIECE_UP_TO\n',
-        "    up_to = _CACHED_PIECE_UP_TO\n",
+        "            and (not self.piece_up_to or 0 < f.piece_bytes <= self.piece_up_to)\n",
+        "",
     ),
     Mutant(
-        "auto: every route's pieces cached to 16 MiB, as carry's single rows",
+        "auto: a refused row picked all the same",
         "rewriter/lowerings/auto.py",
-        '    up_to = _CACHED_ROW_UP_TO if pick == "carry" else _CACHED_PIECE_UP_TO\n',
-        "    up_to = _CACHED_ROW_UP_TO\n",
+        "        if reason is None:\n            return row.lowering, refused\n",
+        "        if True:\n            return row.lowering, refused\n",
+    ),
+    Mutant(
+        "auto: IREE's middle chain to 256 again",
+        "rewriter/lowerings/auto.py",
+        "_COMPILE, at=frozenset({MIDDLE}), n=(2, 32)),",
+        "_COMPILE, at=frozenset({MIDDLE}), n=(2, 256)),",
+    ),
+    Mutant(
+        "auto: the direction of a row ignored",
+        "rewriter/lowerings/auto.py",
+        "            and (self.direction is None or direction == self.direction)\n",
+        "",
+    ),
+    Mutant(
+        "lowerings: the build opset's refusals skipped",
+        "rewriter/lowerings/__init__.py",
+        "    return None if opset is None else _refused_at(lowering, spec, target, opset)\n",
+        "    return None\n",
     ),
 ]
 
@@ -1252,6 +1173,45 @@ def _copy_project(into: Path) -> None:
             shutil.copytree(source, into / name, ignore=IGNORED)
         else:
             shutil.copy2(source, into / name)
+
+
+def _imports(path: Path) -> set[str]:
+    """The dotted names a test file imports (``from a.b import c``: a.b and a.b.c)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def module_tests(module: str, root: Path = ROOT) -> list[str]:
+    """The test files of the module at ``module`` (a path like ``rewriter/io/plan.py``), as
+    paths relative to ``root``: for a module of a subpackage, the subpackage's test folder
+    (``tests/io/`` for ``rewriter/io/``); for a top-level module, its own test file
+    (``tests/test_cli.py``); else every test file that imports it; empty when none does (the
+    mutant goes to the fast tier at once)."""
+    parts = Path(module).with_suffix("").parts[1:]  # without "rewriter"
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    if len(parts) > 1 and (root / "tests" / parts[0]).is_dir():
+        return [f"tests/{parts[0]}/"]
+    if len(parts) == 1 and (root / "tests" / f"test_{parts[0]}.py").is_file():
+        return [f"tests/test_{parts[0]}.py"]
+    dotted = ".".join(("rewriter", *parts))
+    return [
+        str(test.relative_to(root))
+        for test in sorted((root / "tests").rglob("test_*.py"))
+        if dotted in _imports(test)
+    ]
+
+
+def sample(mutants: list[Mutant], count: int, seed: int) -> list[Mutant]:
+    """``count`` mutants drawn without repeats by ``random.Random(seed)``, in list order."""
+    chosen = set(random.Random(seed).sample(range(len(mutants)), min(count, len(mutants))))
+    return [m for i, m in enumerate(mutants) if i in chosen]
 
 
 def _environment(project: Path) -> dict[str, str]:
@@ -1276,10 +1236,17 @@ def _check_import(project: Path) -> None:
         sys.exit(f"the tests would import {out}, not the copy in {project}")
 
 
-def _run_tier(
-    project: Path, deselect: list[str], *, stop_first: bool, report: Path, timeout: int
+def _run_tests(
+    project: Path,
+    targets: list[str],
+    deselect: list[str],
+    *,
+    stop_first: bool,
+    report: Path,
+    timeout: int,
 ) -> tuple[int, list[str], float]:
-    """(pytest's exit status, the failed test ids, seconds)."""
+    """pytest on ``targets`` (test files or folders; none: the whole fast tier), fast tier
+    only: (pytest's exit status, the failed test ids, seconds)."""
     command = [
         sys.executable,
         "-m",
@@ -1294,11 +1261,15 @@ def _run_tier(
         "addopts=",
         # it checks the mutants' own text, which every applied mutant changes: no kill
         "--ignore=tests/test_mutation_check.py",
+        *targets,
     ]
     if stop_first:
         command.append("-x")
+    if not targets or len(targets) > 2 or any(t.endswith("/") for t in targets):
+        command += ["-n", "auto"]  # many files: one worker per core (-x stops them all)
     for test in deselect:
         command += ["--deselect", test]
+    report.unlink(missing_ok=True)  # never read a previous run's
     start = time.monotonic()
     try:
         result = subprocess.run(
@@ -1313,7 +1284,8 @@ def _run_tier(
         code = result.returncode
     except subprocess.TimeoutExpired:
         return -1, ["(timed out)"], time.monotonic() - start
-    return code, _failed(report), time.monotonic() - start
+    # 5: no test collected (every test of the targets deselected or slow): nothing killed
+    return (0 if code == 5 else code), _failed(report), time.monotonic() - start
 
 
 def _failed(report: Path) -> list[str]:
@@ -1327,60 +1299,115 @@ def _failed(report: Path) -> list[str]:
     return failed
 
 
+@dataclasses.dataclass
+class _Applied:
+    """One mutant applied to the copy; :meth:`undone` puts the unchanged text back for a
+    while (to run one test on the unchanged code)."""
+
+    project: Path
+    mutant: Mutant
+    original: str
+
+    @contextlib.contextmanager
+    def undone(self) -> Iterator[None]:
+        target = self.project / self.mutant.path
+        target.write_text(self.original)
+        try:
+            yield
+        finally:
+            target.write_text(self.original.replace(self.mutant.old, self.mutant.new))
+
+
+def _verdict(
+    applied: _Applied, failing_unchanged: set[str], work: Path, timeout: int
+) -> tuple[str, str, float]:
+    """(verdict, the test that killed it, seconds) of one applied mutant: its module's tests
+    first, then the fast tier if they all pass, each with ``-x``. A test that fails is run
+    again on the unchanged code: one that fails there too goes to ``failing_unchanged``
+    (deselected from then on) and the run is repeated without it."""
+    project = applied.project
+    total = 0.0
+    stages = [("module", module_tests(applied.mutant.path, project)), ("tier", [])]
+    for stage, targets in stages:
+        if stage == "module" and not targets:
+            continue
+        while True:
+            code, failures, seconds = _run_tests(
+                project,
+                targets,
+                sorted(failing_unchanged),
+                stop_first=True,
+                report=work / "mutant.xml",
+                timeout=timeout,
+            )
+            total += seconds
+            if code == 0:
+                break
+            if not failures or failures == ["(timed out)"]:
+                return f"killed ({stage})", f"exit {code}", total
+            killer = failures[0]
+            with applied.undone():
+                unchanged, _, seconds = _run_tests(
+                    project,
+                    [killer],
+                    [],
+                    stop_first=True,
+                    report=work / "check.xml",
+                    timeout=timeout,
+                )
+            total += seconds
+            if unchanged == 0:
+                return f"killed ({stage})", killer, total
+            print(f"    fails unchanged too, deselected from now on: {killer}", flush=True)
+            failing_unchanged.add(killer)
+    return "SURVIVED", "", total
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
+    parser.add_argument("--sample", type=int, help="run this many mutants, drawn at random")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
-    parser.add_argument("--timeout", type=int, default=1800, help="seconds per tier run")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per pytest run")
     args = parser.parse_args()
     mutants = [m for m in MUTANTS if not args.only or any(s in m.name for s in args.only)]
+    if args.sample is not None:
+        mutants = sample(mutants, args.sample, args.seed)
+        print(f"a sample of {len(mutants)} mutants, seed {args.seed}")
 
     work = Path(tempfile.mkdtemp(prefix="cumprod-mutation-"))
     project = work / "project"
     project.mkdir()
+    started = time.monotonic()
     try:
         _copy_project(project)
         _check_import(project)
-        print(f"fast tier, unchanged code ({project}) ...", flush=True)
-        code, baseline_failures, seconds = _run_tier(
-            project, [], stop_first=False, report=work / "baseline.xml", timeout=args.timeout
-        )
-        print(f"  exit {code}, {seconds:.0f} s, {len(baseline_failures)} failing already")
-        for test in baseline_failures:
-            print(f"  deselected (fails unchanged): {test}")
-        if code not in (0, 1):
-            print("the unchanged run did not complete: no verdict")
-            return 2
-
+        failing_unchanged: set[str] = set()
         rows = []
         for mutant in mutants:
             target = project / mutant.path
-            original = target.read_text()
+            original = target.read_text() if target.is_file() else ""
             if original.count(mutant.old) != 1:
                 rows.append((mutant.name, "NOT APPLIED", "the code it targets changed", 0.0))
                 continue
             target.write_text(original.replace(mutant.old, mutant.new))
             try:
-                code, failures, seconds = _run_tier(
-                    project,
-                    baseline_failures,
-                    stop_first=True,
-                    report=work / "mutant.xml",
-                    timeout=args.timeout,
-                )
+                applied = _Applied(project, mutant, original)
+                verdict, by, seconds = _verdict(applied, failing_unchanged, work, args.timeout)
             finally:
                 target.write_text(original)
-            verdict = "killed" if code != 0 else "SURVIVED"
-            rows.append((mutant.name, verdict, failures[0] if failures else "", seconds))
-            print(f"  {verdict:8}  {mutant.name}", flush=True)
+            rows.append((mutant.name, verdict, by, seconds))
+            print(f"  {verdict:15}  {seconds:5.0f} s  {mutant.name}", flush=True)
 
-        width = max(len(r[0]) for r in rows)
+        width = max([len(r[0]) for r in rows], default=6)
         print()
-        print(f"{'mutant':{width}}  verdict   seconds  first failing test")
+        print(f"{'mutant':{width}}  {'verdict':15}  seconds  first failing test")
         for name, verdict, by, seconds in rows:
-            print(f"{name:{width}}  {verdict:8}  {seconds:7.0f}  {by}")
-        survived = [r for r in rows if r[1] != "killed"]
-        print(f"\n{len(rows) - len(survived)} of {len(rows)} mutants killed")
+            print(f"{name:{width}}  {verdict:15}  {seconds:7.0f}  {by}")
+        survived = [r for r in rows if not r[1].startswith("killed")]
+        minutes = (time.monotonic() - started) / 60
+        print(f"\n{len(rows) - len(survived)} of {len(rows)} mutants killed, {minutes:.1f} min")
         return 1 if survived else 0
     finally:
         if args.keep:

@@ -22,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 from rewriter import io
 from rewriter.cli import _FileTag, _WarningCollector, main
 from rewriter.convert import convert_file, find_model_files
-from tests.test_file_safety import run, snapshot, weighted
+from tests.io.test_file_safety import run, snapshot, weighted
 
 
 def two_data_files(folder: Path, name: str) -> Path:

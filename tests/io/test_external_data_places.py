@@ -20,7 +20,7 @@ import rewriter
 from rewriter import io
 from rewriter.cli import main
 from rewriter.convert import convert_file
-from tests.test_file_safety import snapshot
+from tests.io.test_file_safety import snapshot
 
 SHAPE = [4, 64]  # 2 KiB of int64: over onnx_ir's 1000-byte lifting limit
 

@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.helpers import cumprod_model
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "rewriter" / "examples" / "example.onnx"
+EXAMPLE = Path(__file__).resolve().parents[2] / "rewriter" / "examples" / "example.onnx"
 NOBODY = 65534
 SETPRIV = shutil.which("setpriv")
 
@@ -52,7 +52,7 @@ def cli(
         cwd=cwd,
         timeout=300,
         check=False,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
 
 
@@ -61,7 +61,7 @@ def cli_many(
 ) -> dict[str, subprocess.CompletedProcess[str]]:
     """Several ``python -m rewriter ARGS`` at once (name -> (args, cwd)): the command's
     start-up is mostly waiting, so the cases of one test file run side by side."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     started = {
         name: subprocess.Popen(
             [sys.executable, "-m", "rewriter", *map(str, args)],
@@ -502,13 +502,13 @@ def test_the_models_rename_is_the_commit_point(tmp_path: Path) -> None:
 SLOW_SAVE = """
 import sys, time
 from pathlib import Path
-import rewriter.io as io
-real = io.ir.save
+import onnx_ir as ir
+real = ir.save
 def slow(model, path, **kwargs):
     real(model, path, **kwargs)
     Path(sys.argv[-1]).write_text("staged")
     time.sleep(60)
-io.ir.save = slow
+ir.save = slow
 from rewriter.cli import main
 sys.exit(main(sys.argv[1:-1]))
 """
@@ -540,8 +540,12 @@ def test_a_signal_cleans_up_and_exits(tmp_path: Path, sig: signal.Signals, code:
 # ``python -m rewriter ARGS`` (runpy, as -m runs it), with an import of the module named
 # first that writes the marker file named second and then waits: a SIGINT sent once the
 # marker exists arrives while the command's modules load, at a known place, every time.
+# The child first gives SIGINT the handler Python installs when started from a terminal: a
+# runner started in the background by a script inherits an ignored SIGINT, and a child that
+# kept it would never see the signal.
 BLOCKED_IMPORT = """
-import runpy, sys, time
+import runpy, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 marker, blocked = Path(sys.argv.pop(1)), sys.argv.pop(1)
 class Block:
@@ -559,7 +563,7 @@ def _interrupt_importing(blocked: str, folder: Path) -> subprocess.CompletedProc
     source = Path(shutil.copy(EXAMPLE, folder / "m.onnx"))
     marker = folder / "importing"
     command = [sys.executable, "-c", BLOCKED_IMPORT, str(marker), blocked, str(source)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     process = subprocess.Popen(
         [*command, "-o", str(folder / "out.onnx")],
         stdout=subprocess.PIPE,

@@ -1,4 +1,5 @@
-"""``verify_model`` must catch wrong rewrites and pass right ones.
+"""``verify_model`` must catch wrong rewrites and pass right ones (the whole model; each
+CumProd alone is tests/verify/test_sites.py).
 
 Each wrong rewrite is made by editing a model the tool rewrote correctly; the right ones are
 the tool's own rewrites of the bundled example and of models with several outputs, integer
@@ -21,27 +22,24 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.convert import convert_file
+from rewriter.convert import convert_file, lower_sites
 from rewriter.decompose import DecomposeCumProdPass
 from rewriter.verify import (
     VerifyResult,
-    check_sites,
     compare,
     index_inputs,
-    numpy_cumprod,
     random_inputs,
     symbolic_sizes,
     ulp_error,
     verify_model,
 )
 from tests.helpers import cumprod_model, run_ort
+from tests.verify.models import loop_model, opset26, reroute, symbolic_model
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "rewriter" / "examples" / "example.onnx"
+EXAMPLE = Path(__file__).resolve().parents[2] / "rewriter" / "examples" / "example.onnx"
+
+
 BOUND = 4.0  # ulps: the models below only multiply, no lowering is looser than this here
-
-
-def _opset26(graph: onnx.GraphProto) -> onnx.ModelProto:
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
 
 
 def _rewrite(model: onnx.ModelProto, folder: Path, name: str) -> tuple[Path, Path]:
@@ -61,7 +59,9 @@ def _verify(original: Path, rewritten: Path, *, sites: bool = False) -> VerifyRe
         rewrite = DecomposeCumProdPass("auto")
         rewrite(ir.load(original))
         plans = list(rewrite.plans)
-    return verify_model(original, rewritten, bound_ulps=BOUND, runs=2, plans=plans)
+    return verify_model(
+        original, rewritten, bound_ulps=BOUND, runs=2, plans=plans, sites=lower_sites(plans)
+    )
 
 
 def _edit(rewritten: Path, folder: Path, change: Callable[[onnx.ModelProto], None]) -> Path:
@@ -73,17 +73,7 @@ def _edit(rewritten: Path, folder: Path, change: Callable[[onnx.ModelProto], Non
     return path
 
 
-def _reroute(model: onnx.ModelProto, output: str, nodes: list[onnx.NodeProto]) -> None:
-    """Rename what computes ``output`` to ``<output>_inner`` and insert ``nodes``, which
-    compute ``output`` from it, right after it."""
-    at = next(i for i, node in enumerate(model.graph.node) if output in node.output)
-    producer = model.graph.node[at]
-    producer.output[list(producer.output).index(output)] = f"{output}_inner"
-    for i, new in enumerate(nodes):
-        model.graph.node.insert(at + 1 + i, new)
-
-
-# -- wrong rewrites ---------------------------------------------------------------------------
+# -- wrong rewrites ----------------------------------------------------------------------------
 
 
 def _two_outputs() -> onnx.ModelProto:
@@ -100,7 +90,7 @@ def _two_outputs() -> onnx.ModelProto:
         ],
         [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
     )
-    return _opset26(graph)
+    return opset26(graph)
 
 
 def _drop_output(model: onnx.ModelProto) -> None:
@@ -113,7 +103,7 @@ def _rename_output(model: onnx.ModelProto) -> None:
 
 
 def _to_double(model: onnx.ModelProto) -> None:
-    _reroute(model, "z", [helper.make_node("Cast", ["z_inner"], ["z"], to=TensorProto.DOUBLE)])
+    reroute(model, "z", [helper.make_node("Cast", ["z_inner"], ["z"], to=TensorProto.DOUBLE)])
     model.graph.output[1].type.tensor_type.elem_type = TensorProto.DOUBLE
 
 
@@ -124,7 +114,7 @@ def _nan_at_zeros(model: onnx.ModelProto) -> None:
             helper.make_tensor("nan", TensorProto.FLOAT, [], [float("nan")]),
         ]
     )
-    _reroute(
+    reroute(
         model,
         "y",
         [
@@ -136,7 +126,7 @@ def _nan_at_zeros(model: onnx.ModelProto) -> None:
 
 def _cap_1000(model: onnx.ModelProto) -> None:
     model.graph.initializer.append(helper.make_tensor("cap", TensorProto.FLOAT, [], [1000.0]))
-    _reroute(model, "y", [helper.make_node("Min", ["y_inner", "cap"], ["y"])])
+    reroute(model, "y", [helper.make_node("Min", ["y_inner", "cap"], ["y"])])
 
 
 def _declared_shape(model: onnx.ModelProto) -> None:
@@ -173,7 +163,7 @@ def test_int64_computed_in_int32_is_reported(tmp_path: Path) -> None:
     def in_int32(model: onnx.ModelProto) -> None:
         for node in _all_nodes(model.graph):
             node.input[:] = ["x32" if n == "x" else n for n in node.input]
-        _reroute(model, "y", [helper.make_node("Cast", ["y_inner"], ["y"], to=TensorProto.INT64)])
+        reroute(model, "y", [helper.make_node("Cast", ["y_inner"], ["y"], to=TensorProto.INT64)])
         model.graph.node.insert(0, helper.make_node("Cast", ["x"], ["x32"], to=TensorProto.INT32))
         model.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
         model.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
@@ -196,7 +186,7 @@ def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     return nodes
 
 
-# -- right rewrites ---------------------------------------------------------------------------
+# -- right rewrites ----------------------------------------------------------------------------
 
 
 def test_the_bundled_example_passes(tmp_path: Path) -> None:
@@ -235,7 +225,7 @@ def _index_model() -> onnx.ModelProto:
         ],
         [helper.make_tensor("zero", TensorProto.INT64, [], [0])],
     )
-    return _opset26(graph)
+    return opset26(graph)
 
 
 def test_integer_index_inputs_pass_and_stay_in_range(tmp_path: Path) -> None:
@@ -261,7 +251,7 @@ def _sequence_model() -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
         [helper.make_tensor("axis", TensorProto.INT64, [], [-1])],
     )
-    return _opset26(graph)
+    return opset26(graph)
 
 
 def test_sequence_inputs_pass(tmp_path: Path) -> None:
@@ -292,84 +282,10 @@ def test_a_scalar_bool_input_passes(tmp_path: Path) -> None:
     assert result.ok, [c.detail for c in result.mismatches()]
 
 
-# -- the standalone site check ----------------------------------------------------------------
-
-
-@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
-def test_numpy_cumprod_attributes(exclusive: int, reverse: int) -> None:
-    x = np.array([[2, 3, 5], [7, 11, 13]], np.int64)
-    expected = {
-        (0, 0): [[2, 6, 30], [7, 77, 1001]],
-        (1, 0): [[1, 2, 6], [1, 7, 77]],
-        (0, 1): [[30, 15, 5], [1001, 143, 13]],
-        (1, 1): [[15, 5, 1], [143, 13, 1]],
-    }[(exclusive, reverse)]
-    got = numpy_cumprod(x, 1, bool(exclusive), bool(reverse), np.int64)
-    np.testing.assert_array_equal(got, expected)
-
-
-def _plans(model: onnx.ModelProto) -> list[object]:
-    import onnx_ir as ir
-
-    rewrite = DecomposeCumProdPass("auto")
-    rewrite(ir.serde.deserialize_model(model))
-    return list(rewrite.plans)
-
-
-def test_sites_pass_for_every_type_with_both_attributes() -> None:
-    for elem in (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.UINT64):
-        plans = _plans(cumprod_model(elem, [3, 7], 1, exclusive=1, reverse=1))
-        (check,) = check_sites(plans)
-        assert check.ok and not check.detail, check
-
-
-@pytest.mark.parametrize(
-    "corrupt,expected",
-    [
-        ("cap", "overflow"),
-        ("nan", "NaN where the reference is not"),
-        ("wrap", "element(s) differ"),
-    ],
-)
-def test_sites_catch_a_wrong_lowering(
-    monkeypatch: pytest.MonkeyPatch, corrupt: str, expected: str
-) -> None:
-    """check_sites lowers each CumProd with rewriter.decompose_cumprod: break it."""
-    import rewriter.decompose
-
-    real = rewriter.decompose.decompose_cumprod
-    elem = TensorProto.INT64 if corrupt == "wrap" else TensorProto.FLOAT
-
-    def broken(model: onnx.ModelProto, **kwargs: object) -> onnx.ModelProto:
-        lowered = real(model, **kwargs)  # type: ignore[arg-type]
-        assert isinstance(lowered, onnx.ModelProto)
-        if corrupt == "cap":
-            lowered.graph.initializer.append(
-                helper.make_tensor("cap", TensorProto.FLOAT, [], [1e30])
-            )
-            _reroute(lowered, "y", [helper.make_node("Min", ["y_inner", "cap"], ["y"])])
-        elif corrupt == "nan":
-            _reroute(lowered, "y", [helper.make_node("Sqrt", ["y_inner"], ["y"])])
-        else:  # int64 through int32
-            _reroute(
-                lowered,
-                "y",
-                [
-                    helper.make_node("Cast", ["y_inner"], ["y32"], to=TensorProto.INT32),
-                    helper.make_node("Cast", ["y32"], ["y"], to=TensorProto.INT64),
-                ],
-            )
-        return lowered
-
-    monkeypatch.setattr(rewriter.decompose, "decompose_cumprod", broken)
-    (check,) = check_sites(_plans(cumprod_model(elem, [2, 6], 1)))
-    assert not check.ok and expected in check.detail, check
-
-
 def test_symbolic_dims_are_fed_at_sizes_of_their_own(tmp_path: Path) -> None:
     """A rewrite that is right only when B == N (it keeps the first B columns): with every
     symbolic dim fed at 3 it passed."""
-    original, rewritten = _rewrite(_symbolic_model(TensorProto.FLOAT, ["B", "N"], 1), tmp_path, "m")
+    original, rewritten = _rewrite(symbolic_model(TensorProto.FLOAT, ["B", "N"], 1), tmp_path, "m")
 
     def first_b_columns(model: onnx.ModelProto) -> None:
         model.graph.initializer.extend(
@@ -391,46 +307,11 @@ def test_symbolic_dims_are_fed_at_sizes_of_their_own(tmp_path: Path) -> None:
     assert not result.ok, result
 
 
-def _loop_model(
-    body_node: Callable[[], list[onnx.NodeProto]], declared: tuple[int, ...] | None = (2, 3)
-) -> onnx.ModelProto:
-    """y = Loop(trips, x) whose body maps its carried value ``acc`` (declared ``declared``,
-    None: no shape) to ``out``."""
-    shape = None if declared is None else list(declared)
-    body = helper.make_graph(
-        [
-            helper.make_node("Identity", ["cond"], ["cond_out"]),
-            helper.make_node("Constant", [], ["ax"], value_int=1),
-            *body_node(),
-        ],
-        "body",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("acc", TensorProto.FLOAT, shape),
-        ],
-        [
-            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("out", TensorProto.FLOAT, shape),
-        ],
-    )
-    graph = helper.make_graph(
-        [helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)],
-        "g",
-        [
-            helper.make_tensor_value_info("trips", TensorProto.INT64, []),
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-    )
-    return _opset26(graph)
-
-
 def test_loop_trip_counts_run_the_body_more_than_once(tmp_path: Path) -> None:
     """A rewrite whose Loop body is right on the first trip only: with the trip count fed 1
     (the safe value) it passed."""
-    good = _loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])])
-    first_trip_only = _loop_model(
+    good = loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])])
+    first_trip_only = loop_model(
         lambda: [
             helper.make_node("CumProd", ["acc", "ax"], ["cp"]),
             helper.make_node("Constant", [], ["zero"], value_int=0),
@@ -459,85 +340,14 @@ def test_feeds_fall_back_when_the_original_needs_them(tmp_path: Path) -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "N"])],
         [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
     )
-    original, rewritten = _rewrite(_opset26(graph), tmp_path, "square")
+    original, rewritten = _rewrite(opset26(graph), tmp_path, "square")
     result = _verify(original, rewritten)
     assert result.ok and not result.richer_feeds, result
     assert dict(result.sizes) == {"B": 3, "N": 3}, result.sizes
 
 
-def _symbolic_model(elem: int, shape: list[int | str], axis: int | None) -> onnx.ModelProto:
-    """CumProd over x with symbolic dims; ``axis`` None: a run-time axis input."""
-    inputs = [helper.make_tensor_value_info("x", elem, shape)]
-    initializers = []
-    if axis is None:
-        inputs.append(helper.make_tensor_value_info("axis", TensorProto.INT64, []))
-    else:
-        initializers.append(helper.make_tensor("axis", TensorProto.INT64, [], [axis]))
-    graph = helper.make_graph(
-        [helper.make_node("CumProd", ["x", "axis"], ["y"], name="cp")],
-        "g",
-        inputs,
-        [helper.make_tensor_value_info("y", elem, shape)],
-        initializers,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=10)
-
-
-@pytest.mark.parametrize("elem", [TensorProto.FLOAT, TensorProto.INT64])
-def test_sites_run_a_symbolic_length_past_each_branch(
-    monkeypatch: pytest.MonkeyPatch, elem: int
-) -> None:
-    """``dynamic`` takes another branch past 512 positions; with symbolic dims fed at 3 only,
-    a long branch that forgets to multiply passed --verify. The sites now run at longer
-    lengths too, and say at which shape a mismatch is."""
-    from rewriter.lowerings import dynamic
-
-    class Forgetful:  # the long branch returns its input
-        @staticmethod
-        def lower_3d(b, x3, v, levels, method):  # type: ignore[no-untyped-def]
-            return b.op("Identity", x3)
-
-    plans = _plans(_symbolic_model(elem, ["B", "N"], 1))
-    (right,) = check_sites(plans)
-    assert right.ok and not right.skipped, right
-    monkeypatch.setattr(dynamic, "blocked", Forgetful)
-    (check,) = check_sites(plans)
-    assert not check.ok and "shape [3, 513]" in check.detail, check
-
-
-def test_sites_feed_negative_run_time_axes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A lowering that treated a negative run-time axis as 0 passed the site check, which fed
-    axes 0 .. rank - 1 only."""
-    import rewriter.decompose
-
-    real = rewriter.decompose.decompose_cumprod
-
-    def clamped(model: onnx.ModelProto, **kwargs: object) -> onnx.ModelProto:
-        lowered = real(model, **kwargs)  # type: ignore[arg-type]
-        assert isinstance(lowered, onnx.ModelProto)
-        lowered.graph.initializer.append(helper.make_tensor("zero", TensorProto.INT64, [], [0]))
-        for node in lowered.graph.node:
-            node.input[:] = ["axis_clamped" if i == "axis" else i for i in node.input]
-        lowered.graph.node.insert(0, helper.make_node("Max", ["axis", "zero"], ["axis_clamped"]))
-        return lowered
-
-    plans = _plans(_symbolic_model(TensorProto.FLOAT, [2, 3, 4], None))
-    (right,) = check_sites(plans)
-    assert right.ok, right
-    monkeypatch.setattr(rewriter.decompose, "decompose_cumprod", clamped)
-    (check,) = check_sites(plans)
-    assert not check.ok and "axis -" in check.detail, check
-
-
-def test_a_site_that_cannot_run_is_reported_as_skipped() -> None:
-    """Rank unknown (a Loop-carried value declared without shape): the site check cannot
-    build its model; it says so, where it once printed ``[ok]``."""
-    model = _loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])], None)
-    (check,) = check_sites(_plans(model))
-    assert check.skipped and check.detail == "not checked: rank unknown", check
-
-
 # -- the command -------------------------------------------------------------------------------
+
 
 CORRUPT_SAVE = """
 import sys
@@ -606,11 +416,11 @@ def test_cli_verify_says_what_it_fed_and_what_it_skipped(
     from rewriter.cli import main
 
     symbolic = tmp_path / "sym.onnx"
-    onnx.save(_symbolic_model(TensorProto.FLOAT, ["B", "N"], 1), symbolic)
+    onnx.save(symbolic_model(TensorProto.FLOAT, ["B", "N"], 1), symbolic)
     assert main([str(symbolic), "-o", str(tmp_path / "sym.out.onnx"), "--verify"]) == 0
     assert "symbolic dims fed at B=3, N=4" in capsys.readouterr().out
     looped = tmp_path / "loop.onnx"
-    model = _loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])], None)
+    model = loop_model(lambda: [helper.make_node("CumProd", ["acc", "ax"], ["out"])], None)
     onnx.save(model, looped)  # rank unknown in the body
     assert main([str(looped), "-o", str(tmp_path / "loop.out.onnx"), "--verify"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -662,45 +472,25 @@ def test_a_failing_site_fails_the_whole_verify(
 ) -> None:
     """The outputs agree but a CumProd standalone does not (adversarial values the model's
     own feeds never reach): --verify is not ok."""
-    import rewriter.verify
+    import rewriter.verify.model
 
     original, rewritten = _rewrite(_two_outputs(), tmp_path, "m")
     assert _verify(original, rewritten, sites=True).ok
-    real = rewriter.verify.check_sites
+    real = rewriter.verify.model.check_sites
 
     def failing(*args: object, **kwargs: object) -> list[object]:
         return [dataclasses.replace(c, ok=False) for c in real(*args, **kwargs)]  # type: ignore[arg-type]
 
-    monkeypatch.setattr(rewriter.verify, "check_sites", failing)
+    monkeypatch.setattr(rewriter.verify.model, "check_sites", failing)
     result = _verify(original, rewritten, sites=True)
     assert all(o.ok for o in result.outputs) and result.sites
     assert not result.ok
 
 
-def test_sites_run_at_the_length_bound_itself(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With max_length, a symbolic scan axis is also checked at the bound (the longest
-    length the rewrite takes), not only below it."""
-    import rewriter.verify
-
-    shapes: list[tuple[int, ...]] = []
-    real = rewriter.verify._site_shapes
-
-    def recorded(*args: object, **kwargs: object) -> list[tuple[int, ...]]:
-        out = real(*args, **kwargs)  # type: ignore[arg-type]
-        shapes.extend(out)
-        return out
-
-    monkeypatch.setattr(rewriter.verify, "_site_shapes", recorded)
-    plans = _plans(_symbolic_model(TensorProto.FLOAT, [2, "N"], 1))
-    (check,) = check_sites(plans, max_length=40)
-    assert check.ok, check
-    assert (2, 40) in shapes and all(s[1] <= 40 for s in shapes), shapes
-
-
 def test_an_output_of_another_element_type_is_a_mismatch() -> None:
     """A runtime that hands back float64 for a float32 output fails the check even where
     the values agree."""
-    from rewriter.verify import _compare_value
+    from rewriter.verify.model import _compare_value
 
     expected = np.array([1.0, 2.0], np.float32)
     result, _ = _compare_value(expected.astype(np.float64), expected, 4.0, [2], None)
@@ -712,7 +502,7 @@ def test_an_output_of_another_element_type_is_a_mismatch() -> None:
 def _bfloat16_model() -> onnx.ModelProto:
     """y = CumProd(x, 1) with x and y bfloat16: onnxruntime's Python binding neither takes
     nor returns bfloat16 arrays."""
-    return _opset26(
+    return opset26(
         helper.make_graph(
             [helper.make_node("CumProd", ["x", "axis"], ["y"])],
             "bf16",
@@ -734,7 +524,7 @@ def test_bfloat16_inputs_and_outputs_are_verified(tmp_path: Path) -> None:
     assert [(c.name, c.dtype, c.skipped) for c in result.outputs] == [("y", "bfloat16", False)]
 
     def exclusive(model: onnx.ModelProto) -> None:  # y_k = x_0 .. x_{k-1}: a wrong rewrite
-        _reroute(
+        reroute(
             model,
             "y",
             [
@@ -760,7 +550,7 @@ def test_bfloat16_inputs_and_outputs_are_verified(tmp_path: Path) -> None:
 
 
 def _bfloat16_then(nodes: list[onnx.NodeProto], out: str, elem: int) -> onnx.ModelProto:
-    return _opset26(
+    return opset26(
         helper.make_graph(
             [helper.make_node("CumProd", ["x", "axis"], ["y"]), *nodes],
             "bf16_then",
@@ -801,14 +591,14 @@ def test_a_rewrite_onnxruntime_cannot_load_either_runs_in_the_reference(tmp_path
     assert result.runtime.startswith("onnx.reference (onnxruntime cannot load it either")
 
     def squared(model: onnx.ModelProto) -> None:
-        _reroute(model, "z", [helper.make_node("Mul", ["z_inner", "z_inner"], ["z"])])
+        reroute(model, "z", [helper.make_node("Mul", ["z_inner", "z_inner"], ["z"])])
 
     assert not verify_model(
         original, _edit(rewritten, tmp_path, squared), bound_ulps=BOUND, runs=2
     ).ok
 
 
-# -- wrong rewrites the whole-model runs used to miss (found by a red-team review) ------------
+# -- wrong rewrites the whole-model runs used to miss (found by a red-team review) -------------
 
 
 def _float_model(shape: list[int | str | None], axis: int | None = 1) -> onnx.ModelProto:
@@ -831,7 +621,7 @@ def _float_model(shape: list[int | str | None], axis: int | None = 1) -> onnx.Mo
             dim.ClearField("dim_param")
         for dim in graph.output[0].type.tensor_type.shape.dim:
             dim.ClearField("dim_param")
-    return _opset26(graph)
+    return opset26(graph)
 
 
 def _const(name: str, value: float, elem: int = TensorProto.FLOAT) -> onnx.TensorProto:
@@ -867,7 +657,7 @@ def _overflow_saturates(model: onnx.ModelProto) -> None:
             _const("ax1", 1, TensorProto.INT64),
         ]
     )
-    _reroute(
+    reroute(
         model,
         "y",
         [
@@ -889,7 +679,7 @@ def _underflow_unsigned(model: onnx.ModelProto) -> None:
     """A product that underflows to zero comes out +0 (zeros from zero inputs keep their
     sign)."""
     model.graph.initializer.extend([_const("zero", 0.0), _const("ax1", 1, TensorProto.INT64)])
-    _reroute(
+    reroute(
         model,
         "y",
         [
@@ -908,7 +698,7 @@ def _underflow_unsigned(model: onnx.ModelProto) -> None:
 
 def _zero_sign_dropped(model: onnx.ModelProto) -> None:  # y + 0: -0.0 becomes +0.0
     model.graph.initializer.append(_const("zero", 0.0))
-    _reroute(model, "y", [helper.make_node("Add", ["y_inner", "zero"], ["y"])])
+    reroute(model, "y", [helper.make_node("Add", ["y_inner", "zero"], ["y"])])
 
 
 def _negative_zero_inputs_positive(model: onnx.ModelProto) -> None:  # x + 0: -0.0 in is +0.0
@@ -963,7 +753,7 @@ def _dims_swapped(model: onnx.ModelProto) -> None:
             helper.make_node("Reshape", ["x", "swapped"], ["x_swapped"]),
         ],
     )
-    _reroute(model, "y", [helper.make_node("Reshape", ["y_inner", "sx"], ["y"])])
+    reroute(model, "y", [helper.make_node("Reshape", ["y_inner", "sx"], ["y"])])
 
 
 WHOLE_MODEL_MISSES = {
@@ -1015,7 +805,7 @@ def test_the_reference_multiplies_bfloat16_as_onnxruntime_does(tmp_path: Path) -
     import ml_dtypes
     from onnx.reference import ReferenceEvaluator
 
-    from rewriter.verify import _run_reference
+    from rewriter.verify.run import _run_reference
 
     path = tmp_path / "bf16.onnx"
     onnx.save(_bfloat16_model(), path)
@@ -1044,7 +834,7 @@ def _verify_as_the_command_does(original: Path, rewritten: Path) -> VerifyResult
 
 def _two_cumprods(a: int, a_shape: list[int], x_shape: list[int]) -> onnx.ModelProto:
     """ya = CumProd(a), y = CumProd(x) (float32), each along axis 1."""
-    return _opset26(
+    return opset26(
         helper.make_graph(
             [
                 helper.make_node("CumProd", ["a", "axis"], ["ya"]),
@@ -1065,7 +855,7 @@ def _two_cumprods(a: int, a_shape: list[int], x_shape: list[int]) -> onnx.ModelP
 
 
 def _y_in_bfloat16(model: onnx.ModelProto) -> None:  # the float32 CumProd's result rounded
-    _reroute(
+    reroute(
         model,
         "y",
         [
@@ -1077,7 +867,7 @@ def _y_in_bfloat16(model: onnx.ModelProto) -> None:  # the float32 CumProd's res
 
 def _y_off_by_1000_ulps(model: onnx.ModelProto) -> None:
     model.graph.initializer.append(_const("f", 1 + 2**-13))
-    _reroute(model, "y", [helper.make_node("Mul", ["y_inner", "f"], ["y"])])
+    reroute(model, "y", [helper.make_node("Mul", ["y_inner", "f"], ["y"])])
 
 
 @pytest.mark.parametrize(
@@ -1124,7 +914,12 @@ def test_a_bound_covers_the_sizes_fed_to_unnamed_dims(tmp_path: Path) -> None:
     rewritten = tmp_path / "r.onnx"
     onnx.save(rewriter.decompose_cumprod(model, strategy="dynamic"), rewritten)
     result = verify_model(
-        path, rewritten, bound_ulps=plan_bound(plan, {}), runs=3, plans=[plan], strategy="dynamic"
+        path,
+        rewritten,
+        bound_ulps=plan_bound(plan, {}),
+        runs=3,
+        plans=[plan],
+        sites=lower_sites([plan], strategy="dynamic"),
     )
     assert result.ok, [f"{c.name}: {c.detail}" for c in result.mismatches()]
 
@@ -1160,10 +955,10 @@ def test_a_long_float_axis_is_fed_products_in_range(
     README allows (a tree finite where the sequential kernel overflowed for a while). With
     the short axes' spread, 2^U(-1, 1), these feeds leave the range and the same rewrite is
     refused: the case the spread is for."""
-    from rewriter import verify
+    from rewriter.verify import feeds
 
     if spread != "shipped":
-        monkeypatch.setattr(verify, "_random_spread", lambda dtype, shape: 1.0)
+        monkeypatch.setattr(feeds, "_random_spread", lambda dtype, shape: 1.0)
     model = cumprod_model(TensorProto.FLOAT, (4, 65536), 1)
     result = _verify_as_the_command_does(*_rewrite(model, tmp_path, "long"))
     feeds = random_inputs(model, np.random.default_rng(0))
