@@ -371,7 +371,13 @@ NCNN_REFUSED = [  # (elem_type, dims, axis form, strategy, what the refusal says
     (TensorProto.DOUBLE, (3, 5), "initializer", "auto", "not double"),
     (TensorProto.FLOAT, ("a", "b"), "initializer", "chain", "cannot compute with symbolic dims"),
     (TensorProto.FLOAT, (3, 5), "input", "auto", "cannot take a run-time axis"),
-    (TensorProto.FLOAT, (3, 40), "initializer", "auto", "'radix' computes wrong values on ncnn"),
+    (
+        TensorProto.FLOAT,
+        (3, 40),
+        "initializer",
+        "auto",
+        "('radix' here) computes wrong values on ncnn",
+    ),
     (TensorProto.FLOAT, (3, 5), "initializer", "doubling", "no Pad with a value"),
 ]
 
