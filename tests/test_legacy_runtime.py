@@ -282,6 +282,8 @@ def _branch_cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray], o
     cases = []
     for cell in STATIC:
         strategy, elem_type, shape, axis, ex, rev, _ = cell
+        if strategy == "logsum32":  # test_branches' name for logsum on a target without float64
+            continue
         model = cumprod_model(elem_type, shape, axis, exclusive=ex, reverse=rev)
         lowered, used = _lower(model, strategy, 21)
         x = random_data(

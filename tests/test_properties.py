@@ -157,10 +157,11 @@ def run_case(case: dict) -> None:
     rng = np.random.default_rng(case["seed"])
     x = sprinkle_specials(elem_type, random_data(elem_type, shape, rng), rng, case["special_rate"])
     (actual,) = run_ort(proto, case_feeds(case, x))
-    problem = check_result(
-        elem_type, plan.lowering.name, actual, x, axis, exclusive=ex, reverse=rev
-    )
-    assert problem is None, f"{TYPE_NAMES[elem_type]} {plan.lowering.name} {case}: {problem}"
+    name = plan.lowering.name
+    if name == "logsum" and not TARGETS[case["target"]].float64:
+        name = "logsum32"  # the contract's row for logsum computed in float32
+    problem = check_result(elem_type, name, actual, x, axis, exclusive=ex, reverse=rev)
+    assert problem is None, f"{TYPE_NAMES[elem_type]} {name} {case}: {problem}"
 
 
 @_settings(100)

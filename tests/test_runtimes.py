@@ -90,7 +90,10 @@ OPENVINO_32BIT_INTS = (TensorProto.INT64, TensorProto.UINT64)
 # Limits of one axis form (warned for every form): (runtime, type, form) -> the bound its
 # cells are held to instead, in ulps. OpenVINO's Cast to bfloat16 truncates in a model with a
 # symbolic dim (found by a review from outside): the float32 product's one rounding, up to 1 ulp.
-FORM_LIMITS = {("openvino", TensorProto.BFLOAT16, "symbolic"): 1.0}
+# (openvino, bfloat16, symbolic) was one: OpenVINO's Cast to bfloat16 truncates where shapes
+# are dynamic; with this rewrite every such cell came out within the strict bound, so the
+# entry went (the target still warns, the cells are held to the README's bound).
+FORM_LIMITS: dict[tuple[str, int, str], float] = {}
 
 
 class RuntimeRefused(Exception):
