@@ -378,3 +378,16 @@ def test_auto_weighs_compile_time_where_it_was_measured(
     """scripts/results/compile-2026-12-06-summary.md: load / compile + first run against the
     CumSum model of the same shape."""
     assert _planned(cumprod_model(elem, dims, axis), target) == want
+
+
+def test_refusal_answers_why_not_for_a_lowering_and_for_auto() -> None:
+    """``rewriter.lowerings.refusal``: None where the lowering serves the node, else the
+    reason; auto is refused only where every matching row is."""
+    from rewriter.lowerings import refusal
+
+    (plan,) = plan_cumprods(ir.serde.deserialize_model(cumprod_model(F32, ("N", 4), 0)))
+    site = plan.site
+    assert refusal(site, "scan", TARGETS["onnxruntime"]) is None
+    assert "needs Loop, which tract lacks" in (refusal(site, "loop", TARGETS["tract"]) or "")
+    assert "max_length" in (refusal(site, "auto", TARGETS["portable"]) or "")
+    assert refusal(site, "auto", TARGETS["tract"]) is None  # scan takes a run-time length

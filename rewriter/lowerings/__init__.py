@@ -388,9 +388,9 @@ def _auto_refusal(
 ) -> str:
     """Why auto has no lowering here: the first refusal that an option would lift (a bound
     on the length, a later target opset), else the last candidate's."""
+    bounded = dataclasses.replace(spec, max_length=spec.max_length or 1 << 30)
     for name, reason in refused:
         lowering = LOWERINGS[name]
-        bounded = dataclasses.replace(spec, max_length=spec.max_length or 1 << 30)
         if _refused(lowering, bounded, runtime, opset) is None:
             return _as_auto(reason, name, runtime)
         if opset is not None and _refused(lowering, spec, runtime, None) is None:
