@@ -3,14 +3,12 @@ target opset that cannot be reached, a file that cannot be read or written."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
 
 import onnx_ir as ir
 
-if TYPE_CHECKING:
-    from rewriter.opset import Blocker
-
 __all__ = [
+    "Blocker",
     "CumProdError",
     "InputModelError",
     "InvalidCumProdError",
@@ -57,6 +55,21 @@ class InputModelError(ValueError):
 class TargetError(ValueError):
     """The model cannot be written in a form the target's runtime loads (e.g. its model-local
     functions cannot be inlined for a runtime that loads none): nothing is rewritten."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocker:
+    """A node that cannot be expressed at the target opset."""
+
+    op_type: str
+    version: int
+    location: str
+    node_name: str
+    reason: str
+
+    def __str__(self) -> str:
+        name = f" '{self.node_name}'" if self.node_name else ""
+        return f"{self.op_type}-{self.version}{name} in {self.location}: {self.reason}"
 
 
 class OpsetError(ValueError):

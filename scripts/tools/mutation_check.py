@@ -268,13 +268,13 @@ MUTANTS = [
     # found by a mutation review of opset / opset_rules / site / verify (2026-12-02)
     Mutant(
         "opset: a target above the model's own opset taken",
-        "rewriter/opset.py",
+        "rewriter/opset/check.py",
         "if not MIN_TARGET_OPSET <= target <= current:",
         "if not MIN_TARGET_OPSET <= target:",
     ),
     Mutant(
         "opset: Split-18 num_outputs path skips the type check",
-        "rewriter/opset.py",
+        "rewriter/opset/check.py",
         "                bad = _types_not_allowed(\n"
         "                    where,\n"
         "                    then,\n",
@@ -284,37 +284,37 @@ MUTANTS = [
     ),
     Mutant(
         "opset: a type the older op does not allow not refused",
-        "rewriter/opset.py",
+        "rewriter/opset/check.py",
         'elif name.startswith("tensor(") and name not in allowed:',
         "elif False:",
     ),
     Mutant(
         "opset: initializers left as graph inputs after onnx's converter",
-        "rewriter/opset.py",
+        "rewriter/opset/apply.py",
         "        if name not in inputs:\n            graph.inputs.remove(value)",
         "        pass",
     ),
     Mutant(
         "opset_rules: Pad wrap taken from opset 18",
-        "rewriter/opset_rules.py",
+        "rewriter/opset/rules.py",
         '("Pad", "mode"): {"wrap": 19}',
         '("Pad", "mode"): {"wrap": 18}',
     ),
     Mutant(
         "opset_rules: Mod of an unknown type taken as not float",
-        "rewriter/opset_rules.py",
+        "rewriter/opset/rules.py",
         "floating = dtype is None or dtype.is_floating_point()",
         "floating = dtype is not None and dtype.is_floating_point()",
     ),
     Mutant(
         "opset_rules: QDQ scale of unknown rank taken as 0-D",
-        "rewriter/opset_rules.py",
+        "rewriter/opset/rules.py",
         "if shape is None or shape.rank() != 0:",
         "if shape is not None and shape.rank() != 0:",
     ),
     Mutant(
         "opset_rules: dilations dropped when any (not all) is 1",
-        "rewriter/opset_rules.py",
+        "rewriter/opset/rules.py",
         "all(d == 1 for d in attr.value)",
         "any(d == 1 for d in attr.value)",
     ),
@@ -346,7 +346,7 @@ MUTANTS = [
     ),
     Mutant(
         "opset_rules: Split's default axis taken as -1",
-        "rewriter/opset_rules.py",
+        "rewriter/opset/rules.py",
         'axis = node.attributes.get_int("axis", 0)\n    if shape is None',
         'axis = node.attributes.get_int("axis", -1)\n    if shape is None',
     ),
@@ -456,7 +456,7 @@ MUTANTS = [
     ),
     Mutant(
         "opset: functions called through a reached function taken as never called",
-        "rewriter/opset.py",
+        "rewriter/opset/check.py",
         "                pending.append(model.functions[key])\n",
         "                pass\n",
     ),
@@ -826,19 +826,19 @@ MUTANTS = [
     ),
     Mutant(
         "opset_rules: a BitShift-28 shift by the width or more taken below 28",
-        "rewriter/opset_rules.py",
+        "rewriter/opset/rules.py",
         "if bool(((amounts >= 0) & (amounts < width)).all()):",
         "if bool(((amounts >= 0) & (amounts <= width)).all()):",
     ),
     Mutant(
         "opset_rules: a saturating FNUZ Cast-24 relabelled below 24",
-        "rewriter/opset_rules.py",
+        "rewriter/opset/rules.py",
         'if node.attributes.get_int("saturate", 1) == 0:',
         'if node.attributes.get_int("saturate", 0) == 0:',
     ),
     Mutant(
         "opset: a function importing an older ai.onnx raised to the target",
-        "rewriter/opset.py",
+        "rewriter/opset/check.py",
         "        if where.opset < target:  # a function",
         "        if False:  # a function",
     ),
