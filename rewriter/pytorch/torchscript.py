@@ -1,43 +1,6 @@
-"""``torch.onnx.export`` for models that call ``torch.cumprod``, with either exporter.
-
-torch's exporters have no translation for ``aten::cumprod`` (PyTorch issue 102948): the
-dynamo one's torchlib raises NotImplementedError, the TorchScript one says "Exporting the
-operator 'aten::cumprod' to ONNX opset version N is not supported".
-
-- ``dynamo=True``: :func:`translation_table` returns one for ``custom_translation_table=``::
-
-      torch.onnx.export(model, args, dynamo=True,
-                        custom_translation_table=rewriter.pytorch.translation_table())
-
-  It emits the same lowerings as the pass (``rewriter.lowerings.lower`` with the lowering
-  ``choose(site, "auto")`` picks), through the exporter's op recorder, at the exporter's
-  opset.
-- ``dynamo=False``: :func:`register_torchscript_symbolic` registers a symbolic for the
-  TorchScript exporter, once, for every opset from 11 to 20::
-
-      rewriter.pytorch.register_torchscript_symbolic()
-      torch.onnx.export(model, args, f, dynamo=False, opset_version=17)
-
-  The symbolic runs the pass on a one-CumProd model of the input's type and dims at the
-  export's opset (:func:`lowered_cumprod`) and writes the result into the exporter's graph.
-
-Either way the file has no CumProd: it runs on onnxruntime 1.20.1 and later. Integers are
-bit-exact (wraparound included); floats hold each lowering's stated bound.
-
-torch's semantics are kept: the input is cast to ``dtype=`` first when given; without it, bool
-and integer inputs give int64 (as ``torch.cumprod`` does). A ``dtype`` narrower than the
-input's integer type (int32 from int64; int8, uint8, int16) is computed in int64 and wrapped to
-its width with ``Mod``, never by an out-of-range Cast. A 0-D input comes back cast.
-
-torch is imported only by the functions that need it (``pip install
-cumprod-rewriter[torch]``).
-
-Exporter detail (torch 2.13, dynamo): its op recorder gives an op one output per declared
-output parameter and passes every argument to the first variadic input, so a ``Loop`` with a
-carried value and a scan output cannot be recorded from the ONNX schema as it is. Ops with
-variadic parameters are therefore recorded with a schema of the same op whose parameters are
-fixed to the arity used (:func:`fixed_arity_schema`); the node is the standard ONNX op.
-"""
+"""``torch.onnx.export(..., dynamo=False)``: a symbolic for the TorchScript exporter that runs
+the pass on a one-CumProd model at the export's opset and writes the result into the
+exporter's graph (see :mod:`rewriter.pytorch`)."""
 
 from __future__ import annotations
 
@@ -49,234 +12,21 @@ from typing import Any, cast
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxscript
-from onnxscript.onnx_types import TensorType
 
 from rewriter import lowerings
-from rewriter.decompose import node_warnings
-from rewriter.site import CUMPROD_TYPES, FLOAT_TYPES, CumProdSite, ScanSpec
+from rewriter.pytorch.semantics import LOCATION, NARROW_INTS, compute_dtype, result_dtype, wrap
+from rewriter.site import CUMPROD_TYPES
 from rewriter.targets import DEFAULT_TARGET, target_named
 
 __all__ = [
     "TORCHSCRIPT_MIN_OPSET",
-    "ExporterBuilder",
-    "cumprod_function",
-    "fixed_arity_schema",
     "lowered_cumprod",
     "register_torchscript_symbolic",
     "torchscript_symbolic",
-    "translation_table",
     "unregister_torchscript_symbolic",
 ]
 
-# The ai.onnx version torchlib emits at; used when the exporter's recorder does not say.
-_FALLBACK_OPSET = 18
-_LOCATION = "aten::cumprod (torch.onnx.export)"
 logger = logging.getLogger(__name__)
-# Integer types torch.cumprod can return that CumProd does not take: computed in int64 and
-# wrapped to their width.
-_NARROW_INTS = {
-    ir.DataType.UINT8: (8, False),
-    ir.DataType.INT8: (8, True),
-    ir.DataType.INT16: (16, True),
-    ir.DataType.UINT16: (16, False),
-    ir.DataType.INT32: (32, True),
-}
-# Integer types whose every value an int32 holds (a Cast to int32 is then in range).
-_FITS_INT32 = {
-    ir.DataType.BOOL,
-    ir.DataType.UINT8,
-    ir.DataType.INT8,
-    ir.DataType.INT16,
-    ir.DataType.UINT16,
-    ir.DataType.INT32,
-}
-_VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic
-_SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
-
-
-def fixed_arity_schema(
-    schema: onnx.defs.OpSchema, num_inputs: int, num_outputs: int
-) -> onnx.defs.OpSchema:
-    """``schema`` with its variadic input / output parameter expanded into as many single
-    parameters as a node uses (same op, domain, version, types and attributes)."""
-
-    def expand(
-        params: Sequence[onnx.defs.OpSchema.FormalParameter], count: int
-    ) -> list[onnx.defs.OpSchema.FormalParameter]:
-        fixed = [p for p in params if p.option != _VARIADIC]
-        result = []
-        for param in params:
-            if param.option != _VARIADIC:
-                result.append(
-                    onnx.defs.OpSchema.FormalParameter(
-                        param.name, param.type_str, param_option=param.option
-                    )
-                )
-                continue
-            for k in range(count - len(fixed)):
-                result.append(
-                    onnx.defs.OpSchema.FormalParameter(
-                        f"{param.name}_{k}", param.type_str, param_option=_SINGLE
-                    )
-                )
-        return result
-
-    return onnx.defs.OpSchema(
-        schema.name,
-        schema.domain,
-        schema.since_version,
-        inputs=expand(schema.inputs, num_inputs),
-        outputs=expand(schema.outputs, num_outputs),
-        type_constraints=[
-            (c.type_param_str, list(c.allowed_type_strs), c.description)
-            for c in schema.type_constraints
-        ],
-        attributes=[
-            onnx.defs.OpSchema.Attribute(a.name, a.type, a.description, required=a.required)
-            for a in schema.attributes.values()
-        ],
-    )
-
-
-class ExporterBuilder(lowerings.Builder):
-    """Emits each node through onnxscript's current evaluator: inside a translation function
-    that is torch's op recorder, which adds the nodes to the exported graph. Subgraph bodies
-    (:meth:`child`) are plain ``ir.Graph``s whose nodes refer to the recorder's values."""
-
-    def __init__(self, opset: int, names: lowerings.NameSource, prefix: str) -> None:
-        super().__init__(opset, names, prefix)
-        self._opset = onnxscript.values.Opset("", opset)
-
-    def op_multi(
-        self, op_type: str, *inputs: ir.Value | None, n_out: int, **attributes: object
-    ) -> Sequence[ir.Value]:
-        schema = onnx.defs.get_schema(op_type, self.opset, "")
-        if any(p.option == _VARIADIC for p in [*schema.inputs, *schema.outputs]):
-            schema = fixed_arity_schema(schema, len(inputs), n_out)
-        op = onnxscript.values.Op(self._opset, op_type, schema)
-        result = op(*inputs, **attributes)
-        outputs = [result] if isinstance(result, ir.Value) else list(result)
-        if len(outputs) != n_out:  # a recorder that counts outputs differently
-            raise RuntimeError(
-                f"the op recorder gave {op_type} {len(outputs)} output(s), expected {n_out}"
-            )
-        return outputs
-
-
-def _recorder_opset() -> int:
-    """The ai.onnx version of the exporter's op recorder (the current onnxscript evaluator)."""
-    from onnxscript import evaluator
-
-    version = getattr(getattr(evaluator.default(), "opset", None), "version", None)
-    return version if isinstance(version, int) else _FALLBACK_OPSET
-
-
-def _result_dtype(x_dtype: ir.DataType, dtype: int | None) -> ir.DataType:
-    """torch.cumprod's output type: ``dtype`` when given, else int64 for bool and integer
-    inputs and the input's own type for floats."""
-    if dtype is not None and dtype >= 0:
-        return ir.DataType(dtype)
-    return x_dtype if x_dtype in FLOAT_TYPES else ir.DataType.INT64
-
-
-def _compute_dtype(x_dtype: ir.DataType, out: ir.DataType) -> ir.DataType:
-    """The type the CumProd runs in for torch's result type ``out``. torch casts to ``dtype``
-    first. An integer result narrower than the input's integer type is computed in int64
-    from the whole input: the low bits of a product depend only on the low bits of its
-    factors, so wrapping at the end (:func:`_wrap`) is the same."""
-    if out in _NARROW_INTS and not (out == ir.DataType.INT32 and x_dtype in _FITS_INT32):
-        return ir.DataType.INT64
-    return out
-
-
-def _wrap(b: lowerings.Builder, y: ir.Value, dtype: ir.DataType) -> ir.Value:
-    """int64 ``y`` reduced to the width of ``dtype`` (two's complement), then cast (in range)."""
-    bits, signed = _NARROW_INTS[dtype]
-    low = b.op("Mod", y, b.const(1 << bits))  # in [0, 2^bits): Mod takes the divisor's sign
-    if signed:
-        half = b.const(1 << (bits - 1))
-        low = b.op("Where", b.op("Less", low, half), low, b.op("Sub", low, b.const(1 << bits)))
-    return b.cast(low, dtype)
-
-
-def cumprod_function(
-    strategy: str = "auto", *, target: str = DEFAULT_TARGET, max_length: int | None = None
-) -> Callable[..., TensorType]:
-    """The translation function for ``aten::cumprod(Tensor self, int dim, *, ScalarType?
-    dtype=None)``; the exporter calls it with ``self`` an ``ir.Value``, ``dim`` an int and
-    ``dtype`` an ONNX data type (or -1 / None). ``max_length``: as for the pass."""
-    lowerings.check_strategy(strategy)
-    bound = lowerings.whole_number("max_length", max_length, 1)
-    runtime = target_named(target)
-    names = lowerings.NameSource(())
-
-    # The annotations are what the exporter builds the op's signature from: TensorType is
-    # onnxscript's "any tensor"; it passes an ir.Value.
-    def aten_cumprod(self: TensorType, dim: int, dtype: int = -1) -> TensorType:
-        x = cast(ir.Value, self)
-        if x.dtype is None or x.shape is None:
-            raise ValueError(f"{_LOCATION}: the type and shape of the input must be known")
-        out = _result_dtype(x.dtype, dtype)
-        if out not in CUMPROD_TYPES and out not in _NARROW_INTS:
-            raise ValueError(f"{_LOCATION}: no lowering for output type {out.name.lower()}")
-        compute = _compute_dtype(x.dtype, out)
-        b = ExporterBuilder(_recorder_opset(), names, "cumprod")
-        xc = x if x.dtype == compute else b.cast(x, compute)
-        rank = x.shape.rank()
-        if rank == 0:
-            y = xc if xc is not x else b.op("Identity", x)
-        else:
-            if not -rank <= dim < rank:
-                raise ValueError(f"{_LOCATION}: dim {dim} is out of range for rank {rank}")
-            dims = tuple(d if isinstance(d, int) else (d.value or None) for d in x.shape.dims)
-            spec = ScanSpec(
-                dtype=compute,
-                exclusive=False,
-                reverse=False,
-                dims=dims,
-                axis=dim % rank,
-                max_length=bound,
-            )
-            site = CumProdSite(
-                x=xc,
-                axis_value=None,
-                spec=spec,
-                name="aten::cumprod",
-                location=_LOCATION,
-                opset=b.opset,
-            )
-            lowering = lowerings.choose(site, strategy, runtime)
-            for message in node_warnings(site, lowering, runtime):
-                logger.warning("%s: %s (target %s)", _LOCATION, message, runtime.name)
-            y = lowerings.lower(b, site, lowering, runtime)
-        if compute != out:  # an integer type narrower than the input's
-            y = _wrap(b, y, out)
-        return cast(TensorType, y)
-
-    return aten_cumprod
-
-
-def translation_table(
-    strategy: str = "auto", *, target: str = DEFAULT_TARGET, max_length: int | None = None
-) -> dict[Any, Callable[..., TensorType]]:
-    """``{torch.ops.aten.cumprod.default: fn}`` for ``torch.onnx.export(...,
-    custom_translation_table=...)``. In-place (``cumprod_``) and ``out=`` calls reach the
-    exporter as ``aten::cumprod.default`` after functionalization.
-
-    Args:
-        strategy: ``"auto"`` or a lowering name, as for the pass.
-        target: The runtime whose kernel gaps to work around, as for the pass.
-        max_length: A bound on scanned lengths known only at run time (a dynamic dim), as
-            for the pass: the targets without Loop and Scan need it there.
-    """
-    import torch
-
-    function = cumprod_function(strategy, target=target, max_length=max_length)
-    return {torch.ops.aten.cumprod.default: function}
-
-
-# -- torch.onnx.export(..., dynamo=False): the TorchScript exporter -------------------------
 
 
 def lowered_cumprod(
@@ -294,8 +44,8 @@ def lowered_cumprod(
     output, no CumProd), for an x of type ``x_dtype`` and dims ``dims`` (None: not static;
     ``dims`` None: rank unknown).
 
-    Built as a one-CumProd opset-26 model with torch's casts around it (:func:`_result_dtype`,
-    :func:`_compute_dtype`, :func:`_wrap`), then lowered by the project's pass
+    Built as a one-CumProd opset-26 model with torch's casts around it (:func:`result_dtype`,
+    :func:`compute_dtype`, :func:`wrap`), then lowered by the project's pass
     (:func:`rewriter.decompose.decompose_cumprod` with ``target_opset=opset``): the same
     lowering choice, target refusals, per-node warnings, opset conversion and full ONNX check
     as the command line gives.
@@ -306,13 +56,13 @@ def lowered_cumprod(
     """
     from rewriter.decompose import decompose_cumprod
 
-    out = _result_dtype(x_dtype, None if dtype is None else int(dtype))
-    if out not in CUMPROD_TYPES and out not in _NARROW_INTS:
-        raise ValueError(f"{_LOCATION}: no lowering for output type {out.name.lower()}")
-    compute = _compute_dtype(x_dtype, out)
+    out = result_dtype(x_dtype, None if dtype is None else int(dtype))
+    if out not in CUMPROD_TYPES and out not in NARROW_INTS:
+        raise ValueError(f"{LOCATION}: no lowering for output type {out.name.lower()}")
+    compute = compute_dtype(x_dtype, out)
     if opset < _BFLOAT16_OPSET and ir.DataType.BFLOAT16 in (x_dtype, out):
         raise ValueError(
-            f"{_LOCATION}: bfloat16 needs ai.onnx opset {_BFLOAT16_OPSET} or later (Cast and "
+            f"{LOCATION}: bfloat16 needs ai.onnx opset {_BFLOAT16_OPSET} or later (Cast and "
             f"Mul take it from there), not {opset}: export with a higher opset_version"
         )
     shape = None if dims is None else ir.Shape(list(dims))
@@ -323,11 +73,11 @@ def lowered_cumprod(
         y = b.op("Identity", xc)
     else:
         if dims is not None and not -len(dims) <= dim < len(dims):
-            raise ValueError(f"{_LOCATION}: dim {dim} is out of range for rank {len(dims)}")
+            raise ValueError(f"{LOCATION}: dim {dim} is out of range for rank {len(dims)}")
         y = b.op("CumProd", xc, b.const(dim))
         y.producer().name = "aten::cumprod"  # type: ignore[union-attr]
     if compute != out:  # an integer type narrower than the input's
-        y = _wrap(b, y, out)
+        y = wrap(b, y, out)
     y.name, y.type, y.shape = "y", ir.TensorType(out), shape
     graph = ir.Graph(
         [x], [y], nodes=b.nodes, opset_imports={"": _CUMPROD_OPSET}, name="torch.onnx.export"
@@ -406,7 +156,7 @@ class _TorchGraphWriter:
 
     def _node(self, sink: Any, node: ir.Node, env: dict[ir.Value, Any]) -> None:
         if node.domain not in ("", "ai.onnx"):
-            raise ValueError(f"{_LOCATION}: a lowered node in domain '{node.domain}'")
+            raise ValueError(f"{LOCATION}: a lowered node in domain '{node.domain}'")
         inputs = [self._input(sink, value, env) for value in node.inputs]
         attributes: dict[str, object] = {}
         bodies: list[ir.Graph] = []
@@ -500,7 +250,7 @@ class _TorchGraphWriter:
             return none
         if value not in env:  # only in a graph of its own (Scan): If / Loop share env
             raise ValueError(
-                f"{_LOCATION}: a lowered Scan body reads '{value.name}' from the outer graph, "
+                f"{LOCATION}: a lowered Scan body reads '{value.name}' from the outer graph, "
                 "which the TorchScript exporter cannot write"
             )
         return env[value]
@@ -517,7 +267,7 @@ class _TorchGraphWriter:
         if attr.type == ir.AttributeType.TENSOR:
             return self._tensor_attr(attr.as_tensor(), name)
         if attr.type not in kinds:
-            raise ValueError(f"{_LOCATION}: a lowered node with a {attr.type.name} attribute")
+            raise ValueError(f"{LOCATION}: a lowered node with a {attr.type.name} attribute")
         value = attr.value
         if attr.type in (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS):
             value = list(value)
@@ -555,7 +305,7 @@ def torchscript_symbolic(
         wanted = get_const(dtype, "i", "dtype")
         known = self.type()
         if not isinstance(known, torch._C.TensorType) or known.dtype() is None:
-            raise ValueError(f"{_LOCATION}: the element type of the input is not known")
+            raise ValueError(f"{LOCATION}: the element type of the input is not known")
         x_dtype = _ir_dtype(known.dtype())
         if wanted is None and out is not None:  # out= without dtype=: out's type is dtype=
             out_type = out.type()
