@@ -290,3 +290,25 @@ def _assert_weights_equal(source: Path, output: Path) -> None:
     assert set(before) <= set(after)
     for name, tensor in before.items():
         assert after[name].raw_data == tensor.raw_data, name
+
+
+def test_inline_weights_over_the_inline_limit_go_to_a_data_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inline weights too large for one model file are written by onnx_ir's external-data
+    save, copied from the input model file (the limit lowered here to this model's size)."""
+    monkeypatch.setattr("rewriter.io.atomic._INLINE_LIMIT", 64 << 10)
+    source = tmp_path / "m.onnx"
+    onnx.save(_model(), source)
+    report = convert_file(source, tmp_path / "out" / "m.onnx")
+    assert report.status == "rewritten", report.error
+    (data,) = (tmp_path / "out").glob("m.onnx.*.data")
+    output = tmp_path / "out" / "m.onnx"
+    onnx.checker.check_model(str(output))
+    loaded = onnx.load(str(output))  # the external data read back in
+    expected = onnx.load(str(source))
+    after = {t.name: numpy_helper.to_array(t) for t in loaded.graph.initializer}
+    for tensor in expected.graph.initializer:
+        if tensor.name != "axis":
+            np.testing.assert_array_equal(after[tensor.name], numpy_helper.to_array(tensor))
+    assert data.stat().st_size >= sum(a.nbytes for a, _ in LARGE.values())
