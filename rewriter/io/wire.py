@@ -210,8 +210,10 @@ def _fields(buf: mmap.mmap | bytes, start: int, end: int) -> Iterator[tuple[int,
 
 
 def _required_bytes(tensor: onnx.TensorProto) -> int | None:
-    """Bytes of raw_data the tensor's shape and type need; None if it has no elements or an
-    element type without a fixed width."""
+    """Bytes of raw_data the tensor's shape and type need; None if it has no elements, a
+    negative dimension, or an element type without a fixed width."""
+    if any(dim < 0 for dim in tensor.dims):
+        return None
     count = 1
     for dim in tensor.dims:
         count *= dim
