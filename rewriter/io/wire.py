@@ -230,21 +230,21 @@ def _required_bytes(tensor: onnx.TensorProto) -> int | None:
     return (count * dtype.bitwidth + 7) // 8
 
 
-def _header_of(
-    buf: mmap.mmap, start: int, end: int, strip_over: int
-) -> tuple[onnx.TensorProto, Span | None]:
-    """The TensorProto in ``buf[start:end]``, its raw_data left out (and its Span given) when
-    it is one large raw_data field, exactly the size its shape and type need, and nothing
-    else holds a value: a tensor the checker would question is read whole."""
+def _header_of(buf: mmap.mmap, start: int, end: int, strip_over: int) -> tuple[bytes, Span] | None:
+    """The TensorProto in ``buf[start:end]`` serialised without its raw_data, and where that
+    is, when it is one large raw_data field, exactly the size its shape and type need, and
+    nothing else holds a value; None otherwise (a tensor the checker would question, or a
+    small one, is read whole)."""
     raw = [
         (first, payload, after)
         for n, first, payload, after in _fields(buf, start, end)
         if n == _TENSOR_RAW_DATA
     ]
     if len(raw) != 1 or raw[0][2] - raw[0][1] <= strip_over:
-        return onnx.TensorProto.FromString(buf[start:end]), None
+        return None
     first, payload, after = raw[0]
-    header = onnx.TensorProto.FromString(buf[start:first] + buf[after:end])
+    data = buf[start:first] + buf[after:end]
+    header = onnx.TensorProto.FromString(data)
     plain = (
         header.name
         and not header.HasField("segment")
@@ -253,33 +253,38 @@ def _header_of(
         and not any(len(getattr(header, field)) for field in _VALUE_FIELDS)
         and _required_bytes(header) == after - payload
     )
-    if not plain:
-        return onnx.TensorProto.FromString(buf[start:end]), None
-    return header, Span(payload, after - payload)
+    return (data, Span(payload, after - payload)) if plain else None
 
 
 def _take_apart(buf: mmap.mmap, strip_over: int) -> ModelHeader:
-    size = len(buf)
-    graphs = [f for f in _fields(buf, 0, size) if f[0] == _MODEL_GRAPH]
+    """The model in ``buf`` parsed once, from its bytes with each large initializer's
+    raw_data field cut out (the lengths of the messages around it re-encoded)."""
+    graphs = [f for f in _fields(buf, 0, len(buf)) if f[0] == _MODEL_GRAPH]
     if len(graphs) != 1:
         raise _NotSimple("not one graph field")
     _, g_first, g_start, g_end = graphs[0]
-    proto = onnx.ModelProto.FromString(buf[:g_first] + buf[g_end:])
-    rest = bytearray()
+    graph = bytearray()
     spans: dict[str, Span] = {}
-    names: list[str] = []
+    kept = g_start  # buf[kept:first] is copied as it is
     for number, first, payload, after in _fields(buf, g_start, g_end):
         if number != _GRAPH_INITIALIZER:
-            rest += buf[first:after]
             continue
-        tensor, span = _header_of(buf, payload, after, strip_over)
-        proto.graph.initializer.append(tensor)
-        names.append(tensor.name)
-        if span is not None:
-            spans[tensor.name] = span
-    if len(set(names)) != len(names) and spans:
+        found = _header_of(buf, payload, after, strip_over)
+        if found is None:
+            continue
+        data, span = found
+        spans[onnx.TensorProto.FromString(data).name] = span
+        graph += buf[kept:first]
+        graph += _key(_GRAPH_INITIALIZER) + _encode_varint(len(data)) + data
+        kept = after
+    if not spans:
+        return ModelHeader(onnx.ModelProto.FromString(buf[:]), {})
+    graph += buf[kept:g_end]
+    message = buf[:g_first] + _key(_MODEL_GRAPH) + _encode_varint(len(graph)) + graph
+    proto = onnx.ModelProto.FromString(message + buf[g_end:])
+    names = [tensor.name for tensor in proto.graph.initializer]
+    if len(set(names)) != len(names):
         raise _NotSimple("an initializer name repeats")
-    proto.graph.MergeFromString(bytes(rest))
     return ModelHeader(proto, spans)
 
 

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rewriter import io
 from rewriter.convert import convert_file
-from rewriter.io.wire import STRIP_OVER, InlineTensor
+from rewriter.io.wire import STRIP_OVER, InlineTensor, read_header
 from tests.helpers import cumprod_model, op_types
 
 N = 4 * STRIP_OVER  # elements per large initializer: each is left in the file when read
@@ -312,3 +312,23 @@ def test_inline_weights_over_the_inline_limit_go_to_a_data_file(
         if tensor.name != "axis":
             np.testing.assert_array_equal(after[tensor.name], numpy_helper.to_array(tensor))
     assert data.stat().st_size >= sum(a.nbytes for a, _ in LARGE.values())
+
+
+def test_the_header_is_the_model_without_its_large_initializers_bytes(tmp_path: Path) -> None:
+    """read_header gives onnx.load's message, field for field and in order, with the large
+    initializers' raw_data cleared, and where those bytes are in the file."""
+    source = tmp_path / "m.onnx"
+    onnx.save(_model(), source)
+    header = read_header(source)
+    expected = onnx.load(str(source))
+    content = source.read_bytes()
+    assert set(header.spans) == set(LARGE)
+    for tensor in expected.graph.initializer:
+        span = header.spans.get(tensor.name)
+        if span is not None:
+            assert content[span.offset : span.offset + span.length] == tensor.raw_data
+            tensor.ClearField("raw_data")
+    assert header.proto == expected
+    assert [t.name for t in header.proto.graph.initializer] == [
+        t.name for t in expected.graph.initializer
+    ]
