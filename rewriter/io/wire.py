@@ -25,7 +25,7 @@ or more) is read whole by ``onnx.load``, with its errors.
 
 Measured (``scripts/results/memory-2026-12-06-inline.md``): the CLI on 256 MiB of inline
 weights peaked at 101 MiB of resident memory (1,117 MiB when read, checked and saved whole),
-on 1 GiB at 120 MiB (4,189 MiB); the interpreter alone takes about 90 MiB.
+on 1 GiB at 120–125 MiB (4,189 MiB); the interpreter alone takes about 90 MiB.
 """
 
 from __future__ import annotations
