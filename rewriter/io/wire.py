@@ -25,7 +25,7 @@ or more) is read whole by ``onnx.load``, with its errors.
 
 Measured (``scripts/results/memory-2026-12-06-inline.md``): the CLI on 256 MiB of inline
 weights peaked at 101 MiB of resident memory (1,117 MiB when read, checked and saved whole),
-on 1 GiB at 120–125 MiB (4,189 MiB); the interpreter alone takes about 90 MiB.
+on 1 GiB at 120 to 125 MiB (4,189 MiB); the interpreter alone takes about 90 MiB.
 """
 
 from __future__ import annotations
@@ -325,9 +325,10 @@ def inline_tensors(model: ir.Model, path: str | os.PathLike[str], spans: dict[st
     """Make the main-graph initializers named in ``spans`` :class:`InlineTensor` views of
     the model file at ``path`` (they were deserialized from a header without their data)."""
     for name, span in spans.items():
-        value = model.graph.initializers[name]
-        old = value.const_value
-        assert old is not None
+        value = model.graph.initializers.get(name)
+        old = value.const_value if value is not None else None
+        if value is None or old is None:  # never left without its data
+            raise ModelFileError(f"{path}: initializer '{name}' was not read as one")
         value.const_value = InlineTensor(
             path,
             span,
