@@ -6,9 +6,12 @@
   read a file as external data).
 - :mod:`~rewriter.io.atomic`: staged writes whose commit point is the model's rename,
   modes and owners kept.
+- :mod:`~rewriter.io.wire`: large inline initializers read where they lie in the model file
+  and written streamed, so that no step holds a copy of the weights in memory.
 
 Loading and saving are onnx_ir's (weights in external data files memory-mapped; ``ir.save``
-with ``external_data=``).
+with ``external_data=``); inline weights are onnx_ir external tensors over the model file
+itself, written back inline (:mod:`~rewriter.io.wire`).
 """
 
 from __future__ import annotations

@@ -19,12 +19,19 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
-from rewriter.checker import tensors_in_memory
+from rewriter.checker import replace_tensors, tensors_in_memory
 from rewriter.errors import ModelFileError
 from rewriter.graphs import graphs_of
-from rewriter.io.load import _external_entries, _initializer_tensors, _read_proto, data_files
+from rewriter.io.load import (
+    _external_entries,
+    _initializer_tensors,
+    _read_header,
+    data_files,
+    run_checker,
+)
 from rewriter.io.plan import STAGING_PREFIX, _stream_file, _warn_unreferenced, is_staging
-from rewriter.protos import model_graphs
+from rewriter.io.wire import InlineTensor, file_tensors, read_header, streamable, write_model
+from rewriter.protos import model_graphs, model_tensors
 
 __all__ = [
     "atomic_copy",
@@ -172,7 +179,7 @@ def _commit(
 def _needs_external(model: ir.Model) -> bool:
     total = 0
     for tensor in _initializer_tensors(model):
-        if isinstance(tensor, ir.ExternalTensor):
+        if isinstance(tensor, ir.ExternalTensor) and not isinstance(tensor, InlineTensor):
             return True
         total += tensor.nbytes
     return total > _INLINE_LIMIT
@@ -220,21 +227,12 @@ def save_model(
         )
         staged = stage / target.name
         try:
-            with tensors_in_memory(model, for_save=True):  # what ir.save does not move
-                ir.save(
-                    model,
-                    staged,
-                    external_data=data_name,
-                    size_threshold_bytes=_inline_threshold(model),
-                )
-            described = _described_initializers(model) if data_name is not None else {}
-            if training_info or described:
-                proto = onnx.load(str(staged), load_external_data=False)
-                proto.training_info.extend(training_info)
-                _describe_initializers(proto, described)
-                onnx.save(proto, str(staged))
+            if data_name is None:
+                _save_inline(model, staged, training_info)
+            else:
+                _save_external(model, staged, data_name, training_info)
             if check:
-                onnx.checker.check_model(str(staged), full_check=False)
+                run_checker(staged, read_header(staged))
         except onnx.checker.ValidationError as exc:
             first = str(exc).strip().splitlines()[0]
             raise ModelFileError(
@@ -252,6 +250,75 @@ def save_model(
             else:  # every tensor small enough to stay in the model: no data file
                 staged_data.unlink()
         return _commit(target, staged, data, source)
+
+
+def _save_inline(
+    model: ir.Model, staged: Path, training_info: Sequence[onnx.TrainingInfoProto]
+) -> None:
+    """Write ``model`` to ``staged`` as one file, as ``ir.save`` would, with the large
+    main-graph initializers' bytes streamed from their tensors (:func:`write_model`), not
+    serialised in memory: each is serialised as a data-less stand-in, whose place in the
+    message the stream fills."""
+    big = streamable(model)
+    standing = {id(tensor) for tensor in big.values()}
+
+    def stand_in(
+        graph: ir.Graph, tensor: ir.TensorProtocol, initializer: bool
+    ) -> ir.TensorProtocol:
+        if not (initializer and graph is model.graph and id(tensor) in standing):
+            return tensor
+        return ir.ExternalTensor(
+            "",
+            None,
+            None,
+            tensor.dtype,
+            shape=ir.Shape(tensor.shape.numpy()),
+            name=tensor.name or "",
+            doc_string=tensor.doc_string,
+            metadata_props=dict(tensor.metadata_props),
+        )
+
+    with tensors_in_memory(model, for_save=True):  # what is not a main-graph initializer
+        restore = replace_tensors(model, stand_in)
+        try:
+            proto = ir.serde.serialize_model(model)
+        finally:
+            restore()
+    streamed = {}
+    for index, tensor in enumerate(proto.graph.initializer):
+        if tensor.name in big and tensor.data_location == onnx.TensorProto.EXTERNAL:
+            tensor.ClearField("data_location")
+            tensor.ClearField("external_data")
+            streamed[index] = big[tensor.name]
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model_tensors(proto)):
+        raise ModelFileError(f"{staged.name}: a tensor would be written as a file reference")
+    proto.training_info.extend(training_info)
+    with open(staged, "wb") as file:
+        write_model(proto, streamed, file)
+
+
+def _save_external(
+    model: ir.Model,
+    staged: Path,
+    data_name: str,
+    training_info: Sequence[onnx.TrainingInfoProto],
+) -> None:
+    """``ir.save`` with the large tensors in the data file ``data_name`` beside ``staged``
+    (streamed by onnx_ir), then what it does not carry put back into the (small) model
+    file: ``training_info`` and the initializers' descriptions."""
+    with tensors_in_memory(model, for_save=True):  # what ir.save does not move
+        ir.save(
+            model,
+            staged,
+            external_data=data_name,
+            size_threshold_bytes=_inline_threshold(model),
+        )
+    described = _described_initializers(model)
+    if training_info or described:
+        proto = onnx.load(str(staged), load_external_data=False)
+        proto.training_info.extend(training_info)
+        _describe_initializers(proto, described)
+        onnx.save(proto, str(staged))
 
 
 def _described_initializers(model: ir.Model) -> dict[str, tuple[str, dict[str, str]]]:
@@ -306,7 +373,8 @@ def atomic_copy(source: Path, target: Path) -> list[Path]:
     name ``<target name>.<random>.data`` and the model's locations are changed to match
     (nothing else in it)."""
     source, target = Path(source), Path(target)
-    proto = _read_proto(source)
+    header = _read_header(source)
+    proto = header.proto
     entries = _external_entries(proto, source)
     with _staging(target) as stage:
         staged_model = stage / target.name
@@ -326,7 +394,8 @@ def atomic_copy(source: Path, target: Path) -> list[Path]:
                     for entry in tensor.external_data:
                         if entry.key == "location":
                             entry.value = names[file]
-                onnx.save(proto, str(staged_model))
+                with open(staged_model, "wb") as out:  # inline weights copied file to file
+                    write_model(proto, file_tensors(header, source), out)
         except OSError as exc:
             raise ModelFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
         return _commit(target, staged_model, staged_data, source)

@@ -19,10 +19,18 @@ import onnx_ir as ir
 from rewriter.checker import replace_tensors, tensors_in_memory
 from rewriter.errors import ModelFileError
 from rewriter.graphs import graphs_of
+from rewriter.io.wire import InlineTensor, ModelHeader, checker_view, inline_tensors, read_header
 from rewriter.protos import model_graphs, model_node_lists, model_tensors
 from rewriter.types import call_onnx_api, deserialize_model
 
-__all__ = ["check_model_file", "data_files", "external_files", "load_model", "training_info"]
+__all__ = [
+    "check_model_file",
+    "data_files",
+    "external_files",
+    "load_model",
+    "run_checker",
+    "training_info",
+]
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
@@ -80,23 +88,32 @@ def _external_entries(
     return entries
 
 
-def _read_proto(path: Path) -> onnx.ModelProto:
-    """The model's protobuf, external data not loaded; one-line errors naming the file."""
+def _read_header(path: Path) -> ModelHeader:
+    """The model's protobuf, external data not read and large main-graph initializers' bytes
+    left in the file (:func:`rewriter.io.wire.read_header`); one-line errors naming the
+    file."""
     if not path.exists():
         raise ModelFileError(f"{path}: no such file")
     if not path.is_file():
         raise ModelFileError(f"{path}: not a file")
     try:
-        proto = onnx.load(str(path), load_external_data=False)
+        header = read_header(path)
     except (google.protobuf.message.DecodeError, ValueError, RuntimeError) as exc:
         raise ModelFileError(
             f"{path}: not a readable ONNX model (truncated or not ONNX): {_one_line(exc)}"
         ) from exc
     except OSError as exc:
         raise ModelFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    proto = header.proto
     if not proto.HasField("graph") or (not proto.graph.output and not proto.graph.node):
         raise ModelFileError(f"{path}: not an ONNX model (no graph found)")
-    return proto
+    return header
+
+
+def _read_proto(path: Path) -> onnx.ModelProto:
+    """The model's protobuf as :func:`_read_header` gives it: the initializers whose bytes it
+    left in the file have no value field (never write it back as it is)."""
+    return _read_header(path).proto
 
 
 def _structure_problems(proto: onnx.ModelProto, path: Path) -> None:
@@ -149,7 +166,7 @@ def external_files(model: ir.Model) -> set[Path]:
     """The external data files the model's initializers point to (absolute paths)."""
     files = set()
     for tensor in _initializer_tensors(model):
-        if isinstance(tensor, ir.ExternalTensor):
+        if isinstance(tensor, ir.ExternalTensor) and not isinstance(tensor, InlineTensor):
             files.add(Path(tensor.base_dir, tensor.location).resolve())
     return files
 
@@ -248,7 +265,8 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
             cannot load (the message says what), or (with ``check``) fails the ONNX checker.
     """
     path = Path(path)
-    proto = _read_proto(path)
+    header = _read_header(path)
+    proto = header.proto
     entries = _external_entries(proto, path)
     _structure_problems(proto, path)
     linked = _check_external_data(proto, entries, path)
@@ -256,7 +274,7 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
         model = deserialize_model(proto)
     except Exception as exc:
         try:
-            onnx.checker.check_model(proto)
+            onnx.checker.check_model(checker_view(header))
         except onnx.checker.ValidationError as checked:
             raise ModelFileError(f"{path}: fails the ONNX checker: {_one_line(checked)}") from exc
         raise ModelFileError(
@@ -265,6 +283,7 @@ def load_model(path: str | os.PathLike[str], *, check: bool = True) -> ir.Model:
     del proto
     for graph in (model.graph, *(f.graph for f in model.functions.values())):  # type: ignore[attr-defined]
         ir.external_data.set_base_dir(graph, str(path.parent))
+    inline_tensors(model, path, header.spans)
     if linked:
         _follow_links(model, path, linked)
     if check:
@@ -308,9 +327,11 @@ def check_model_file(path: str | os.PathLike[str]) -> None:
         ModelFileError: naming the file and the checker's complaint, on one line.
     """
     path = Path(path)
+    header = None
     entries = []
     with contextlib.suppress(ModelFileError):  # onnx's checker names what is wrong then
-        entries = _external_entries(_read_proto(path), path)
+        header = _read_header(path)
+        entries = _external_entries(header.proto, path)
     if any(
         _through_link(path, location, tensor.name)
         for tensor, location, _, _ in entries
@@ -319,12 +340,31 @@ def check_model_file(path: str | os.PathLike[str]) -> None:
         _check_in_memory(load_model(path, check=False), path)
         return
     try:
-        onnx.checker.check_model(str(path))
+        run_checker(path, header)
     except onnx.checker.ValidationError as exc:
         raise ModelFileError(f"{path}: fails the ONNX checker: {_one_line(exc)}") from exc
     except UnicodeDecodeError as exc:  # the checker's, on a name of bytes that are not UTF-8
         found = _not_utf8(_read_proto(path)) or "a string in it is not valid UTF-8"
         raise ModelFileError(f"{path}: {found}") from exc
+
+
+def run_checker(path: Path, header: ModelHeader | None) -> None:
+    """``onnx.checker.check_model`` (not ``full_check``) on the model file at ``path``, or,
+    given its ``header`` with initializers left in the file and no external data, on its
+    :func:`~rewriter.io.wire.checker_view` (onnx's checker reads a file whole, twice over:
+    the file's bytes and the parsed model). A model with external data is checked from its
+    file: onnx's checker looks for the data files beside it.
+
+    Raises:
+        onnx.checker.ValidationError: the checker's complaint.
+    """
+    external = header is None or any(
+        tensor.data_location == onnx.TensorProto.EXTERNAL for tensor in model_tensors(header.proto)
+    )
+    if header is not None and header.spans and not external:
+        onnx.checker.check_model(checker_view(header))
+    else:
+        onnx.checker.check_model(str(path))
 
 
 def _not_utf8(message: google.protobuf.message.Message, where: str = "the model") -> str | None:

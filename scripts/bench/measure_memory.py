@@ -5,12 +5,18 @@ data file, or with ``--inline`` inside the model file (in a child process), then
 ``cumprod-rewriter`` on it in another child and reports that child's own peak resident memory
 (ru_maxrss from wait4), also as a multiple of the weights' size. The parent imports nothing
 heavy: a forked child's ru_maxrss starts from its parent's size.
-Usage: python scripts/bench/measure_memory.py [--inline] [SIZE_GIB]
+
+``--tree DIR`` (repeatable) runs the rewrite with DIR first on PYTHONPATH (a checkout of
+another commit, for a side-by-side figure on one model); ``--out FILE`` appends the figures
+to FILE as a markdown table (the convention: ``scripts/results/memory-<date>-<what>.md``).
+Usage: python scripts/bench/measure_memory.py [--inline] [--tree DIR]... [--out FILE] [SIZE_GIB]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,37 +57,75 @@ def build(folder: Path, size_gib: float, inline: bool = False) -> Path:
     return path
 
 
+def _rewrite(source: Path, output: Path, tree: str | None) -> tuple[int, float]:
+    """Run the CLI on ``source`` in a child; its own peak RSS in bytes and its seconds."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
+    where = subprocess.run(  # the package the child imports (not the working folder's)
+        [sys.executable, "-c", "import rewriter; print(rewriter.__file__)"],
+        env=env,
+        cwd=source.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    print(f"rewriting with {where}")
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "rewriter", str(source), "-o", str(output)],
+        env=env,
+        cwd=source.parent,
+    )
+    _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage
+    code = os.waitstatus_to_exitcode(status)
+    if code:
+        raise SystemExit(f"the rewrite failed with exit status {code}")
+    return usage.ru_maxrss * 1024, time.perf_counter() - start
+
+
 def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == "--build":
         build(Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "inline")
         return
-    args = sys.argv[1:]
-    inline = "--inline" in args
-    args = [a for a in args if a != "--inline"]
-    size = float(args[0]) if args else 1.0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("size", nargs="?", type=float, default=1.0, help="GiB of weights")
+    parser.add_argument("--inline", action="store_true", help="weights inside the model file")
+    parser.add_argument("--tree", action="append", default=[], help="code tree to run")
+    parser.add_argument("--out", type=Path, help="markdown file to append the figures to")
+    args = parser.parse_args()
+    how = "inline" if args.inline else "external"
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        how = "inline" if inline else "external"
-        subprocess.run([sys.executable, __file__, "--build", tmp, str(size), how], check=True)
+        subprocess.run([sys.executable, __file__, "--build", tmp, str(args.size), how], check=True)
         source = folder / "big.onnx"
-        data = (source if inline else folder / "big.onnx.data").stat().st_size
-        start = time.perf_counter()
-        child = subprocess.Popen(
-            [sys.executable, "-m", "rewriter", str(source), "-o", str(folder / "out" / "big.onnx")]
-        )
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage
-        child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode:
-            raise SystemExit(f"the rewrite failed with exit status {child.returncode}")
-        seconds = time.perf_counter() - start
-        peak_kib = usage.ru_maxrss
-        written = sum(p.stat().st_size for p in (folder / "out").iterdir())
-    peak = peak_kib * 1024
-    print(
-        f"weights {data / (1 << 20):.0f} MiB ({how}), output {written / (1 << 20):.0f} MiB, "
-        f"peak RSS of the rewrite {peak / (1 << 20):.0f} MiB ({peak / data:.2f}x the "
-        f"weights), {seconds:.1f} s"
-    )
+        data = (source if args.inline else folder / "big.onnx.data").stat().st_size
+        for tree in args.tree or [None]:
+            out = folder / "out"
+            shutil.rmtree(out, ignore_errors=True)
+            peak, seconds = _rewrite(source, out / "big.onnx", tree)
+            written = sum(p.stat().st_size for p in out.iterdir())
+            line = (
+                f"weights {data / (1 << 20):.0f} MiB ({how}), output {written / (1 << 20):.0f} "
+                f"MiB, peak RSS of the rewrite {peak / (1 << 20):.0f} MiB ({peak / data:.2f}x "
+                f"the weights), {seconds:.1f} s"
+            )
+            print(f"{tree or 'installed'}: {line}" if args.tree else line)
+            rows.append(
+                f"| {tree or 'installed'} | {data / (1 << 20):.0f} ({how}) | "
+                f"{written / (1 << 20):.0f} | {peak / (1 << 20):.0f} | {peak / data:.2f} | "
+                f"{seconds:.1f} |"
+            )
+    if args.out is not None:
+        new = not args.out.exists()
+        with open(args.out, "a") as report:
+            if new:
+                report.write(
+                    "| code | weights MiB | output MiB | peak RSS MiB | peak / weights "
+                    "| seconds |\n|---|---|---|---|---|---|\n"
+                )
+            report.write("\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":
