@@ -27,6 +27,9 @@ import itertools
 import logging
 import os
 import re
+import subprocess
+import sys
+import sysconfig
 import zlib
 from pathlib import Path
 
@@ -438,3 +441,104 @@ def test_tvm_symbolic_dims_run_or_are_refused(tmp_path: Path) -> None:
         assert not isinstance(got, str), f"{name}: {got}"
         want = reference(feeds["x"].astype(np.float64), axis, 1, 1)
         np.testing.assert_allclose(got[0], want, rtol=8 * np.finfo(np.float32).eps, err_msg=name)
+
+
+# -- --verify on the target's own runtime ---------------------------------------------------
+# The runtime's environment has MNN / TVM and not the rewriter's own dependencies (onnx_ir,
+# onnxscript, onnxruntime): the child runs the command line with that environment's Python,
+# this checkout first on its path and this environment's site-packages last (both are the same
+# Python; numpy and onnx are pinned alike), as a user with the runtime and the tool installed
+# side by side would.
+WITH_SITE = "import site, sys; site.addsitedir(sys.argv.pop(1))\n"
+CLI = "from rewriter.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def in_env(
+    runtime: str, program: str, *args: object, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """``python -c PROGRAM ARGS`` in ``runtime``'s environment, as described above."""
+    python = runtime_harness.require(runtime)
+    version = subprocess.run(
+        [str(python), "-c", "import sys; print(*sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert version == [str(v) for v in sys.version_info[:2]], f"{runtime}: Python {version}"
+    env = {**os.environ, "PYTHONPATH": str(runtime_harness.ROOT)}
+    return subprocess.run(
+        [str(python), "-c", WITH_SITE + program, sysconfig.get_paths()["purelib"], *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("runtime", ["mnn", "tvm"])
+def test_cli_verify_runs_on_the_target_runtime(runtime: str, tmp_path: Path) -> None:
+    """``--target NAME --verify`` where NAME's runtime is installed runs the rewritten model
+    there (the summary names it), and a right rewrite verifies: exit 0, every check ok."""
+    onnx.save(cumprod_model(TensorProto.FLOAT, (3, 5), 1, exclusive=1), tmp_path / "m.onnx")
+    args = ("m.onnx", "-o", "out.onnx", "--target", runtime, "--verify")
+    done = in_env(runtime, CLI, *args, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"rewritten model run on {runtime}, original on onnxruntime" in done.stdout
+    checks = [line for line in done.stdout.splitlines() if line.strip().startswith("verify y")]
+    assert checks and all(line.endswith("[ok]") for line in checks), done.stdout
+    assert (tmp_path / "out.onnx").exists()
+
+
+def test_cli_verify_on_mnn_finds_its_int32_limit(tmp_path: Path) -> None:
+    """An int32 CumProd whose products pass 2^24 is warned for mnn (MNN multiplies int32 in
+    float32); ``--verify`` on MNN sees the wrong values (exit 1, a MISMATCH, nothing
+    written), where the same rewrite on onnxruntime (MNN not installed there) verifies."""
+    onnx.save(cumprod_model(TensorProto.INT32, (3, 24), 1), tmp_path / "m.onnx")
+    args = ("m.onnx", "-o", "out.onnx", "--target", "mnn", "--verify")
+    done = in_env("mnn", CLI, *args, tmp_path=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "rewritten model run on mnn" in done.stdout
+    assert "verify y (int32)" in done.stdout and "[MISMATCH]" in done.stdout, done.stdout
+    assert "multiplies int32 in float32" in done.stderr and "(target mnn)" in done.stderr
+    assert not (tmp_path / "out.onnx").exists()
+    here = subprocess.run(
+        [sys.executable, "-m", "rewriter", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(runtime_harness.ROOT)},
+    )
+    assert here.returncode == 0, here.stdout + here.stderr
+    assert "run on onnxruntime (mnn is not installed here)" in here.stdout
+
+
+VERIFY = """
+from rewriter.verify import verify_model
+result = verify_model(sys.argv[1], sys.argv[2], bound_ulps=0.0, target="tvm")
+print(result.runtime)
+for check in result.mismatches():
+    print("MISMATCH", check.name, check.detail)
+"""
+
+
+def test_verify_on_tvm_finds_a_wrong_rewrite(tmp_path: Path) -> None:
+    """TVM computed every case of its matrix right, so no tvm rewrite gives a mismatch to see;
+    a wrong one does: an inclusive scan's rewrite checked against the exclusive original, run
+    on TVM, is a mismatch, and the right one is not."""
+    exclusive = cumprod_model(TensorProto.INT32, (3, 6), 1, exclusive=1)
+    inclusive = cumprod_model(TensorProto.INT32, (3, 6), 1)
+    onnx.save(exclusive, tmp_path / "original.onnx")
+    for name, model in (("wrong", inclusive), ("right", exclusive)):
+        rewritten = rewriter.decompose_cumprod(model, target="tvm")
+        assert isinstance(rewritten, onnx.ModelProto)
+        onnx.save(rewritten, tmp_path / f"{name}.onnx")
+    for name, mismatched in (("wrong", True), ("right", False)):
+        done = in_env("tvm", VERIFY, "original.onnx", f"{name}.onnx", tmp_path=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0] == "tvm", done.stdout
+        assert any(line.startswith("MISMATCH y") for line in lines) == mismatched, done.stdout
