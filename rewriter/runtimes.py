@@ -1,7 +1,7 @@
 """Running a model on a target's own runtime, when that runtime is installed here.
 
 ``--verify`` runs the rewritten model where it will run (OpenVINO, tract, tinygrad, IREE,
-MNN, Apache TVM) when the runtime can be imported in this Python environment, and on
+MNN, Apache TVM, ncnn) when the runtime can be imported in this Python environment, and on
 onnxruntime otherwise. Each runner takes a model file and feeds and returns the outputs in
 graph-output order, in the graph's declared element types.
 
@@ -239,6 +239,91 @@ def run_tvm(model_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     return results
 
 
+# pnnx's type suffixes for inputshape=[...]
+_PNNX_TYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "int64": "i64"}
+_NCNN_CONVERTED: dict[str, tuple[bytes, bytes]] = {}  # sha256 + shapes -> (.param, .bin)
+
+
+def _ncnn_convert(model_path: Path, feeds: list[np.ndarray]) -> tuple[bytes, bytes]:
+    """The model as ncnn's .param and .bin, by the ``pnnx`` program of the pnnx package with
+    its defaults and ``inputshape`` set to the shapes fed (pnnx converts for those shapes),
+    once per distinct model file and shapes. pnnx writes beside the model: it runs on a copy
+    in a temporary folder."""
+    key = _file_key(model_path) + repr([(a.shape, a.dtype.name) for a in feeds])
+    if key in _NCNN_CONVERTED:
+        return _NCNN_CONVERTED[key]
+    spec = importlib.util.find_spec("pnnx")  # not imported: it imports torch
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the pnnx package is not installed")
+    program = Path(next(iter(spec.submodule_search_locations))) / "pnnx"
+    shapes = ",".join(
+        "[" + ",".join(map(str, a.shape)) + "]" + _PNNX_TYPES.get(a.dtype.name, "f32")
+        for a in feeds
+    )
+    timeout = float(os.environ.get("CUMPROD_PNNX_TIMEOUT", "300"))
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "model.onnx"
+        copy.write_bytes(Path(model_path).read_bytes())
+        try:
+            done = subprocess.run(
+                [str(program), copy.name, f"inputshape={shapes}"],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                cwd=tmp,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"pnnx timed out after {timeout:.0f} s") from exc
+        param, weights = Path(tmp) / "model.ncnn.param", Path(tmp) / "model.ncnn.bin"
+        if done.returncode != 0 or not param.exists() or not weights.exists():
+            lines = [ln.strip() for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+            markers = ("error", "not supported", "failed", "unknown", "invalid", "max supported")
+            errors = [ln for ln in lines if any(m in ln.lower() for m in markers)]
+            detail = (errors or lines[-1:] or ["no output"])[0]
+            raise RuntimeError(f"pnnx: exit {done.returncode}: {detail}")
+        _NCNN_CONVERTED[key] = (param.read_bytes(), weights.read_bytes())
+    return _NCNN_CONVERTED[key]
+
+
+def run_ncnn(model_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """ncnn's CPU path with its default options: the model converted by pnnx
+    (:func:`_ncnn_convert`; inputs ``in0, in1, ...`` and outputs ``out0, out1, ...`` in graph
+    order), run by ncnn's Python binding on float32 feeds (ncnn computes float32 only; the
+    ``ncnn`` target lowers nothing else), outputs read back in the graph's declared types."""
+    import ncnn
+
+    inputs, outputs, _ = _graph_io(model_path)
+    arrays = [np.asarray(feeds[name]) for name in inputs]
+    param, weights = _ncnn_convert(model_path, arrays)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "model.param").write_bytes(param)
+        (Path(tmp) / "model.bin").write_bytes(weights)
+        with ncnn.Net() as net:
+            if net.load_param(str(Path(tmp) / "model.param")) or net.load_model(
+                str(Path(tmp) / "model.bin")
+            ):
+                lines = param.decode().splitlines()[2:]  # magic, then the counts
+                kinds = {line.split()[0] for line in lines if line.split()}
+                unknown = sorted(k for k in kinds if ncnn.layer_to_index(k) < 0)
+                raise RuntimeError(
+                    "ncnn could not load pnnx's output"
+                    + (f": no layer {', '.join(unknown)} in ncnn" if unknown else "")
+                )
+            with net.create_extractor() as extractor:
+                for i, array in enumerate(arrays):
+                    mat = ncnn.Mat(np.ascontiguousarray(array, dtype=np.float32)).clone()
+                    extractor.input(f"in{i}", mat)
+                for i, declared in enumerate(_declared(model_path)):
+                    status, mat = extractor.extract(f"out{i}")
+                    if status != 0:
+                        raise RuntimeError(f"ncnn: extracting {outputs[i]!r} returned {status}")
+                    out = np.array(mat.numpy(), copy=True)
+                    results.append(out if declared is None else out.astype(declared))
+    return results
+
+
 RUNNERS: dict[str, tuple[str, Runner]] = {
     "openvino": ("openvino", run_openvino),
     "tract": ("tract", run_tract),
@@ -246,6 +331,7 @@ RUNNERS: dict[str, tuple[str, Runner]] = {
     "iree": ("iree.runtime", run_iree),
     "mnn": ("MNN", run_mnn),
     "tvm": ("tvm", run_tvm),
+    "ncnn": ("ncnn", run_ncnn),
 }
 
 

@@ -17,7 +17,7 @@ warning) should go.
 
 Each runtime lives in its own environment (scripts/runtimes/NAME.sh, tests/runtime_harness.py);
 a missing one skips, except on CI (CI=true), where it fails. ncnn is the opt-in tier
-CUMPROD_NCNN=1 (pnnx pulls a 5.6 GB torch).
+CUMPROD_NCNN=1 (pnnx needs torch: scripts/runtimes/ncnn.sh installs its CPU build, 1.1 GB).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import rewriter
 from rewriter.targets import target_named
 from rewriter.verify import compare
 from tests import runtime_harness
-from tests.helpers import INTS, TYPE_NAMES, cumprod_model, run_ort, sprinkle_specials
+from tests.helpers import ALL_TYPES, INTS, TYPE_NAMES, cumprod_model, run_ort, sprinkle_specials
 from tests.test_runtimes import (
     ATTRS,
     CASES,
@@ -96,6 +96,32 @@ RUNTIMES = {
         "tvm",
         shards=2,
         refusals=((None, "symbolic", None, "tvm's importer cannot compute with symbolic dims"),),
+    ),
+    "ncnn": Runtime(
+        "ncnn",
+        "ncnn",
+        opt_in="CUMPROD_NCNN",
+        refusals=(
+            # every dim symbolic: a length known only at run time takes a bounded lowering,
+            # and every one of those builds a Pad, Less, Where or Cast
+            (None, "symbolic", None, r"\('doubling' here\) computes wrong values on ncnn"),
+            (TensorProto.FLOAT, "input", None, "ncnn cannot take a run-time axis"),
+            *(
+                (t, None, None, f"ncnn computes only float, not {TYPE_NAMES[t]}")
+                for t in ALL_TYPES
+                if t != TensorProto.FLOAT
+            ),
+        ),
+        known_failures=(
+            (
+                TensorProto.FLOAT,
+                "static",
+                1,
+                "ncnn 1.0.20261020: 'layer pnnx.Expression not exists' at load: pnnx 20261020 "
+                "folds an exclusive chain's one-element ones slab (outer and inner 1) into an "
+                "expression ncnn has no layer for (test_ncnn_single_row_exclusive_fails_loudly)",
+            ),
+        ),
     ),
     "tflite": Runtime(
         "tflite",
@@ -389,7 +415,7 @@ NCNN_REFUSED = [  # (elem_type, dims, axis form, strategy, what the refusal says
 def test_ncnn_refuses_what_it_cannot_compute(
     elem_type: int, dims: tuple[int | str, ...], form: str, strategy: str, said: str
 ) -> None:
-    """ncnn (through pnnx; data from the probes of issue 55, not run here) computes float32
+    """ncnn (through pnnx; its matrix runs in the opt-in tier CUMPROD_NCNN=1) computes float32
     only, has no Pad with a value, Less, Where or Cast: anything else is refused, one line."""
     model = cumprod_model(elem_type, dims, 1, exclusive=1, axis_form=form)
     with pytest.raises(rewriter.CumProdError, match=re.escape(said)):
@@ -542,3 +568,35 @@ def test_verify_on_tvm_finds_a_wrong_rewrite(tmp_path: Path) -> None:
         lines = done.stdout.splitlines()
         assert lines[0] == "tvm", done.stdout
         assert any(line.startswith("MISMATCH y") for line in lines) == mismatched, done.stdout
+
+
+NCNN_ROWS = {  # name: (shape, axis, exclusive, what ncnn does: "" right, else the error)
+    "(6,) inclusive": ((6,), 0, 0, ""),
+    "(6,) exclusive": ((6,), 0, 1, "no layer pnnx.Expression in ncnn"),
+    "(1, 6) exclusive": ((1, 6), 1, 1, "no layer pnnx.Expression in ncnn"),
+    "(2, 6) exclusive": ((2, 6), 1, 1, ""),
+}
+
+
+def test_ncnn_single_row_exclusive_fails_loudly(tmp_path: Path) -> None:
+    """On ncnn an exclusive chain over a tensor with one row (every dim but the axis 1)
+    fails to load: pnnx folds its one-element ones slab into a ``pnnx.Expression``, which
+    ncnn has no layer for. Loud, not wrong; the same scan inclusive, or over two rows, runs
+    right."""
+    if os.environ.get("CUMPROD_NCNN") != "1":
+        pytest.skip("ncnn is an opt-in tier: set CUMPROD_NCNN=1 (scripts/runtimes/ncnn.sh)")
+    cases: dict[str, runtime_harness.Case] = {}
+    for name, (shape, axis, ex, _) in NCNN_ROWS.items():
+        model = cumprod_model(TensorProto.FLOAT, shape, axis, exclusive=ex)
+        x = np.random.default_rng(len(cases)).uniform(-2, 2, shape).astype(np.float32)
+        cases[name] = (rewriter.decompose_cumprod(model, target="ncnn"), {"x": x})  # type: ignore[assignment]
+    results = runtime_harness.run_cases("ncnn", cases, tmp_path)
+    for name, (_, feeds) in cases.items():
+        _, axis, ex, error = NCNN_ROWS[name]
+        got = results[name]
+        if error:
+            assert isinstance(got, str) and error in got, f"{name}: {got}"
+            continue
+        assert not isinstance(got, str), f"{name}: {got}"
+        want = reference(feeds["x"].astype(np.float64), axis, ex, 0)
+        np.testing.assert_allclose(got[0], want, rtol=8 * np.finfo(np.float32).eps, err_msg=name)
