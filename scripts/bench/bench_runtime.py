@@ -725,6 +725,9 @@ COMPILE_HOW = {
     "first call (compiles every kernel with clang).",
     "iree": "iree-import-onnx + iree-compile (IREE_FLAGS) + load_vm_flatbuffer + the first "
     "call (local-sync).",
+    "tvm": "Relax from_onnx + tvm.compile(target='llvm') + VirtualMachine + the first call.",
+    "mnn": "MNN's converter library in a child process + load_module_from_file + the first "
+    "forward.",
 }
 
 
