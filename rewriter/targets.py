@@ -377,7 +377,7 @@ TARGETS: dict[str, Target] = {
             missing_ops=_NO_CONTROL_FLOW,
             float64=False,
             runtime_view=False,
-            auto="static",
+            auto="mnn",
             # a Reshape to a shape the data does not fit logs "code=3 in onForward" and
             # returns an empty output; a Gather index out of range is clamped
             run_time_checks=False,

@@ -600,3 +600,53 @@ def test_ncnn_single_row_exclusive_fails_loudly(tmp_path: Path) -> None:
         assert not isinstance(got, str), f"{name}: {got}"
         want = reference(feeds["x"].astype(np.float64), axis, ex, 0)
         np.testing.assert_allclose(got[0], want, rtol=8 * np.finfo(np.float32).eps, err_msg=name)
+
+
+MNN_LONG = {  # name: (shape, axis): static lengths past 16, where auto takes doubling on mnn
+    "last 40": ((3, 40), 1),
+    "first 300": ((300, 2), 0),
+    "middle 64": ((2, 64, 3), 1),
+}
+
+
+def test_mnn_long_static_axes_take_doubling_and_stay_exact(tmp_path: Path) -> None:
+    """Past a length of 16 ``auto`` takes ``doubling`` on mnn (its table: radix ran up to
+    118x MNN's CumSum); on MNN it is within doubling's float32 bound for every (exclusive,
+    reverse) pair, and exact on int32 values whose products stay inside 2^24."""
+    cases: dict[str, runtime_harness.Case] = {}
+    expected: dict[str, tuple[np.ndarray, int, int, int, int]] = {}
+    for (name, (shape, axis)), (ex, rev), elem_type in itertools.product(
+        MNN_LONG.items(), ATTRS, (TensorProto.FLOAT, TensorProto.INT32)
+    ):
+        model = cumprod_model(elem_type, shape, axis, exclusive=ex, reverse=rev)
+        lowered = rewriter.DecomposeCumProdPass(target="mnn")
+        ir_model = ir.serde.deserialize_model(model)
+        lowered(ir_model)
+        assert [p.lowering.name for p in lowered.plans] == ["doubling"], name
+        rng = np.random.default_rng(zlib.crc32(f"{name}-{ex}-{rev}-{elem_type}".encode()))
+        if elem_type == TensorProto.FLOAT:
+            x = (rng.choice([-1.0, 1.0], shape) * 2 ** rng.uniform(-0.1, 0.1, shape)).astype(
+                np.float32
+            )
+        else:  # at most 23 factors of 2 (or -1, 1) in a product: inside 2^24
+            x = np.ones(shape, np.int32) * rng.choice([-1, 1], shape).astype(np.int32)
+            x[tuple(rng.integers(0, d, 23) for d in shape)] = 2
+        key = f"{name}-ex{ex}-rev{rev}-{TYPE_NAMES[elem_type]}"
+        cases[key] = (ir.serde.serialize_model(ir_model), {"x": x})
+        expected[key] = (x, axis, ex, rev, elem_type)
+    results = runtime_harness.run_cases("mnn", cases, tmp_path)
+    problems = []
+    for key, (x, axis, ex, rev, elem_type) in expected.items():
+        got = results[key]
+        if isinstance(got, str):
+            problems.append(f"{key}: {got}")
+            continue
+        want = reference(x, axis, ex, rev)
+        bound: float | np.ndarray = 0.0
+        if elem_type == TensorProto.FLOAT:
+            k = factor_counts(x.shape, axis, ex, rev)
+            bound = float_bound(elem_type, "doubling", k)
+        result = compare(got[0], want, ir.DataType(elem_type), bound)
+        if not result.ok:
+            problems.append(f"{key}: {result.detail}")
+    assert not problems, "\n".join(problems)
