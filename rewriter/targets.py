@@ -403,6 +403,9 @@ TARGETS: dict[str, Target] = {
             "static length up to 16 with one symbolic dim each side of the axis",
             missing_ops=_NO_CONTROL_FLOW,
             runtime_view=False,
+            # portable's table: radix within 1.25x of the fastest run time in 7 of 8 cells, and
+            # no lowering 1.25x faster on both run and compile time in any class of cells
+            # (scripts/results/bench-runtime-tvm-2026-12-06-auto.md)
             auto="static",
             shape_arithmetic=False,
             local_functions=False,
