@@ -377,7 +377,7 @@ TARGETS: dict[str, Target] = {
             missing_ops=_NO_CONTROL_FLOW,
             float64=False,
             runtime_view=False,
-            auto="static",
+            auto="mnn",
             # a Reshape to a shape the data does not fit logs "code=3 in onForward" and
             # returns an empty output; a Gather index out of range is clamped
             run_time_checks=False,
@@ -403,14 +403,18 @@ TARGETS: dict[str, Target] = {
             "static length up to 16 with one symbolic dim each side of the axis",
             missing_ops=_NO_CONTROL_FLOW,
             runtime_view=False,
+            # portable's table: radix within 1.25x of the fastest run time in 7 of 8 cells, and
+            # no lowering 1.25x faster on both run and compile time in any class of cells
+            # (scripts/results/bench-runtime-tvm-2026-12-06-auto.md)
             auto="static",
             shape_arithmetic=False,
             local_functions=False,
         ),
         Target(
             "ncnn",
-            "ncnn via pnnx (data from probes, not run in the tests): float32, a constant "
-            "axis, 'chain' only (static length; symbolic dims as for tvm); IR 13",
+            "ncnn 1.0 via pnnx (pnnx and ncnn 20261020): float32, a constant axis, 'chain' "
+            "only (static length: auto takes it to 16, --strategy chain to 1024; symbolic dims "
+            "as for tvm); IR 13",
             missing_ops=_NO_CONTROL_FLOW,
             float64=False,
             runtime_view=False,

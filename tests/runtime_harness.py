@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNERS = ROOT / "tests" / "runtimes"
-RUNTIMES = ["openvino", "tract", "tinygrad", "iree", "tflite", "mnn", "tvm"]
+RUNTIMES = ["openvino", "tract", "tinygrad", "iree", "tflite", "mnn", "tvm", "ncnn"]
 DEFAULT_TIMEOUT = 1200.0  # seconds for one runner process (it is restarted after a crash)
 
 Result = list[np.ndarray] | str

@@ -199,84 +199,135 @@ AUTO_ROWS = [
     (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
 ]
 # What the static table takes for a length known only at run time, per target.
-RUN_TIME_LENGTH = {"portable": "doubling", "mnn": "doubling", "tvm": "doubling", "ncnn": "doubling"}
+RUN_TIME_LENGTH = {"portable": "doubling", "tvm": "doubling", "ncnn": "doubling"}
 
-# The measured per-runtime tables (openvino, tract, iree, tflite, tinygrad): both sides of
-# each of their thresholds, and what they leave to the static rule (a run-time length).
-TARGET_COLUMNS = ("openvino", "tract", "iree", "tflite", "tinygrad")
+# The measured per-runtime tables (openvino, tract, iree, tflite, tinygrad, mnn): both sides
+# of each of their thresholds, and what they leave to the static rule (a run-time length).
+# mnn: chain to 16, then doubling at every static length.
+TARGET_COLUMNS = ("openvino", "tract", "iree", "tflite", "tinygrad", "mnn")
 TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
-    (_4, (3, 1), 1, ("chain", "chain", "chain", "chain", "chain")),  # n <= 1
-    (_4, (2, 2), 1, ("doubling", "chain", "doubling", "chain", "chain")),
-    (_4, (2, 16), 1, ("doubling", "chain", "doubling", "chain", "chain")),
-    (_4, (2, 17), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
-    (_4, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
-    (_4, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),  # radix would pad
+    (_4, (3, 1), 1, ("chain", "chain", "chain", "chain", "chain", "chain")),  # n <= 1
+    (_4, (2, 2), 1, ("doubling", "chain", "doubling", "chain", "chain", "chain")),
+    (_4, (2, 16), 1, ("doubling", "chain", "doubling", "chain", "chain", "chain")),
+    (_4, (2, 17), 1, ("doubling", "chain", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry", "doubling")),
+    (
+        _4,
+        (2, 65),
+        1,
+        ("doubling", "scan", "doubling", "doubling", "carry", "doubling"),
+    ),  # radix would pad
     # tract, float32 (float64 carries): the int32 rule to 8192
-    (_4, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
-    (_4, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
-    (_4, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
-    (_4, (2, 8193), 1, ("doubling", "radix", "doubling", "doubling", "carry")),  # padded or not
-    (I32, (2, 17), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
-    (I32, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
-    (I32, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
-    (I32, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
-    (I32, (2, 1000), 1, ("doubling", "scan", "doubling", "doubling", "carry")),  # carry pads
-    (I32, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "carry")),  # from 1024
-    (I32, (2, 3000), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
-    (I32, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
-    (I32, (2, 8193), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
-    (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain", "chain")),
-    (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling", "carry")),
-    (_8, (2, 65), 1, ("doubling", "scan", "radix", "doubling", "carry")),
+    (_4, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry", "doubling")),
+    (
+        _4,
+        (2, 8193),
+        1,
+        ("doubling", "radix", "doubling", "doubling", "carry", "doubling"),
+    ),  # padded or not
+    (I32, (2, 17), 1, ("doubling", "chain", "doubling", "doubling", "carry", "doubling")),
+    (I32, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry", "doubling")),
+    (I32, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry", "doubling")),
+    (I32, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry", "doubling")),
+    (
+        I32,
+        (2, 1000),
+        1,
+        ("doubling", "scan", "doubling", "doubling", "carry", "doubling"),
+    ),  # carry pads
+    (
+        I32,
+        (2, 1024),
+        1,
+        ("doubling", "carry", "doubling", "doubling", "carry", "doubling"),
+    ),  # from 1024
+    (I32, (2, 3000), 1, ("doubling", "scan", "doubling", "doubling", "carry", "doubling")),
+    (I32, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry", "doubling")),
+    (I32, (2, 8193), 1, ("doubling", "carry", "doubling", "doubling", "carry", "doubling")),
+    (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain", "chain", "chain")),
+    (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling", "carry", "doubling")),
+    (_8, (2, 65), 1, ("doubling", "scan", "radix", "doubling", "carry", "doubling")),
     # iree: a single row (outer 1, or not known) of 8-byte chain only to 32
-    (_8, (1, 32), 1, ("doubling", "chain", "chain", "doubling", "carry")),
-    (_8, (1, 33), 1, ("doubling", "chain", "radix", "doubling", "carry")),
-    (_8, (64,), 0, ("doubling", "chain", "radix", "doubling", "carry")),
-    (_8, ("B", 64), 1, ("doubling", "chain", "radix", "doubling", "carry")),
-    (_8, (2, 512), 1, ("doubling", "carry", "radix", "doubling", "carry")),  # carry pads nothing
-    (_8, (2, 1000), 1, ("doubling", "scan", "radix", "doubling", "carry")),  # carry would pad
-    (_8, (2, 8192), 1, ("doubling", "carry", "radix", "doubling", "carry")),
-    (_8, (2, 8193), 1, ("doubling", "carry", "radix", "doubling", "carry")),
-    (_4, ("B", 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
-    (_4, ("B", 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
-    (_4, (2, 4), 0, ("chain", "scan", "chain", "chain", "chain")),
-    (_4, (17, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),
-    (_8, (64, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),
-    (_8, (65, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),
-    (_8, (256, 4), 0, ("chain", "scan", "chain", "doubling", "carry")),  # iree: chain to 256
-    (_8, (257, 4), 0, ("chain", "scan", "carry", "doubling", "carry")),  # then carry
-    (_4, (512, 4), 0, ("chain", "scan", "doubling", "doubling", "carry")),  # ov: chain to 512
+    (_8, (1, 32), 1, ("doubling", "chain", "chain", "doubling", "carry", "doubling")),
+    (_8, (1, 33), 1, ("doubling", "chain", "radix", "doubling", "carry", "doubling")),
+    (_8, (64,), 0, ("doubling", "chain", "radix", "doubling", "carry", "doubling")),
+    (_8, ("B", 64), 1, ("doubling", "chain", "radix", "doubling", "carry", "doubling")),
+    (
+        _8,
+        (2, 512),
+        1,
+        ("doubling", "carry", "radix", "doubling", "carry", "doubling"),
+    ),  # carry pads nothing
+    (
+        _8,
+        (2, 1000),
+        1,
+        ("doubling", "scan", "radix", "doubling", "carry", "doubling"),
+    ),  # carry would pad
+    (_8, (2, 8192), 1, ("doubling", "carry", "radix", "doubling", "carry", "doubling")),
+    (_8, (2, 8193), 1, ("doubling", "carry", "radix", "doubling", "carry", "doubling")),
+    (_4, ("B", 65), 1, ("doubling", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, ("B", 512), 1, ("doubling", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 4), 0, ("chain", "scan", "chain", "chain", "chain", "chain")),
+    (_4, (17, 4), 0, ("chain", "scan", "chain", "doubling", "carry", "doubling")),
+    (_8, (64, 4), 0, ("chain", "scan", "chain", "doubling", "carry", "doubling")),
+    (_8, (65, 4), 0, ("chain", "scan", "chain", "doubling", "carry", "doubling")),
+    (
+        _8,
+        (256, 4),
+        0,
+        ("chain", "scan", "chain", "doubling", "carry", "doubling"),
+    ),  # iree: chain to 256
+    (_8, (257, 4), 0, ("chain", "scan", "carry", "doubling", "carry", "doubling")),  # then carry
+    (
+        _4,
+        (512, 4),
+        0,
+        ("chain", "scan", "doubling", "doubling", "carry", "doubling"),
+    ),  # ov: chain to 512
     # tract, float32: carry past 512, but Scan to 1024 where carry's levels pad
-    (_4, (513, 4), 0, ("radix", "scan", "doubling", "doubling", "carry")),
-    (_4, (768, 4), 0, ("radix", "carry", "doubling", "doubling", "carry")),  # 16 * 48: no pad
-    (_4, (1000, 4), 0, ("radix", "scan", "doubling", "doubling", "carry")),
-    (_4, (1024, 4), 0, ("radix", "carry", "doubling", "doubling", "carry")),
-    (_4, (1025, 4), 0, ("radix", "carry", "doubling", "doubling", "carry")),
-    (_4, (2, 600, 2), 1, ("radix", "scan", "doubling", "doubling", "carry")),
-    (_4, (2, 1024, 2), 1, ("radix", "carry", "doubling", "doubling", "carry")),
+    (_4, (513, 4), 0, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
+    (
+        _4,
+        (768, 4),
+        0,
+        ("radix", "carry", "doubling", "doubling", "carry", "doubling"),
+    ),  # 16 * 48: no pad
+    (_4, (1000, 4), 0, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (1024, 4), 0, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
+    (_4, (1025, 4), 0, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 600, 2), 1, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 1024, 2), 1, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
     # tract: the other types scan to 1024
-    (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
-    (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
-    (I32, (1025, 4), 0, ("carry", "radix", "doubling", "doubling", "carry")),
+    (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling", "carry", "doubling")),
+    (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry", "doubling")),
+    (I32, (1025, 4), 0, ("carry", "radix", "doubling", "doubling", "carry", "doubling")),
     # tract, first axis: Scan at any n on slabs of 1500 elements (float32) / 900 (others)
-    (_4, (2000, 1499), 0, ("radix", "carry", "doubling", "doubling", "carry")),
-    (_4, (2000, 1500), 0, ("radix", "scan", "doubling", "doubling", "carry")),
-    (_8, (2000, 899), 0, ("radix", "radix", "carry", "doubling", "carry")),
-    (_8, (2000, 900), 0, ("radix", "scan", "carry", "doubling", "carry")),
-    (I32, (9000, 900), 0, ("carry", "scan", "doubling", "doubling", "carry")),
-    (_8, (2, 2000, 900), 1, ("radix", "radix", "carry", "doubling", "carry")),  # not middle
-    (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain", "chain")),  # middle
-    (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
-    (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
-    (_8, (2, 65, 2), 1, ("chain", "scan", "chain", "doubling", "carry")),
-    (_4, (2, 256, 2), 1, ("chain", "scan", "doubling", "doubling", "carry")),
-    (_4, (2, 257, 2), 1, ("chain", "scan", "doubling", "doubling", "carry")),
-    (_4, (2, 512, 2), 1, ("chain", "scan", "doubling", "doubling", "carry")),
-    (_4, (2, 513, 2), 1, ("radix", "scan", "doubling", "doubling", "carry")),
-    (_8, (2, 1025, 2), 1, ("radix", "radix", "carry", "doubling", "carry")),
+    (_4, (2000, 1499), 0, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2000, 1500), 0, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_8, (2000, 899), 0, ("radix", "radix", "carry", "doubling", "carry", "doubling")),
+    (_8, (2000, 900), 0, ("radix", "scan", "carry", "doubling", "carry", "doubling")),
+    (I32, (9000, 900), 0, ("carry", "scan", "doubling", "doubling", "carry", "doubling")),
+    (
+        _8,
+        (2, 2000, 900),
+        1,
+        ("radix", "radix", "carry", "doubling", "carry", "doubling"),
+    ),  # not middle
+    (_4, (2, 16, 2), 1, ("chain", "scan", "chain", "chain", "chain", "chain")),  # middle
+    (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling", "carry", "doubling")),
+    (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling", "carry", "doubling")),
+    (_8, (2, 65, 2), 1, ("chain", "scan", "chain", "doubling", "carry", "doubling")),
+    (_4, (2, 256, 2), 1, ("chain", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 257, 2), 1, ("chain", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 512, 2), 1, ("chain", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 513, 2), 1, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_8, (2, 1025, 2), 1, ("radix", "radix", "carry", "doubling", "carry", "doubling")),
     # a length known only at run time (max_length 64): tinygrad pads carry to the bound
-    (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling", "carry")),
-    (_8, (2, "N"), 1, ("scan", "scan", "doubling", "doubling", "carry")),
+    (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_8, (2, "N"), 1, ("scan", "scan", "doubling", "doubling", "carry", "doubling")),
 ]
 
 

@@ -17,7 +17,7 @@ warning) should go.
 
 Each runtime lives in its own environment (scripts/runtimes/NAME.sh, tests/runtime_harness.py);
 a missing one skips, except on CI (CI=true), where it fails. ncnn is the opt-in tier
-CUMPROD_NCNN=1 (pnnx pulls a 5.6 GB torch).
+CUMPROD_NCNN=1 (pnnx needs torch: scripts/runtimes/ncnn.sh installs its CPU build, 1.1 GB).
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ import itertools
 import logging
 import os
 import re
+import subprocess
+import sys
+import sysconfig
 import zlib
 from pathlib import Path
 
@@ -40,7 +43,7 @@ import rewriter
 from rewriter.targets import target_named
 from rewriter.verify import compare
 from tests import runtime_harness
-from tests.helpers import INTS, TYPE_NAMES, cumprod_model, run_ort, sprinkle_specials
+from tests.helpers import ALL_TYPES, INTS, TYPE_NAMES, cumprod_model, run_ort, sprinkle_specials
 from tests.test_runtimes import (
     ATTRS,
     CASES,
@@ -93,6 +96,32 @@ RUNTIMES = {
         "tvm",
         shards=2,
         refusals=((None, "symbolic", None, "tvm's importer cannot compute with symbolic dims"),),
+    ),
+    "ncnn": Runtime(
+        "ncnn",
+        "ncnn",
+        opt_in="CUMPROD_NCNN",
+        refusals=(
+            # every dim symbolic: a length known only at run time takes a bounded lowering,
+            # and every one of those builds a Pad, Less, Where or Cast
+            (None, "symbolic", None, r"\('doubling' here\) computes wrong values on ncnn"),
+            (TensorProto.FLOAT, "input", None, "ncnn cannot take a run-time axis"),
+            *(
+                (t, None, None, f"ncnn computes only float, not {TYPE_NAMES[t]}")
+                for t in ALL_TYPES
+                if t != TensorProto.FLOAT
+            ),
+        ),
+        known_failures=(
+            (
+                TensorProto.FLOAT,
+                "static",
+                1,
+                "ncnn 1.0.20261020: 'layer pnnx.Expression not exists' at load: pnnx 20261020 "
+                "folds an exclusive chain's one-element ones slab (outer and inner 1) into an "
+                "expression ncnn has no layer for (test_ncnn_single_row_exclusive_fails_loudly)",
+            ),
+        ),
     ),
     "tflite": Runtime(
         "tflite",
@@ -386,7 +415,7 @@ NCNN_REFUSED = [  # (elem_type, dims, axis form, strategy, what the refusal says
 def test_ncnn_refuses_what_it_cannot_compute(
     elem_type: int, dims: tuple[int | str, ...], form: str, strategy: str, said: str
 ) -> None:
-    """ncnn (through pnnx; data from the probes of issue 55, not run here) computes float32
+    """ncnn (through pnnx; its matrix runs in the opt-in tier CUMPROD_NCNN=1) computes float32
     only, has no Pad with a value, Less, Where or Cast: anything else is refused, one line."""
     model = cumprod_model(elem_type, dims, 1, exclusive=1, axis_form=form)
     with pytest.raises(rewriter.CumProdError, match=re.escape(said)):
@@ -438,3 +467,186 @@ def test_tvm_symbolic_dims_run_or_are_refused(tmp_path: Path) -> None:
         assert not isinstance(got, str), f"{name}: {got}"
         want = reference(feeds["x"].astype(np.float64), axis, 1, 1)
         np.testing.assert_allclose(got[0], want, rtol=8 * np.finfo(np.float32).eps, err_msg=name)
+
+
+# -- --verify on the target's own runtime ---------------------------------------------------
+# The runtime's environment has MNN / TVM and not the rewriter's own dependencies (onnx_ir,
+# onnxscript, onnxruntime): the child runs the command line with that environment's Python,
+# this checkout first on its path and this environment's site-packages last (both are the same
+# Python; numpy and onnx are pinned alike), as a user with the runtime and the tool installed
+# side by side would.
+WITH_SITE = "import site, sys; site.addsitedir(sys.argv.pop(1))\n"
+CLI = "from rewriter.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def in_env(
+    runtime: str, program: str, *args: object, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """``python -c PROGRAM ARGS`` in ``runtime``'s environment, as described above."""
+    python = runtime_harness.require(runtime)
+    version = subprocess.run(
+        [str(python), "-c", "import sys; print(*sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert version == [str(v) for v in sys.version_info[:2]], f"{runtime}: Python {version}"
+    env = {**os.environ, "PYTHONPATH": str(runtime_harness.ROOT)}
+    return subprocess.run(
+        [str(python), "-c", WITH_SITE + program, sysconfig.get_paths()["purelib"], *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("runtime", ["mnn", "tvm"])
+def test_cli_verify_runs_on_the_target_runtime(runtime: str, tmp_path: Path) -> None:
+    """``--target NAME --verify`` where NAME's runtime is installed runs the rewritten model
+    there (the summary names it), and a right rewrite verifies: exit 0, every check ok."""
+    onnx.save(cumprod_model(TensorProto.FLOAT, (3, 5), 1, exclusive=1), tmp_path / "m.onnx")
+    args = ("m.onnx", "-o", "out.onnx", "--target", runtime, "--verify")
+    done = in_env(runtime, CLI, *args, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"rewritten model run on {runtime}, original on onnxruntime" in done.stdout
+    checks = [line for line in done.stdout.splitlines() if line.strip().startswith("verify y")]
+    assert checks and all(line.endswith("[ok]") for line in checks), done.stdout
+    assert (tmp_path / "out.onnx").exists()
+
+
+def test_cli_verify_on_mnn_finds_its_int32_limit(tmp_path: Path) -> None:
+    """An int32 CumProd whose products pass 2^24 is warned for mnn (MNN multiplies int32 in
+    float32); ``--verify`` on MNN sees the wrong values (exit 1, a MISMATCH, nothing
+    written), where the same rewrite on onnxruntime (MNN not installed there) verifies."""
+    onnx.save(cumprod_model(TensorProto.INT32, (3, 24), 1), tmp_path / "m.onnx")
+    args = ("m.onnx", "-o", "out.onnx", "--target", "mnn", "--verify")
+    done = in_env("mnn", CLI, *args, tmp_path=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "rewritten model run on mnn" in done.stdout
+    assert "verify y (int32)" in done.stdout and "[MISMATCH]" in done.stdout, done.stdout
+    assert "multiplies int32 in float32" in done.stderr and "(target mnn)" in done.stderr
+    assert not (tmp_path / "out.onnx").exists()
+    here = subprocess.run(
+        [sys.executable, "-m", "rewriter", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(runtime_harness.ROOT)},
+    )
+    assert here.returncode == 0, here.stdout + here.stderr
+    assert "run on onnxruntime (mnn is not installed here)" in here.stdout
+
+
+VERIFY = """
+from rewriter.verify import verify_model
+result = verify_model(sys.argv[1], sys.argv[2], bound_ulps=0.0, target="tvm")
+print(result.runtime)
+for check in result.mismatches():
+    print("MISMATCH", check.name, check.detail)
+"""
+
+
+def test_verify_on_tvm_finds_a_wrong_rewrite(tmp_path: Path) -> None:
+    """TVM computed every case of its matrix right, so no tvm rewrite gives a mismatch to see;
+    a wrong one does: an inclusive scan's rewrite checked against the exclusive original, run
+    on TVM, is a mismatch, and the right one is not."""
+    exclusive = cumprod_model(TensorProto.INT32, (3, 6), 1, exclusive=1)
+    inclusive = cumprod_model(TensorProto.INT32, (3, 6), 1)
+    onnx.save(exclusive, tmp_path / "original.onnx")
+    for name, model in (("wrong", inclusive), ("right", exclusive)):
+        rewritten = rewriter.decompose_cumprod(model, target="tvm")
+        assert isinstance(rewritten, onnx.ModelProto)
+        onnx.save(rewritten, tmp_path / f"{name}.onnx")
+    for name, mismatched in (("wrong", True), ("right", False)):
+        done = in_env("tvm", VERIFY, "original.onnx", f"{name}.onnx", tmp_path=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0] == "tvm", done.stdout
+        assert any(line.startswith("MISMATCH y") for line in lines) == mismatched, done.stdout
+
+
+NCNN_ROWS = {  # name: (shape, axis, exclusive, what ncnn does: "" right, else the error)
+    "(6,) inclusive": ((6,), 0, 0, ""),
+    "(6,) exclusive": ((6,), 0, 1, "no layer pnnx.Expression in ncnn"),
+    "(1, 6) exclusive": ((1, 6), 1, 1, "no layer pnnx.Expression in ncnn"),
+    "(2, 6) exclusive": ((2, 6), 1, 1, ""),
+}
+
+
+def test_ncnn_single_row_exclusive_fails_loudly(tmp_path: Path) -> None:
+    """On ncnn an exclusive chain over a tensor with one row (every dim but the axis 1)
+    fails to load: pnnx folds its one-element ones slab into a ``pnnx.Expression``, which
+    ncnn has no layer for. Loud, not wrong; the same scan inclusive, or over two rows, runs
+    right."""
+    if os.environ.get("CUMPROD_NCNN") != "1":
+        pytest.skip("ncnn is an opt-in tier: set CUMPROD_NCNN=1 (scripts/runtimes/ncnn.sh)")
+    cases: dict[str, runtime_harness.Case] = {}
+    for name, (shape, axis, ex, _) in NCNN_ROWS.items():
+        model = cumprod_model(TensorProto.FLOAT, shape, axis, exclusive=ex)
+        x = np.random.default_rng(len(cases)).uniform(-2, 2, shape).astype(np.float32)
+        cases[name] = (rewriter.decompose_cumprod(model, target="ncnn"), {"x": x})  # type: ignore[assignment]
+    results = runtime_harness.run_cases("ncnn", cases, tmp_path)
+    for name, (_, feeds) in cases.items():
+        _, axis, ex, error = NCNN_ROWS[name]
+        got = results[name]
+        if error:
+            assert isinstance(got, str) and error in got, f"{name}: {got}"
+            continue
+        assert not isinstance(got, str), f"{name}: {got}"
+        want = reference(feeds["x"].astype(np.float64), axis, ex, 0)
+        np.testing.assert_allclose(got[0], want, rtol=8 * np.finfo(np.float32).eps, err_msg=name)
+
+
+MNN_LONG = {  # name: (shape, axis): static lengths past 16, where auto takes doubling on mnn
+    "last 40": ((3, 40), 1),
+    "first 300": ((300, 2), 0),
+    "middle 64": ((2, 64, 3), 1),
+}
+
+
+def test_mnn_long_static_axes_take_doubling_and_stay_exact(tmp_path: Path) -> None:
+    """Past a length of 16 ``auto`` takes ``doubling`` on mnn (its table: radix ran up to
+    118x MNN's CumSum); on MNN it is within doubling's float32 bound for every (exclusive,
+    reverse) pair, and exact on int32 values whose products stay inside 2^24."""
+    cases: dict[str, runtime_harness.Case] = {}
+    expected: dict[str, tuple[np.ndarray, int, int, int, int]] = {}
+    for (name, (shape, axis)), (ex, rev), elem_type in itertools.product(
+        MNN_LONG.items(), ATTRS, (TensorProto.FLOAT, TensorProto.INT32)
+    ):
+        model = cumprod_model(elem_type, shape, axis, exclusive=ex, reverse=rev)
+        lowered = rewriter.DecomposeCumProdPass(target="mnn")
+        ir_model = ir.serde.deserialize_model(model)
+        lowered(ir_model)
+        assert [p.lowering.name for p in lowered.plans] == ["doubling"], name
+        rng = np.random.default_rng(zlib.crc32(f"{name}-{ex}-{rev}-{elem_type}".encode()))
+        if elem_type == TensorProto.FLOAT:
+            x = (rng.choice([-1.0, 1.0], shape) * 2 ** rng.uniform(-0.1, 0.1, shape)).astype(
+                np.float32
+            )
+        else:  # at most 23 factors of 2 (or -1, 1) in a product: inside 2^24
+            x = np.ones(shape, np.int32) * rng.choice([-1, 1], shape).astype(np.int32)
+            x[tuple(rng.integers(0, d, 23) for d in shape)] = 2
+        key = f"{name}-ex{ex}-rev{rev}-{TYPE_NAMES[elem_type]}"
+        cases[key] = (ir.serde.serialize_model(ir_model), {"x": x})
+        expected[key] = (x, axis, ex, rev, elem_type)
+    results = runtime_harness.run_cases("mnn", cases, tmp_path)
+    problems = []
+    for key, (x, axis, ex, rev, elem_type) in expected.items():
+        got = results[key]
+        if isinstance(got, str):
+            problems.append(f"{key}: {got}")
+            continue
+        want = reference(x, axis, ex, rev)
+        bound: float | np.ndarray = 0.0
+        if elem_type == TensorProto.FLOAT:
+            k = factor_counts(x.shape, axis, ex, rev)
+            bound = float_bound(elem_type, "doubling", k)
+        result = compare(got[0], want, ir.DataType(elem_type), bound)
+        if not result.ok:
+            problems.append(f"{key}: {result.detail}")
+    assert not problems, "\n".join(problems)

@@ -247,6 +247,15 @@ IREE = (
     *STATIC_RULES,
 )
 
+# -- MNN 3.6: bench_runtime.py --runtime mnn --compile 1, float32, N = 65536, a loaded machine
+_MNN = "bench-runtime-mnn-2026-12-06-auto.md"
+MNN = (
+    Row("doubling", "radix ran 2.7-118x MNN's CumSum, doubling 0.23-11.5x, at 1.4-3.6x "
+        "CumSum's convert + first run (0.2-0.4 s; radix 0.8-2.5x)", _MNN, at=STATIC,
+        n=(17, None)),
+    *STATIC_RULES,
+)
+
 TFLITE = (
     Row("chain", "short static axes", at=STATIC | {RUN_TIME_AXIS}, n=(0, 16), static_dims=True),
     Row("doubling", "onnx2tf converts it on any view; radix's padded blocks came out wrong"),
@@ -261,6 +270,7 @@ TABLES: dict[str, tuple[Row, ...]] = {
     "tract": TRACT,
     "iree": IREE,
     "tflite": TFLITE,
+    "mnn": MNN,
 }
 
 

@@ -28,7 +28,9 @@ the runtime's environment (``bench_runtime_child.py --first``), REPS times, time
 the runtime's import to the first output in numpy (onnxruntime: session + run; OpenVINO:
 read_model + compile_model + infer; tract: load + into_runnable + run; tinygrad with its
 kernel cache off, ``CACHELEVEL=0``, as on a first build: OnnxRunner + the first call, which
-compiles every kernel; IREE: iree-import-onnx + iree-compile + load + the first call). Each
+compiles every kernel; IREE: iree-import-onnx + iree-compile + load + the first call; TVM:
+from_onnx + tvm.compile + the first call; MNN: its converter library in a child process +
+load + the first call). Each
 lowering's process runs next to one of the CumSum model (alternately before and after it),
 in a shuffled order per repetition, and its compile ratio is the median over repetitions of
 its time / that CumSum process's time: load on the shared machine moves both alike. A
@@ -83,10 +85,10 @@ import onnx_ir as ir
 from onnx import TensorProto, helper
 
 import rewriter
+from rewriter import lowerings
 from rewriter.errors import StrategyError
 from rewriter.lowerings import LOWERINGS, carry, doubling
-from rewriter.lowerings import auto as auto_module
-from rewriter.site import ScanSpec
+from rewriter.site import CumProdSite, ScanSpec
 from rewriter.targets import TARGETS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -194,10 +196,9 @@ def pick_for(
         axis=axis,
         max_length=shape[axis] if symbolic else None,
     )
-    runtime = TARGETS[target]
-    return auto_module.pick(
-        spec, runtime, runtime.compute_type(LOWERINGS["loop"].compute_dtype(spec.dtype))
-    )
+    x = ir.Value(name="x", type=ir.TensorType(spec.dtype), shape=ir.Shape(spec.dims))
+    site = CumProdSite(x, None, spec, "cumprod", "bench", 26)
+    return lowerings.choose(site, "auto", TARGETS[target], 26).name
 
 
 def lowered(model: onnx.ModelProto, strategy: str, target: str, n: int) -> onnx.ModelProto | None:
@@ -724,6 +725,9 @@ COMPILE_HOW = {
     "first call (compiles every kernel with clang).",
     "iree": "iree-import-onnx + iree-compile (IREE_FLAGS) + load_vm_flatbuffer + the first "
     "call (local-sync).",
+    "tvm": "Relax from_onnx + tvm.compile(target='llvm') + VirtualMachine + the first call.",
+    "mnn": "MNN's converter library in a child process + load_module_from_file + the first "
+    "forward.",
 }
 
 

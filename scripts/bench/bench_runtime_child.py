@@ -320,6 +320,8 @@ IMPORTS = {
     "tract": "tract",
     "tinygrad": "tinygrad.nn.onnx",
     "iree": "iree.runtime",
+    "tvm": "tvm.relax.frontend.onnx",
+    "mnn": "MNN",
 }
 
 
