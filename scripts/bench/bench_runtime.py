@@ -83,6 +83,7 @@ import onnx_ir as ir
 from onnx import TensorProto, helper
 
 import rewriter
+from rewriter import lowerings
 from rewriter.errors import StrategyError
 from rewriter.lowerings import LOWERINGS, carry, doubling
 from rewriter.lowerings import auto as auto_module
@@ -195,9 +196,14 @@ def pick_for(
         max_length=shape[axis] if symbolic else None,
     )
     runtime = TARGETS[target]
-    return auto_module.pick(
-        spec, runtime, runtime.compute_type(LOWERINGS["loop"].compute_dtype(spec.dtype))
+    compute = runtime.compute_type(LOWERINGS["loop"].compute_dtype(spec.dtype))
+    picked, _ = auto_module.pick(
+        spec,
+        runtime.auto,
+        compute,
+        lambda name: lowerings._refused(LOWERINGS[name], spec, runtime, None),
     )
+    return picked
 
 
 def lowered(model: onnx.ModelProto, strategy: str, target: str, n: int) -> onnx.ModelProto | None:
