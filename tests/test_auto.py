@@ -213,17 +213,17 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_4, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),  # radix would pad
     # tract, float32 (float64 carries): the int32 rule to 8192
     (_4, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
-    (_4, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
-    (_4, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
+    (_4, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "masked")),
+    (_4, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "masked")),
     (_4, (2, 8193), 1, ("doubling", "radix", "doubling", "doubling", "carry")),  # padded or not
     (I32, (2, 17), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
     (I32, (2, 64), 1, ("doubling", "chain", "doubling", "doubling", "carry")),
     (I32, (2, 65), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
     (I32, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
     (I32, (2, 1000), 1, ("doubling", "scan", "doubling", "doubling", "carry")),  # carry pads
-    (I32, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "carry")),  # from 1024
-    (I32, (2, 3000), 1, ("doubling", "scan", "doubling", "doubling", "carry")),
-    (I32, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
+    (I32, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "masked")),  # from 1024
+    (I32, (2, 3000), 1, ("doubling", "scan", "doubling", "doubling", "masked")),
+    (I32, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "masked")),
     (I32, (2, 8193), 1, ("doubling", "carry", "doubling", "doubling", "carry")),
     (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain", "chain")),
     (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling", "carry")),
@@ -250,14 +250,14 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_4, (513, 4), 0, ("radix", "scan", "doubling", "doubling", "carry")),
     (_4, (768, 4), 0, ("radix", "carry", "doubling", "doubling", "carry")),  # 16 * 48: no pad
     (_4, (1000, 4), 0, ("radix", "scan", "doubling", "doubling", "carry")),
-    (_4, (1024, 4), 0, ("radix", "carry", "doubling", "doubling", "carry")),
-    (_4, (1025, 4), 0, ("radix", "carry", "doubling", "doubling", "carry")),
+    (_4, (1024, 4), 0, ("radix", "carry", "doubling", "doubling", "masked")),
+    (_4, (1025, 4), 0, ("radix", "carry", "doubling", "doubling", "masked")),
     (_4, (2, 600, 2), 1, ("radix", "scan", "doubling", "doubling", "carry")),
     (_4, (2, 1024, 2), 1, ("radix", "carry", "doubling", "doubling", "carry")),
     # tract: the other types scan to 1024
     (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling", "carry")),
     (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry")),
-    (I32, (1025, 4), 0, ("carry", "radix", "doubling", "doubling", "carry")),
+    (I32, (1025, 4), 0, ("carry", "radix", "doubling", "doubling", "masked")),
     # tract, first axis: Scan at any n on slabs of 1500 elements (float32) / 900 (others)
     (_4, (2000, 1499), 0, ("radix", "carry", "doubling", "doubling", "carry")),
     (_4, (2000, 1500), 0, ("radix", "scan", "doubling", "doubling", "carry")),
