@@ -29,10 +29,10 @@ not. Zeros keep their sign only where Where returns a selected -0.0 as it is
 
 Cost: per level a tile of B times the elements (a compiler that fuses the Where into the
 reduction, as tinygrad does, never materialises it) and B multiplications per element; 2
-levels up to n = B * B, 3 up to B^3 (31-54 nodes with their Constants for n = 256-8192). No control flow and few,
-small kernels: on tinygrad, whose code generator takes minutes on the unrolled trees
-(``carry``, ``radix``) fused into one kernel, this compiled in 0.95-1.21x the CumSum model's
-time and ran in 0.26-0.45x CumSum's (4-byte types, 65536 elements;
+levels up to n = B * B, 3 up to B^3 (31-54 nodes with their Constants for n = 256-8192).
+No control flow and few, small kernels: on tinygrad, whose code generator takes minutes on
+the unrolled trees (``carry``, ``radix``) fused into one kernel, this compiled in 0.95-1.21x
+the CumSum model's time and ran in 0.26-0.45x CumSum's (4-byte types, 65536 elements;
 scripts/results/compile-tinygrad-masked-2026-12-06.md). On runtimes that materialise the
 tile it runs far slower (IREE 16-472x CumSum, OpenVINO 88x, onnxruntime 6939x in
 compile-2026-12-06-summary.md); ``auto`` takes it on tinygrad only. Needs n static (padded to
