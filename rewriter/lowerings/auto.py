@@ -114,6 +114,7 @@ _CACHED = "against-2026-12-06-without-cached.md"  # auto with cached against wit
 _4MIB, _16MIB = 4 * _MIB - 1, 16 * _MIB - 1  # "over" these: 4 MiB or more, 16 MiB or more
 _COMPILE = "compile-2026-12-06-summary.md"  # load / compile + first run against CumSum
 _COMPILE_TG = "compile-tinygrad-masked-2026-12-06.md"  # masked against carry and CumSum
+_COMPILE_OV = "compile-openvino-float32-2026-12-06.md"  # float32 forms against CumSum
 ONNXRUNTIME = (
     Row("dynamic", "an If on n at run time: scan to 512, a padded blocked scan beyond", _ORT,
         at=frozenset({RUN_TIME_AXIS, RUN_TIME_LENGTH})),
@@ -178,6 +179,9 @@ _OV = "bench-runtime-openvino-2026-12-05-round29.md"
 OPENVINO = (
     Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis", _OV,
         at=frozenset({LAST}), n=(2, None)),
+    Row("loop", "float32: every tree's offset totals compiled 1.9-5.6x CumSum's time, loop "
+        "1.1-1.9x; it runs 2.8-80x CumSum against radix / chain's 0.06-0.9x", _COMPILE_OV,
+        at=frozenset({FIRST, MIDDLE}), n=(256, 1024), dtype=_F32, under_bytes=_MIB),
     Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x",
         _COMPILE, at=frozenset({FIRST, MIDDLE}), n=(256, None), dtype=ir.DataType.INT32),
     Row("chain", "0.31-0.92x radix's time; its compile time grows with its nodes",
