@@ -164,6 +164,14 @@ class Target:
         local_functions: Whether the runtime loads model-local functions: else every call
             is inlined before the rewrite (:mod:`rewriter.inline`; OpenVINO 2026.4, tract
             0.23, IREE 3.13, tinygrad and onnx2tf fail on any call to one).
+        reduce_prod_wraps: Whether an integer ReduceProd wraps around like Mul (the product
+            modulo 2^bits, in any order), which ``masked`` needs for integers: onnxruntime
+            1.32's saturates to INT_MAX / INT_MIN over a middle axis; checked on tinygrad
+            (tests/lowerings/test_masked.py); not known elsewhere (False).
+        where_keeps_negative_zero: Whether a broadcasting float Where returns a selected -0.0
+            as -0.0, which ``masked`` needs for floats: onnxruntime 1.32 returns +0.0 (a
+            (1, 64, 64, 1) mask over a (4, 1, 64, 1) x); checked on tinygrad; not known
+            elsewhere (False).
         bfloat16_math: Whether the runtime has bfloat16 Mul and Expand kernels, which a
             type-generic lowering (x's element type not known statically) uses when x is
             bfloat16 at run time: onnxruntime 1.20.1 and 1.32 have none ("NOT_IMPLEMENTED
@@ -204,6 +212,8 @@ class Target:
     element_types: frozenset[ir.DataType] | None = None
     axis_input: bool = True
     max_ir_version: int | None = None
+    reduce_prod_wraps: bool = False
+    where_keeps_negative_zero: bool = False
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -368,6 +378,8 @@ TARGETS: dict[str, Target] = {
             avoided_ops=frozenset({"If"}),
             auto="tinygrad",
             local_functions=False,
+            reduce_prod_wraps=True,
+            where_keeps_negative_zero=True,
         ),
         Target(
             "mnn",

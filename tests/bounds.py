@@ -44,7 +44,18 @@ PRECISION: dict[str, tuple[int, int]] = {
 
 # The lowerings held to the sequential kernel's k - 1 ulps.
 EXACT_KERNELS = frozenset(
-    {"loop", "scan", "chain", "blocked", "radix", "dynamic", "doubling", "carry", "cached"}
+    {
+        "loop",
+        "scan",
+        "chain",
+        "blocked",
+        "radix",
+        "dynamic",
+        "doubling",
+        "carry",
+        "cached",
+        "masked",
+    }
 )
 
 # The contract's figures (the README's accuracy table).

@@ -219,8 +219,8 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     ),  # radix would pad
     # tract, float32 (float64 carries): the int32 rule to 8192
     (_4, (2, 512), 1, ("doubling", "scan", "doubling", "doubling", "carry", "doubling")),
-    (_4, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "carry", "doubling")),
-    (_4, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 1024), 1, ("doubling", "carry", "doubling", "doubling", "masked", "doubling")),
+    (_4, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "masked", "doubling")),
     (
         _4,
         (2, 8193),
@@ -241,10 +241,10 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
         I32,
         (2, 1024),
         1,
-        ("doubling", "carry", "doubling", "doubling", "carry", "doubling"),
+        ("doubling", "carry", "doubling", "doubling", "masked", "doubling"),
     ),  # from 1024
-    (I32, (2, 3000), 1, ("doubling", "scan", "doubling", "doubling", "carry", "doubling")),
-    (I32, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "carry", "doubling")),
+    (I32, (2, 3000), 1, ("doubling", "scan", "doubling", "doubling", "masked", "doubling")),
+    (I32, (2, 8192), 1, ("doubling", "carry", "doubling", "doubling", "masked", "doubling")),
     (I32, (2, 8193), 1, ("doubling", "carry", "doubling", "doubling", "carry", "doubling")),
     (_8, (2, 16), 1, ("doubling", "chain", "chain", "chain", "chain", "chain")),
     (_8, (2, 64), 1, ("doubling", "chain", "chain", "doubling", "carry", "doubling")),
@@ -296,14 +296,14 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
         ("radix", "carry", "doubling", "doubling", "carry", "doubling"),
     ),  # 16 * 48: no pad
     (_4, (1000, 4), 0, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
-    (_4, (1024, 4), 0, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
-    (_4, (1025, 4), 0, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
+    (_4, (1024, 4), 0, ("radix", "carry", "doubling", "doubling", "masked", "doubling")),
+    (_4, (1025, 4), 0, ("radix", "carry", "doubling", "doubling", "masked", "doubling")),
     (_4, (2, 600, 2), 1, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
     (_4, (2, 1024, 2), 1, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
     # tract: the other types scan to 1024
     (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling", "carry", "doubling")),
     (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry", "doubling")),
-    (I32, (1025, 4), 0, ("carry", "radix", "doubling", "doubling", "carry", "doubling")),
+    (I32, (1025, 4), 0, ("carry", "radix", "doubling", "doubling", "masked", "doubling")),
     # tract, first axis: Scan at any n on slabs of 1500 elements (float32) / 900 (others)
     (_4, (2000, 1499), 0, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
     (_4, (2000, 1500), 0, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
@@ -421,13 +421,19 @@ def test_auto_without_a_bound_where_only_doubling_fits_is_refused() -> None:
         ("openvino", I32, (256, 4), 0, "carry"),
         ("openvino", I32, (2, 256, 2), 1, "carry"),
         ("openvino", F32, (256, 4), 0, "chain"),  # float32: no form met 2x
+        # tinygrad: masked on first / last axes, n = 1024-8192 (tests/lowerings/test_masked.py)
+        ("tinygrad", F32, (2, 1023), 1, "carry"),
+        ("tinygrad", F32, (2, 1024), 1, "masked"),
+        ("tinygrad", I32, (8192, 4), 0, "masked"),
+        ("tinygrad", F32, (2, 8193), 1, "carry"),
+        ("tinygrad", F32, (2, 1024, 2), 1, "carry"),  # middle axis: not masked
     ],
 )
 def test_auto_weighs_compile_time_where_it_was_measured(
     target: str, elem: int, dims: tuple[int, ...], axis: int, want: str
 ) -> None:
-    """scripts/results/compile-2026-12-06-summary.md: load / compile + first run against the
-    CumSum model of the same shape."""
+    """scripts/results/compile-2026-12-06-summary.md, compile-tinygrad-masked-2026-12-06.md:
+    load / compile + first run against the CumSum model of the same shape."""
     assert _planned(cumprod_model(elem, dims, axis), target) == want
 
 

@@ -15,6 +15,7 @@ from tests.helpers import (
     lower_or_refused,
     np_dtype,
     op_types,
+    ort_strategies,
     run_ort,
     strategies_for,
 )
@@ -46,7 +47,7 @@ def _alias_of(model: onnx.ModelProto, strategy: str) -> str | None:
     return other
 
 
-@pytest.mark.parametrize("strategy", rewriter.STRATEGIES)
+@pytest.mark.parametrize("strategy", ort_strategies())
 def test_onnx_conformance_cases(strategy: str) -> None:
     """Every case of the onnx package (built on first use, so not at import: one test per
     strategy runs them all)."""

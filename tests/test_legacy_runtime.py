@@ -32,6 +32,7 @@ from tests.helpers import (
     cumprod_model,
     feed,
     lower_or_refused,
+    ort_strategies,
     random_data,
     run_ort,
     strategies_for,
@@ -55,7 +56,7 @@ def _grid() -> list[tuple]:
     on a static length, ``dynamic`` emit another strategy's graph (test_branches): they run
     only with the run-time axis, where ``auto`` is ``dynamic``, so only ``dynamic`` runs."""
     cells, k = [], 0
-    for strategy in rewriter.STRATEGIES:
+    for strategy in ort_strategies():
         if strategy == "auto":
             continue
         types = [t for t in ALL_TYPES if strategy in strategies_for(t)]
@@ -304,7 +305,7 @@ def _extra_cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray], ob
     cases = _branch_cases()
     rng = np.random.default_rng(7)
     conformance = conformance_cases()
-    lowerings = [s for s in rewriter.STRATEGIES if s not in ("auto", "dynamic")]
+    lowerings = [s for s in ort_strategies() if s not in ("auto", "dynamic")]
     for k, opset in enumerate(OPSETS):
         for name, text in NESTED.items():
             model = onnx.parser.parse_model(text)

@@ -14,13 +14,14 @@ from tests.helpers import (
     EXACT_STRATEGIES,
     lower_or_refused,
     op_types,
+    ort_strategies,
     reference,
     run_ort,
     scan_body_model,
     wide_reference,
 )
 
-STRATEGIES = list(rewriter.STRATEGIES)
+STRATEGIES = ort_strategies()
 
 
 def _within(strategy: str, y: np.ndarray, x: np.ndarray, axis: int, *, ex: int, rev: int) -> None:

@@ -27,6 +27,7 @@ from rewriter.targets import TARGETS
 from tests.helpers import (
     ALL_TYPES,
     INTS,
+    NOT_ON_ORT,
     TARGET_REFUSALS,
     TYPE_NAMES,
     check_result,
@@ -34,6 +35,7 @@ from tests.helpers import (
     declared_refusal,
     feed,
     op_types,
+    ort_strategies,
     random_data,
     run_ort,
     sprinkle_specials,
@@ -77,7 +79,7 @@ def cases(draw: st.DrawFn, long: bool) -> dict:
         # which dims the model declares symbolic (the view computed at run time)
         "symbolic": draw(st.lists(st.booleans(), min_size=rank, max_size=rank)),
         "elem_type": draw(st.sampled_from(ALL_TYPES)),
-        "strategy": draw(st.sampled_from(rewriter.STRATEGIES)),
+        "strategy": draw(st.sampled_from(ort_strategies())),
         "target": draw(st.sampled_from(list(TARGETS))),
         "special_rate": draw(st.sampled_from([0.0, 0.0, 0.02, 0.2])),
         "seed": draw(st.integers(0, 2**32 - 1)),
@@ -153,6 +155,8 @@ def run_case(case: dict) -> None:
     shape, axis, ex, rev = case["shape"], case["axis"], case["exclusive"], case["reverse"]
     elem_type = case["elem_type"]
     (plan,) = rewrite.plans
+    if plan.lowering.name in NOT_ON_ORT:  # auto's tinygrad graph from n = 1024: wrong on
+        return  # onnxruntime by design; run on tinygrad in tests/lowerings/test_masked.py
 
     rng = np.random.default_rng(case["seed"])
     x = sprinkle_specials(elem_type, random_data(elem_type, shape, rng), rng, case["special_rate"])

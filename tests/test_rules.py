@@ -28,6 +28,7 @@ from tests.helpers import (
     feed,
     lower_or_refused,
     op_types,
+    ort_strategies,
     random_data,
     run_ort,
     strategies_for,
@@ -46,7 +47,7 @@ def _grid() -> list[tuple]:
     and every attribute combination meets the rules. ``auto`` and ``dynamic`` at a static
     length emit another strategy's graph (asserted in test_auto_and_dynamic_are_aliases)."""
     cells, k = [], 0
-    for strategy in rewriter.STRATEGIES:
+    for strategy in ort_strategies():
         if strategy == "auto":
             continue
         types = [t for t in ALL_TYPES if strategy in strategies_for(t)]

@@ -33,6 +33,7 @@ from rewriter.lowerings import (
     dynamic,
     logsum,
     loop,
+    masked,
     radix,
     scan,
 )
@@ -139,6 +140,7 @@ LOWERINGS: dict[str, Lowering] = {
         _record(doubling, length="bounded", flat_view="always", check=doubling.unsupported),
         _record(carry, length="bounded", check=carry.unsupported),
         _record(cached, needs=_SCAN, length="bounded", check=cached.unsupported),
+        _record(masked, length="static", type_generic=False, check=masked.unsupported),
     )
 }
 # logsum on a target without float64: the same formula in float32, with its own bound

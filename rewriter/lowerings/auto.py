@@ -113,6 +113,8 @@ _FIRST_HELD = "bench-2026-12-01-first-heldout.md"
 _CACHED = "against-2026-12-06-without-cached.md"  # auto with cached against without
 _4MIB, _16MIB = 4 * _MIB - 1, 16 * _MIB - 1  # "over" these: 4 MiB or more, 16 MiB or more
 _COMPILE = "compile-2026-12-06-summary.md"  # load / compile + first run against CumSum
+_COMPILE_TG = "compile-tinygrad-masked-2026-12-06.md"  # masked against carry and CumSum
+_COMPILE_OV = "compile-openvino-float32-2026-12-06.md"  # float32 forms against CumSum
 ONNXRUNTIME = (
     Row("dynamic", "an If on n at run time: scan to 512, a padded blocked scan beyond", _ORT,
         at=frozenset({RUN_TIME_AXIS, RUN_TIME_LENGTH})),
@@ -174,6 +176,9 @@ STATIC_RULES = (
 
 # -- the runtimes' own: scripts/bench_runtime.py --runtime NAME, against its own CumSum -------
 _OV = "bench-runtime-openvino-2026-12-05-round29.md"
+# float32 first / middle axes keep the trees: loop compiles within 2x of CumSum where they take
+# 1.9-5.6x, but runs 2.8-80x CumSum against their 0.06-0.9x (_COMPILE_OV): a second of
+# compile is not worth that on every run.
 OPENVINO = (
     Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis", _OV,
         at=frozenset({LAST}), n=(2, None)),
@@ -187,6 +192,9 @@ OPENVINO = (
 
 _TG = "bench-runtime-tinygrad-2026-12-05-round29.md"
 TINYGRAD = (
+    Row("masked", "carry's fused unrolled tree compiled > 4.3x CumSum's time, masked "
+        "0.95-1.21x (runs 0.26-0.45x CumSum)", _COMPILE_TG, at=frozenset({FIRST, LAST}),
+        n=(1024, 8192), itemsize=4, under_bytes=_MIB),
     Row("carry", "0.36-1.10x radix's time (median 0.96x)", _TG,
         at=frozenset({FIRST, LAST, MIDDLE}), n=(17, None)),
     Row("carry", "padded to max_length: doubling compiled 5-10x longer",

@@ -1,0 +1,155 @@
+"""``masked``: a blocked scan whose in-block prefixes are one masked ReduceProd each.
+
+Formula, on the (o, n, i) view of x, n static, blocks of B = :data:`BLOCK`::
+
+    n <= B:  T[o, k, j, i] = x[o, j, i] where mask[k, j] else 1      (a (o, n, n, i) tile)
+             y[o, k, i]    = ReduceProd_j T
+             mask[k, j]: j <= k (inclusive), j < k (exclusive); reverse: j >= k, j > k
+    else:    pad n to m * B with ones (ones change no product, in either direction)
+             view (o * m, B, i); P = the in-block scan above (exclusive or not)
+             t = the block totals (o, m, i): P's last position (reverse: its first), or for
+                 an exclusive P a ReduceProd over the block
+             C = the EXCLUSIVE scan of t along m (same direction), by this same scheme
+             y = P viewed (o, m, B, i) * C viewed (o, m, 1, i), viewed (o, m * B, i), [0, n)
+
+Accuracy: every output is the product of its k factors (the mask's and the padding's ones
+multiply exactly), in the runtime's ReduceProd order inside a block, times one carry formed
+the same way from the block totals. Integers: bit-exact with wraparound where the runtime's
+integer ReduceProd wraps like Mul (``Target.reduce_prod_wraps``; onnxruntime 1.32's
+saturates over a middle axis). float32, float16 and bfloat16 are multiplied in float64 and
+rounded once to float32 at the end (refused on targets without float64 compute): about 0.5
+ulp plus k * 2^-53 relative, within the sequential kernel's k - 1 ulps and with no bias on
+factors near 1; a product of a contiguous run of float32 factors whose prefixes stay in range
+lies within 2^+-277, so a ReduceProd that multiplies in order (tinygrad's: the swinging
+prefixes of the tests come out as the sequential kernel's) leaves float64's range nowhere the
+sequential product does not. float64 is multiplied from 1 in each block: as in the other
+product trees, a block's own partial products can overflow where the sequential product does
+not. Zeros keep their sign only where Where returns a selected -0.0 as it is
+(``Target.where_keeps_negative_zero``; onnxruntime 1.32's gives +0.0).
+
+Cost: per level a tile of B times the elements (a compiler that fuses the Where into the
+reduction, as tinygrad does, never materialises it) and B multiplications per element; 2
+levels up to n = B * B, 3 up to B^3 (31-54 nodes with their Constants for n = 256-8192).
+No control flow and few, small kernels: on tinygrad, whose code generator takes minutes on
+the unrolled trees (``carry``, ``radix``) fused into one kernel, this compiled in 0.95-1.21x
+the CumSum model's time and ran in 0.26-0.45x CumSum's (4-byte types, 65536 elements;
+scripts/results/compile-tinygrad-masked-2026-12-06.md). On runtimes that materialise the
+tile it runs far slower (IREE 16-472x CumSum, OpenVINO 88x, onnxruntime 6939x in
+compile-2026-12-06-summary.md); ``auto`` takes it on tinygrad only. Needs n static (padded to
+``max_length`` where it is known only at run time) and x's element type.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.lowerings import loop
+from rewriter.lowerings.builder import Builder
+from rewriter.lowerings.view import Dim, View, shape_of, times
+from rewriter.lowerings.wide import wide_view
+from rewriter.site import ScanSpec
+from rewriter.targets import Target
+
+__all__ = ["BLOCK", "build", "compute_dtype", "max_ulps", "unsupported"]
+
+logger = logging.getLogger(__name__)
+
+BLOCK = 64  # B: the tile's side; the blocks' count m is scanned by the same scheme
+compute_dtype = loop.compute_dtype
+max_ulps = loop.max_ulps
+_FLOATS = frozenset(
+    {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
+)
+
+
+def unsupported(spec: ScanSpec, target: Target) -> str | None:
+    """Integers where the target's integer ReduceProd is not known to wrap; floats where its
+    Where is not known to keep -0.0; float32 (and narrower) where it computes no float64."""
+    if spec.dtype is None:
+        return None  # refused by the record (not type-generic)
+    if spec.dtype not in _FLOATS and not target.reduce_prod_wraps:
+        return (
+            "strategy 'masked' multiplies integers with ReduceProd, which is not known to "
+            f"wrap around like Mul on {target.name} (onnxruntime 1.32's saturates): use "
+            "another strategy"
+        )
+    if spec.dtype in _FLOATS and not target.where_keeps_negative_zero:
+        return (
+            "strategy 'masked' selects x's factors with Where, which is not known to keep "
+            f"-0.0 on {target.name} (onnxruntime 1.32's returns +0.0): use another strategy"
+        )
+    if spec.dtype in _FLOATS - {ir.DataType.DOUBLE} and not target.float64:
+        return (
+            f"strategy 'masked' multiplies {spec.dtype.name.lower()} in float64, which "
+            f"{target.name} does not compute: use another strategy"
+        )
+    return None
+
+
+def _reduce_prod(b: Builder, x: ir.Value, axis: int, keepdims: int) -> ir.Value:
+    if b.opset >= 18:
+        return b.op("ReduceProd", x, b.const([axis]), keepdims=keepdims)
+    return b.op("ReduceProd", x, axes=[axis], keepdims=keepdims)
+
+
+def _tile_scan(
+    b: Builder, x3: ir.Value, dims: tuple[Dim, int, Dim], v: View, *, exclusive: bool
+) -> ir.Value:
+    """The scan of ``x3`` (o, n, i) along n: one ReduceProd over the masked (o, n, n, i)
+    tile, (o, n, i)."""
+    o, n, i = dims
+    k = np.arange(n)
+    after = k[None, :] >= k[:, None] if v.reverse else k[None, :] <= k[:, None]
+    mask = after & (k[None, :] != k[:, None]) if exclusive else after
+    rows = b.reshape(x3, shape_of(b, o, 1, n, i))  # x[o, j, i] at [o, ., j, i]
+    tile = b.op("Where", b.const(mask.reshape(1, n, n, 1)), rows, v.one)
+    return _reduce_prod(b, tile, 2, keepdims=0)
+
+
+def _scan(
+    b: Builder, x3: ir.Value, dims: tuple[Dim, int, Dim], v: View, *, exclusive: bool
+) -> ir.Value:
+    """The scan of ``x3`` (o, n, i) along n, n static, blocked by :data:`BLOCK`."""
+    o, n, i = dims
+    if n <= BLOCK:
+        return _tile_scan(b, x3, dims, v, exclusive=exclusive)
+    m = -(-n // BLOCK)
+    padded = m * BLOCK
+    if padded != n:
+        x3 = v.pad_ones_after(b, x3, padded - n, n)
+    om = times(b, o, m)
+    blocks = b.reshape(x3, shape_of(b, om, BLOCK, i))
+    prefix = _tile_scan(b, blocks, (om, BLOCK, i), v, exclusive=exclusive)
+    if exclusive:
+        totals = _reduce_prod(b, blocks, 1, keepdims=1)
+    else:
+        at = 0 if v.reverse else BLOCK - 1
+        totals = b.slice_axis(prefix, 1, at, at + 1)
+    totals = b.reshape(totals, shape_of(b, o, m, i))
+    carries = _scan(b, totals, (o, m, i), v, exclusive=True)
+    y = b.op(
+        "Mul",
+        b.reshape(prefix, shape_of(b, o, m, BLOCK, i)),
+        b.reshape(carries, shape_of(b, o, m, 1, i)),
+    )
+    y = b.reshape(y, shape_of(b, o, padded, i))
+    return y if padded == n else b.slice_axis(y, 1, 0, n)
+
+
+def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 1 of ``x3`` (in the compute type); n is static. float32 is
+    multiplied in float64 (:func:`unsupported` refuses it on targets without float64)."""
+    n = v.static_length
+    assert n is not None
+    if n == 0 or any(d == 0 for d in v.dims()):
+        return b.op("Identity", x3)
+    if v.dtype == ir.DataType.FLOAT:
+        wide = wide_view(b, v, ir.DataType.DOUBLE)
+        y = _scan(
+            b, b.cast(x3, ir.DataType.DOUBLE), (v.outer, n, v.inner), wide, exclusive=v.exclusive
+        )
+        return b.cast(y, ir.DataType.FLOAT)
+    return _scan(b, x3, (v.outer, n, v.inner), v, exclusive=v.exclusive)
