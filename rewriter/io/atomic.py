@@ -227,10 +227,11 @@ def save_model(
         )
         staged = stage / target.name
         try:
-            if data_name is None:
-                _save_inline(model, staged, training_info)
-            else:
-                _save_external(model, staged, data_name, training_info)
+            with tensors_in_memory(model, for_save=True):  # what ir.save does not move
+                if data_name is None:
+                    _save_inline(model, staged, training_info)
+                else:
+                    _save_external(model, staged, data_name, training_info)
             if check:
                 run_checker(staged, read_header(staged))
         except onnx.checker.ValidationError as exc:
@@ -255,7 +256,8 @@ def save_model(
 def _save_inline(
     model: ir.Model, staged: Path, training_info: Sequence[onnx.TrainingInfoProto]
 ) -> None:
-    """Write ``model`` to ``staged`` as one file, as ``ir.save`` would, with the large
+    """Write ``model`` (its function bodies' external tensors read into memory: see
+    :func:`save_model`) to ``staged`` as one file, as ``ir.save`` would, with the large
     main-graph initializers' bytes streamed from their tensors (:func:`write_model`), not
     serialised in memory: each is serialised as a data-less stand-in, whose place in the
     message the stream fills."""
@@ -278,12 +280,11 @@ def _save_inline(
             metadata_props=dict(tensor.metadata_props),
         )
 
-    with tensors_in_memory(model, for_save=True):  # what is not a main-graph initializer
-        restore = replace_tensors(model, stand_in)
-        try:
-            proto = ir.serde.serialize_model(model)
-        finally:
-            restore()
+    restore = replace_tensors(model, stand_in)
+    try:
+        proto = ir.serde.serialize_model(model)
+    finally:
+        restore()
     streamed = {}
     for index, tensor in enumerate(proto.graph.initializer):
         if tensor.name in big and tensor.data_location == onnx.TensorProto.EXTERNAL:
@@ -303,16 +304,16 @@ def _save_external(
     data_name: str,
     training_info: Sequence[onnx.TrainingInfoProto],
 ) -> None:
-    """``ir.save`` with the large tensors in the data file ``data_name`` beside ``staged``
+    """``ir.save`` (its function bodies' external tensors read into memory: see
+    :func:`save_model`) with the large tensors in the data file ``data_name`` beside ``staged``
     (streamed by onnx_ir), then what it does not carry put back into the (small) model
     file: ``training_info`` and the initializers' descriptions."""
-    with tensors_in_memory(model, for_save=True):  # what ir.save does not move
-        ir.save(
-            model,
-            staged,
-            external_data=data_name,
-            size_threshold_bytes=_inline_threshold(model),
-        )
+    ir.save(
+        model,
+        staged,
+        external_data=data_name,
+        size_threshold_bytes=_inline_threshold(model),
+    )
     described = _described_initializers(model)
     if training_info or described:
         proto = onnx.load(str(staged), load_external_data=False)

@@ -815,7 +815,7 @@ MUTANTS = [
     Mutant(
         "io: external initializers' doc_string and metadata not given back",
         "rewriter/io/atomic.py",
-        "                _describe_initializers(proto, described)\n",
+        "        _describe_initializers(proto, described)\n",
         "",
     ),
     Mutant(
