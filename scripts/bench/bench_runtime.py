@@ -84,8 +84,9 @@ from onnx import TensorProto, helper
 
 import rewriter
 from rewriter.errors import StrategyError
-from rewriter.lowerings import LOWERINGS, carry, doubling
+from rewriter.lowerings import LOWERINGS, doubling
 from rewriter.lowerings import auto as auto_module
+from rewriter.lowerings import tree as carry
 from rewriter.site import ScanSpec
 from rewriter.targets import TARGETS
 
