@@ -176,6 +176,18 @@ class Target:
             type-generic lowering (x's element type not known statically) uses when x is
             bfloat16 at run time: onnxruntime 1.20.1 and 1.32 have none ("NOT_IMPLEMENTED
             ... Expand(13)" at load), so such a node is warned about there.
+        scan_over_x: Whether a first-axis scan runs its Scan over x itself (no view, no
+            Reshape back into a graph output, which onnxruntime copies): measured faster on
+            onnxruntime; on tract 1.2-2.2x the view's time (float32, large slabs, rank-1
+            slices), so false elsewhere (the view).
+        cache_pieces: Whether ``cached`` (``carry`` on cache-sized pieces, one Scan step
+            each) is offered: measured and tested on onnxruntime only.
+        reduce_totals_above: Blocks of more positions than this take their float64 totals
+            (``wide.block_totals``) by a ReduceProd of the blocks cast, fewer from their
+            slices cast and multiplied: onnxruntime 1.32's ReduceProd over blocks of 4 took
+            3.3x the slices' time (float32 (262144, 4, 1)), 0.66x on (4096, 16, 16). None:
+            always from the slices (tract's float64 ReduceProd made radix 2.1-6.6x and carry
+            1.0-5.0x slower, float32, 2^20 elements, n = 512 and 4096).
     """
 
     name: str
@@ -214,6 +226,9 @@ class Target:
     max_ir_version: int | None = None
     reduce_prod_wraps: bool = False
     where_keeps_negative_zero: bool = False
+    scan_over_x: bool = False
+    cache_pieces: bool = False
+    reduce_totals_above: int | None = None
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
@@ -254,8 +269,17 @@ TARGETS: dict[str, Target] = {
             "1.20): uint32/uint64 multiplied as int64",
             integer_compute=_UINT_AS_INT64,
             bfloat16_math=False,
+            scan_over_x=True,
+            cache_pieces=True,
+            reduce_totals_above=4,
         ),
-        Target("spec", "every kernel the ONNX spec lists: integers in their own type"),
+        Target(  # onnxruntime's table and forms, integers in their own type
+            "spec",
+            "every kernel the ONNX spec lists: integers in their own type",
+            scan_over_x=True,
+            cache_pieces=True,
+            reduce_totals_above=4,
+        ),
         Target(
             "openvino",
             "OpenVINO: int64 past 2^31 and float64 are not exact there (warned)",

@@ -19,7 +19,7 @@ import pytest
 from onnx import TensorProto
 
 import rewriter
-from rewriter.lowerings import carry
+from rewriter.lowerings import tree as carry
 from tests import bounds
 from tests.helpers import (
     cumprod_model,

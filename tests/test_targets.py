@@ -537,3 +537,27 @@ def test_the_length_guard_only_where_a_reshape_checks_sizes(
         if guarded:
             with pytest.raises(Exception, match=r"(?i)reshape"):
                 run_ort(lowered, {"x": longer})
+
+
+def test_no_lowering_module_tests_a_target_by_name() -> None:
+    """Lowering modules read target facts (``Target`` fields), never which table or target it
+    is: no ``Target.auto`` compared, no comparison with a target's name. (The registry hands
+    ``Target.auto`` to ``auto.pick``, uncompared.)"""
+    import ast
+    from pathlib import Path
+
+    from rewriter.targets import TARGETS
+
+    folder = Path(rewriter.__file__).parent / "lowerings"
+    names = set(TARGETS)
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            for side in (node.left, *node.comparators):
+                named = isinstance(side, ast.Constant) and side.value in names
+                read = isinstance(side, ast.Attribute) and side.attr == "auto"
+                if named or read:
+                    found.append(f"{path.name}:{node.lineno}")
+    assert not found, found

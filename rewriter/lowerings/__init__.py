@@ -23,20 +23,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.errors import StrategyError
-from rewriter.lowerings import (
-    auto,
-    blocked,
-    cached,
-    carry,
-    chain,
-    doubling,
-    dynamic,
-    logsum,
-    loop,
-    masked,
-    radix,
-    scan,
-)
+from rewriter.lowerings import auto, cached, chain, doubling, logsum, loop, masked, scan, tree
 from rewriter.lowerings.builder import Builder, NameSource
 from rewriter.lowerings.view import View, in_view, takes_flat_view
 from rewriter.site import CumProdSite, ScanSpec
@@ -96,8 +83,8 @@ class Lowering:
 
     name: str
     build: _Build
-    compute_dtype: Callable[[ir.DataType | None], ir.DataType | None]
-    max_ulps: Callable[[ir.DataType, np.ndarray], np.ndarray]
+    compute_dtype: Callable[[ir.DataType | None], ir.DataType | None] = loop.compute_dtype
+    max_ulps: Callable[[ir.DataType, np.ndarray], np.ndarray] = loop.max_ulps
     needs: frozenset[str] = frozenset()
     length: str = "any"
     type_generic: bool = True
@@ -114,33 +101,42 @@ class Lowering:
         return self.length != "any"
 
 
-def _record(module: object, **facts: object) -> Lowering:
-    name = module.__name__.rsplit(".", 1)[1]  # type: ignore[attr-defined]
-    return Lowering(
-        name=name,
-        build=module.build,  # type: ignore[attr-defined]
-        compute_dtype=module.compute_dtype,  # type: ignore[attr-defined]
-        max_ulps=module.max_ulps,  # type: ignore[attr-defined]
-        build_first_axis=getattr(module, "build_first_axis", None),
-        **facts,  # type: ignore[arg-type]
-    )
-
-
 _SCAN = frozenset({"Scan"})
 LOWERINGS: dict[str, Lowering] = {
     lowering.name: lowering
     for lowering in (
-        _record(logsum, type_generic=False, check=logsum.unsupported),
-        _record(loop, needs=frozenset({"Loop"})),
-        _record(scan, needs=_SCAN),
-        _record(chain, length="static", flat_view="static length", check=chain.unsupported),
-        _record(blocked, needs=_SCAN, length="static"),
-        _record(radix, length="static"),
-        _record(dynamic, needs=frozenset({"If", "Scan"})),
-        _record(doubling, length="bounded", flat_view="always", check=doubling.unsupported),
-        _record(carry, length="bounded", check=carry.unsupported),
-        _record(cached, needs=_SCAN, length="bounded", check=cached.unsupported),
-        _record(masked, length="static", type_generic=False, check=masked.unsupported),
+        Lowering(
+            "logsum",
+            logsum.build,
+            logsum.compute_dtype,
+            logsum.max_ulps,
+            type_generic=False,
+            check=logsum.unsupported,
+        ),
+        Lowering("loop", loop.build, needs=frozenset({"Loop"})),
+        Lowering("scan", scan.build, needs=_SCAN, build_first_axis=scan.build_first_axis),
+        Lowering(
+            "chain",
+            chain.build,
+            length="static",
+            flat_view="static length",
+            check=chain.unsupported,
+        ),
+        Lowering("blocked", tree.build_blocked, needs=_SCAN, length="static"),
+        Lowering("radix", tree.build_radix, length="static"),
+        Lowering("dynamic", tree.build_dynamic, needs=frozenset({"If", "Scan"})),
+        Lowering(
+            "doubling",
+            doubling.build,
+            length="bounded",
+            flat_view="always",
+            check=doubling.unsupported,
+        ),
+        Lowering("carry", tree.build_carry, length="bounded", check=tree.carry_refused),
+        Lowering("cached", cached.build, needs=_SCAN, length="bounded", check=cached.unsupported),
+        Lowering(
+            "masked", masked.build, length="static", type_generic=False, check=masked.unsupported
+        ),
     )
 }
 # logsum on a target without float64: the same formula in float32, with its own bound

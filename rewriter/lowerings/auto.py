@@ -1,34 +1,28 @@
 """``auto``: one table per target, rows of (where, how long, how large) -> lowering.
 
-A CumProd is described by its (o, n, i) view (:mod:`.view`) and its compute type. A row
-matches on the axis position, the compute type (or its item size), a range of n, the slab
-(elements per position: i on a first axis, o * i elsewhere), the tensor's bytes, the
-direction, whether ``carry``'s levels pad n, and the row count o. The first row that matches
-*and* whose lowering the target accepts (:func:`rewriter.lowerings.refusal`) wins, so a row
-order is a preference order and a refused lowering (a missing op, no bound on a run-time
-length) falls through to the next matching row. Every table ends in rows that match
-everything. Each row carries its one-line reason and the results file behind it (relative
-to ``scripts/results/``); ``tests/test_auto.py`` iterates the same rows, and
-``docs/design.md`` explains how to add one.
+A row matches on the (o, n, i) view's axis position, the compute type (or its item size), a
+range of n, the slab (elements per position: i on a first axis, o * i elsewhere), the
+tensor's bytes, the direction, whether ``carry``'s levels pad n, the row count o and the
+size of ``cached``'s pieces. The first row that matches *and* whose lowering the target
+accepts (:func:`rewriter.lowerings.refusal`) wins: row order is preference order, and a
+refused lowering falls through to the next matching row; every table ends in rows that
+match everything. Each row carries its one-line reason and the results file behind it (in
+``scripts/results/``); ``tests/test_auto.py`` iterates the same rows.
 
-Positions: ``first`` (o = 1, the axis is outermost: Scan slabs are contiguous), ``last``
-(i = 1), ``middle`` (i known, neither), ``unknown`` (i not known statically),
-``run-time axis`` (the axis is an input over static dims: n is the longest dim, to which x
-is padded) and ``run-time length`` (a symbolic length; rows see n = None).
-
-Every lowering a table names is exact for integers and within the sequential kernel's
-k - 1 ulps for floats: the tables decide speed (run time, and on compiling runtimes the
-compile time of the nodes they emit), never correctness.
+Positions: ``first`` (o = 1), ``last`` (i = 1), ``middle`` (i known), ``unknown`` (i not
+static), ``run-time axis`` (n: the longest dim, to which x is padded) and ``run-time length``
+(n = None). Every lowering named is exact for integers and within the sequential kernel's
+k - 1 ulps for floats: the tables decide speed (and compile time), never correctness.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import onnx_ir as ir
 
-from rewriter.lowerings import cached, carry, radix
+from rewriter.lowerings import cached, tree
 from rewriter.site import ScanSpec
 
 __all__ = ["POSITIONS", "TABLES", "Facts", "Row", "facts_of", "pick"]
@@ -39,6 +33,10 @@ POSITIONS = (FIRST, LAST, MIDDLE, UNKNOWN, RUN_TIME_AXIS, RUN_TIME_LENGTH)
 STATIC = frozenset({FIRST, LAST, MIDDLE, UNKNOWN})
 ANY = frozenset(POSITIONS)
 _MIB = 1 << 20
+_F, _L, _M = frozenset({FIRST}), frozenset({LAST}), frozenset({MIDDLE})
+_FM, _MU, _FLM = _F | _M, _M | {UNKNOWN}, _F | _L | _M
+_RTL = frozenset({RUN_TIME_LENGTH})
+_RT = _RTL | {RUN_TIME_AXIS}
 _F32 = ir.DataType.FLOAT
 
 
@@ -117,61 +115,53 @@ _COMPILE_TG = "compile-tinygrad-masked-2026-12-06.md"  # masked against carry an
 _COMPILE_OV = "compile-openvino-float32-2026-12-06.md"  # float32 forms against CumSum
 ONNXRUNTIME = (
     Row("dynamic", "an If on n at run time: scan to 512, a padded blocked scan beyond", _ORT,
-        at=frozenset({RUN_TIME_AXIS, RUN_TIME_LENGTH})),
+        at=_RT),
     Row("chain", "n <= 1: x itself, or ones", at=STATIC, n=(0, 1)),
-    Row("scan", "a Scan over x's own slabs: no view, no Transpose", _ORT,
-        at=frozenset({FIRST}), n=(2, 512)),
-    Row("scan", "a Scan step (~1 us) costs less than carry's passes on large slabs",
-        _FIRST_HELD, at=frozenset({FIRST}), itemsize=4, slab=1000, over_bytes=4 * _MIB,
-        direction="forward"),
-    Row("scan", "in reverse onnxruntime's Scan steps cost more: twice the slab", _FIRST_HELD,
-        at=frozenset({FIRST}), itemsize=4, slab=2000, over_bytes=4 * _MIB),
-    Row("scan", "8-byte slabs move slower through carry's Split / Concat", _FIRST_HELD,
-        at=frozenset({FIRST}), itemsize=8, slab=400, over_bytes=4 * _MIB,
-        direction="forward"),
-    Row("scan", "8-byte, in reverse: twice the slab", _FIRST_HELD,
-        at=frozenset({FIRST}), itemsize=8, slab=800, over_bytes=4 * _MIB),
-    Row("cached", "carry on chunks that stay in cache", _CACHED, at=frozenset({FIRST}),
-        over_bytes=_4MIB, piece_up_to=16 * _MIB),
-    Row("carry", "log levels of unrolled blocks beat n Scan steps on small slabs", _ORT,
-        at=frozenset({FIRST})),
-    Row("scan", "short last axes: fewer steps than carry has nodes", _ORT,
-        at=frozenset({LAST}), n=(2, 63), itemsize=4),
-    Row("scan", "short last axes, 8-byte", _ORT, at=frozenset({LAST}), n=(2, 7), itemsize=8),
+    Row("scan", "a Scan over x's own slabs: no view, no Transpose", _ORT, at=_F, n=(2, 512)),
+    Row("scan", "a Scan step (~1 us) costs less than carry's passes on large slabs", _FIRST_HELD,
+        at=_F, itemsize=4, slab=1000, over_bytes=4 * _MIB, direction="forward"),
+    Row("scan", "in reverse onnxruntime's Scan steps cost more: twice the slab", _FIRST_HELD, at=_F,
+        itemsize=4, slab=2000, over_bytes=4 * _MIB),
+    Row("scan", "8-byte slabs move slower through carry's Split / Concat", _FIRST_HELD, at=_F,
+        itemsize=8, slab=400, over_bytes=4 * _MIB, direction="forward"),
+    Row("scan", "8-byte, in reverse: twice the slab", _FIRST_HELD, at=_F, itemsize=8, slab=800,
+        over_bytes=4 * _MIB),
+    Row("cached", "carry on chunks that stay in cache", _CACHED, at=_F, over_bytes=_4MIB,
+        piece_up_to=16 * _MIB),
+    Row("carry", "log levels of unrolled blocks beat n Scan steps on small slabs", _ORT, at=_F),
+    Row("scan", "short last axes: fewer steps than carry has nodes", _ORT, at=_L, n=(2, 63),
+        itemsize=4),
+    Row("scan", "short last axes, 8-byte", _ORT, at=_L, n=(2, 7), itemsize=8),
     Row("scan", "carry's padded levels cost a Pad and a Slice each",
-        "bench-2026-11-30-round5-lengths.md", at=frozenset({LAST}), n=(2, 128), pads=True),
-    Row("cached", "carry in tiles that stay in cache, from 16 MiB", _CACHED,
-        at=frozenset({LAST}), n=(2, 256), dtype=_F32, over_bytes=_16MIB, piece_up_to=16 * _MIB),
+        "bench-2026-11-30-round5-lengths.md", at=_L, n=(2, 128), pads=True),
+    Row("cached", "carry in tiles that stay in cache, from 16 MiB", _CACHED, at=_L, n=(2, 256),
+        dtype=_F32, over_bytes=_16MIB, piece_up_to=16 * _MIB),
     Row("scan", "float32 trees take float64 carries, which cost more than a Scan here",
-        "bench-wide-carries-2026-12-04.md", at=frozenset({LAST}), n=(2, 256), dtype=_F32),
-    Row("cached", "carry in tiles of rows that stay in cache", _CACHED, at=frozenset({LAST}),
-        over_bytes=_4MIB, rows=2, piece_up_to=16 * _MIB),
-    Row("cached", "a single row in chunks, from 16 MiB", _CACHED, at=frozenset({LAST}),
-        over_bytes=_16MIB, piece_up_to=16 * _MIB),
+        "bench-wide-carries-2026-12-04.md", at=_L, n=(2, 256), dtype=_F32),
+    Row("cached", "carry in tiles of rows that stay in cache", _CACHED, at=_L, over_bytes=_4MIB,
+        rows=2, piece_up_to=16 * _MIB),
+    Row("cached", "a single row in chunks, from 16 MiB", _CACHED, at=_L, over_bytes=_16MIB,
+        piece_up_to=16 * _MIB),
     Row("carry", "r = 4 blocks on single elements: the fastest exact route measured",
-        "bench-2026-11-30-last-carry.md", at=frozenset({LAST})),
-    Row("chain", "short: n - 1 Muls", _ORT, at=frozenset({MIDDLE, UNKNOWN}), n=(2, 16)),
+        "bench-2026-11-30-last-carry.md", at=_L),
+    Row("chain", "short: n - 1 Muls", _ORT, at=_MU, n=(2, 16)),
     Row("radix", "under 1 MiB a chain's session costs more than its run: 1.4-1.8x CumSum's "
-        "compile against 2.9-3.8x", _COMPILE, at=frozenset({MIDDLE}), n=(17, 512),
-        itemsize=4, under_bytes=_MIB),
-    Row("chain", "one Mul per position, no Transpose: the fastest up to 512", _ORT,
-        at=frozenset({MIDDLE, UNKNOWN}), n=(2, 512)),
+        "compile against 2.9-3.8x", _COMPILE, at=_M, n=(17, 512), itemsize=4, under_bytes=_MIB),
+    Row("chain", "one Mul per position, no Transpose: the fastest up to 512", _ORT, at=_MU,
+        n=(2, 512)),
     Row("chain", "on large slabs the chain's per-node cost pays off to its limit",
-        "bench-2026-12-01-middle-heldout.md", at=frozenset({MIDDLE}), n=(513, 1024),
-        slab=2048),
-    Row("cached", "carry in tiles of rows that stay in cache", _CACHED, at=frozenset({MIDDLE}),
-        over_bytes=_4MIB, piece_up_to=16 * _MIB),
-    Row("carry", "log levels of unrolled blocks", _ORT, at=frozenset({MIDDLE, UNKNOWN})),
+        "bench-2026-12-01-middle-heldout.md", at=_M, n=(513, 1024), slab=2048),
+    Row("cached", "carry in tiles of rows that stay in cache", _CACHED, at=_M, over_bytes=_4MIB,
+        piece_up_to=16 * _MIB),
+    Row("carry", "log levels of unrolled blocks", _ORT, at=_MU),
 )
 
 # -- every target without a table of its own (portable), and the others' last rows ---------
 STATIC_RULES = (
     Row("chain", "short: n - 1 Muls, no loop", at=STATIC | {RUN_TIME_AXIS}, n=(0, 16)),
     Row("radix", "no control flow, log levels", at=STATIC | {RUN_TIME_AXIS}),
-    Row("scan", "one graph for every length, where the target has Scan",
-        at=frozenset({RUN_TIME_LENGTH})),
-    Row("doubling", "no control flow, over a length bounded by max_length",
-        at=frozenset({RUN_TIME_LENGTH})),
+    Row("scan", "one graph for every length, where the target has Scan", at=_RTL),
+    Row("doubling", "no control flow, over a length bounded by max_length", at=_RTL),
 )
 
 # -- the runtimes' own: scripts/bench_runtime.py --runtime NAME, against its own CumSum -------
@@ -180,78 +170,69 @@ _OV = "bench-runtime-openvino-2026-12-05-round29.md"
 # 1.9-5.6x, but runs 2.8-80x CumSum against their 0.06-0.9x (_COMPILE_OV): a second of
 # compile is not worth that on every run.
 OPENVINO = (
-    Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis", _OV,
-        at=frozenset({LAST}), n=(2, None)),
-    Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x",
-        _COMPILE, at=frozenset({FIRST, MIDDLE}), n=(256, None), dtype=ir.DataType.INT32),
+    Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis", _OV, at=_L,
+        n=(2, None)),
+    Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x", _COMPILE,
+        at=_FM, n=(256, None), dtype=ir.DataType.INT32),
     Row("chain", "0.31-0.92x radix's time; its compile time grows with its nodes",
-        "bench-runtime-openvino-2026-12-01-chain.md", at=frozenset({FIRST, MIDDLE}),
-        n=(2, 512)),
+        "bench-runtime-openvino-2026-12-01-chain.md", at=_FM, n=(2, 512)),
     *STATIC_RULES,
 )
 
 _TG = "bench-runtime-tinygrad-2026-12-05-round29.md"
 TINYGRAD = (
     Row("masked", "carry's fused unrolled tree compiled > 4.3x CumSum's time, masked "
-        "0.95-1.21x (runs 0.26-0.45x CumSum)", _COMPILE_TG, at=frozenset({FIRST, LAST}),
-        n=(1024, 8192), itemsize=4, under_bytes=_MIB),
-    Row("carry", "0.36-1.10x radix's time (median 0.96x)", _TG,
-        at=frozenset({FIRST, LAST, MIDDLE}), n=(17, None)),
+        "0.95-1.21x (runs 0.26-0.45x CumSum)", _COMPILE_TG, at=_F | _L, n=(1024, 8192),
+        itemsize=4, under_bytes=_MIB),
+    Row("carry", "0.36-1.10x radix's time (median 0.96x)", _TG, at=_FLM, n=(17, None)),
     Row("carry", "padded to max_length: doubling compiled 5-10x longer",
-        "tinygrad-run-time-length-2026-12-01.md", at=frozenset({RUN_TIME_LENGTH})),
+        "tinygrad-run-time-length-2026-12-01.md", at=_RTL),
     *STATIC_RULES,
 )
 
 _TRACT = "bench-runtime-tract-2026-12-05-round29.md"
-_TRACT_FM = frozenset({FIRST, MIDDLE})
 TRACT = (
-    Row("chain", "short last axes", _TRACT, at=frozenset({LAST}), n=(2, 64)),
-    Row("radix", "few rows: Scan's n steps cost more than unrolled levels", _TRACT,
-        at=frozenset({LAST}), n=(8193, None), dtype=_F32),
-    Row("carry", "few rows: Scan's n steps cost more than unrolled levels", _TRACT,
-        at=frozenset({LAST}), n=(8193, None)),
-    Row("carry", "8-byte: carry where its levels pad nothing", _TRACT,
-        at=frozenset({LAST}), n=(2, None), itemsize=8, pads=False),
+    Row("chain", "short last axes", _TRACT, at=_L, n=(2, 64)),
+    Row("radix", "few rows: Scan's n steps cost more than unrolled levels", _TRACT, at=_L,
+        n=(8193, None), dtype=_F32),
+    Row("carry", "few rows: Scan's n steps cost more than unrolled levels", _TRACT, at=_L,
+        n=(8193, None)),
+    Row("carry", "8-byte: carry where its levels pad nothing", _TRACT, at=_L, n=(2, None),
+        itemsize=8, pads=False),
     Row("carry", "tract's Scan is slow at powers of two from 1024; carry pads nothing there",
-        "bench-runtime-tract-2026-12-01-int32-last-2e20.md", at=frozenset({LAST}),
-        n=(1024, None), pads=False),
-    Row("scan", "padded levels cost tract a Pad and a Slice each", _TRACT,
-        at=frozenset({LAST}), n=(2, None)),
-    Row("scan", "a Scan's slices of x are views: any n on large slabs", _TRACT,
-        at=frozenset({FIRST}), n=(2, None), dtype=_F32, slab=1500),
-    Row("scan", "float32 first and middle axes to 512", _TRACT, at=_TRACT_FM, n=(2, 512),
-        dtype=_F32),
-    Row("scan", "where carry's levels pad, Scan to 1024", _TRACT, at=_TRACT_FM, n=(2, 1024),
-        dtype=_F32, pads=True),
-    Row("carry", "float32 beyond", _TRACT, at=_TRACT_FM, n=(2, None), dtype=_F32),
-    Row("scan", "a Scan's slices of x are views: any n on large slabs", _TRACT,
-        at=frozenset({FIRST}), n=(2, None), slab=900),
-    Row("scan", "0.62-1.04x radix's time at 1000 and 1024", _TRACT, at=_TRACT_FM,
-        n=(2, 1024)),
-    Row("radix", "beyond 1024", _TRACT, at=_TRACT_FM, n=(2, None)),
+        "bench-runtime-tract-2026-12-01-int32-last-2e20.md", at=_L, n=(1024, None), pads=False),
+    Row("scan", "padded levels cost tract a Pad and a Slice each", _TRACT, at=_L, n=(2, None)),
+    Row("scan", "a Scan's slices of x are views: any n on large slabs", _TRACT, at=_F, n=(2, None),
+        dtype=_F32, slab=1500),
+    Row("scan", "float32 first and middle axes to 512", _TRACT, at=_FM, n=(2, 512), dtype=_F32),
+    Row("scan", "where carry's levels pad, Scan to 1024", _TRACT, at=_FM, n=(2, 1024), dtype=_F32,
+        pads=True),
+    Row("carry", "float32 beyond", _TRACT, at=_FM, n=(2, None), dtype=_F32),
+    Row("scan", "a Scan's slices of x are views: any n on large slabs", _TRACT, at=_F, n=(2, None),
+        slab=900),
+    Row("scan", "0.62-1.04x radix's time at 1000 and 1024", _TRACT, at=_FM, n=(2, 1024)),
+    Row("radix", "beyond 1024", _TRACT, at=_FM, n=(2, None)),
     *STATIC_RULES,
 )
 
 _IREE = "bench-runtime-iree-2026-12-05-round29.md"
 IREE = (
-    Row("doubling", "1.3-6.8x its CumSum against chain / radix's 2.2-7.9x", _IREE,
-        at=frozenset({LAST}), n=(2, None), itemsize=4),
-    Row("chain", "8-byte short rows; IREE refused one row's chain past 32 bindings", _IREE,
-        at=frozenset({LAST}), n=(2, 32), itemsize=8),
-    Row("chain", "8-byte, two rows or more", _IREE, at=frozenset({LAST}), n=(2, 64),
-        itemsize=8, rows=2),
-    Row("radix", "8-byte beyond", _IREE, at=frozenset({LAST}), n=(2, None), itemsize=8),
+    Row("doubling", "1.3-6.8x its CumSum against chain / radix's 2.2-7.9x", _IREE, at=_L,
+        n=(2, None), itemsize=4),
+    Row("chain", "8-byte short rows; IREE refused one row's chain past 32 bindings", _IREE, at=_L,
+        n=(2, 32), itemsize=8),
+    Row("chain", "8-byte, two rows or more", _IREE, at=_L, n=(2, 64), itemsize=8, rows=2),
+    Row("radix", "8-byte beyond", _IREE, at=_L, n=(2, None), itemsize=8),
     Row("chain", "0.15-0.72x radix's time; compiles within 2x CumSum's to n = 32 (middle)",
-        _COMPILE, at=frozenset({MIDDLE}), n=(2, 32)),
-    Row("chain", "compiles within 2x CumSum's to n = 64 on a first axis", _COMPILE,
-        at=frozenset({FIRST}), n=(2, 64)),
+        _COMPILE, at=_M, n=(2, 32)),
+    Row("chain", "compiles within 2x CumSum's to n = 64 on a first axis", _COMPILE, at=_F,
+        n=(2, 64)),
     Row("doubling", "compiles in 1.0-1.7x CumSum's time (chain 2.2-7.7x, carry 2.3-2.9x); "
-        "runs 1.6-3.6x CumSum against carry's 0.8-1.2x", _COMPILE,
-        at=frozenset({FIRST, MIDDLE}), n=(2, None), itemsize=4),
+        "runs 1.6-3.6x CumSum against carry's 0.8-1.2x", _COMPILE, at=_FM, n=(2, None),
+        itemsize=4),
     Row("chain", "8-byte (compile not measured): 0.15-0.72x radix's time",
-        "bench-runtime-iree-2026-12-01-probe.md", at=frozenset({FIRST, MIDDLE}), n=(2, 256)),
-    Row("carry", "0.62-1.12x radix's time at n = 512-4096", _IREE,
-        at=frozenset({FIRST, MIDDLE}), n=(2, None)),
+        "bench-runtime-iree-2026-12-01-probe.md", at=_FM, n=(2, 256)),
+    Row("carry", "0.62-1.12x radix's time at n = 512-4096", _IREE, at=_FM, n=(2, None)),
     *STATIC_RULES,
 )
 
@@ -300,7 +281,7 @@ def facts_of(spec: ScanSpec, compute: ir.DataType | None) -> Facts:
     itemsize = int(compute.itemsize) if compute is not None else 4
     slab = (i or 0) if position == FIRST else (o or 0) * (i or 0)
     size = o * n * i if o is not None and n is not None and i is not None else 0
-    pads = n is not None and n > 1 and radix.pads(n, carry.carry_levels(n, position == LAST))
+    pads = n is not None and n > 1 and tree.pads(n, tree.carry_levels(n, position == LAST))
     piece = None
     if o is not None and n is not None and i is not None:
         piece = cached.pieces((o, n, i), itemsize)
@@ -318,11 +299,6 @@ def facts_of(spec: ScanSpec, compute: ir.DataType | None) -> Facts:
     )
 
 
-def candidates(facts: Facts, table: str) -> Iterator[Row]:
-    """The rows of ``table`` that match ``facts``, in order of preference."""
-    return (row for row in TABLES[table] if row.matches(facts))
-
-
 def pick(
     spec: ScanSpec,
     table: str,
@@ -333,7 +309,8 @@ def pick(
     ``refusal`` accepts, and the ``(lowering, reason)`` of each matching row refused before
     it; lowering "" where every matching row is refused."""
     refused: list[tuple[str, str]] = []
-    for row in candidates(facts_of(spec, compute), table):
+    facts = facts_of(spec, compute)
+    for row in (row for row in TABLES[table] if row.matches(facts)):
         reason = refusal(row.lowering)
         if reason is None:
             return row.lowering, refused

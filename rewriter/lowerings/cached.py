@@ -19,7 +19,7 @@ axis each chunk's products are seeded with the product of the chunks before it, 
 Cost: ``carry``'s passes, each over a piece that stays in cache (about 2 MiB tiles, 4 MiB
 chunks) instead of over the whole tensor, plus one Scan step per piece. On onnxruntime it
 took 0.52-0.92x carry's time on tensors of 4-32 MiB (``auto``'s rows say where). Needs
-Scan; onnxruntime targets only (the other runtimes' Scans were not measured with it).
+Scan, and ``Target.cache_pieces`` (onnxruntime: the other runtimes were not measured).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import dataclasses
 
 import onnx_ir as ir
 
-from rewriter.lowerings import carry
+from rewriter.lowerings import tree
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import Dim, View, one_for
 from rewriter.site import ScanSpec
@@ -41,9 +41,7 @@ __all__ = [
     "TILE_BYTES",
     "build",
     "chunk_length",
-    "compute_dtype",
     "halves",
-    "max_ulps",
     "pieces",
     "tile_rows",
     "unsupported",
@@ -53,17 +51,15 @@ TILE_BYTES = 2 << 20  # bytes per tile at most
 CHUNK_BYTES = 4 << 20  # bytes per chunk of an outermost axis at most
 HALVES_FROM_BYTES = 2 << 20  # tiles this large with runs of HALVES_RUN_BYTES: Split in halves
 HALVES_RUN_BYTES = (32, 64)  # (least, most) bytes of a run of i elements
-compute_dtype = carry.compute_dtype
-max_ulps = carry.max_ulps
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
-    if target.auto != "onnxruntime":
+    if not target.cache_pieces:
         return (
             f"strategy 'cached' was measured and tested on onnxruntime only, not on "
             f"{target.name} (use 'carry')"
         )
-    return carry.unsupported(spec, target)
+    return tree.carry_refused(spec, target)
 
 
 def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
@@ -133,7 +129,7 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
     piece = pieces(v.dims(), int(v.dtype.itemsize)) if v.dtype is not None else None
     if piece is None:
-        return carry.build(b, x3, v)
+        return tree.build_carry(b, x3, v)
     (rows, length, _), _ = piece
     return _chunks(b, x3, v, length) if v.outer == 1 else _tiles(b, x3, v, rows)
 
@@ -147,11 +143,11 @@ def _tiles(b: Builder, x3: ir.Value, v: View, rows: int) -> ir.Value:
     tile = body.value("tile", v.dtype, ir.Shape([rows, n, i]))
     # the body's own 1 (a Constant there), so that it reads nothing from the outer graph
     inside = dataclasses.replace(v, outer=rows, one=one_for(body, tile, v.dtype))
-    narrow_runs = carry.narrow((o, n, i), v.dtype)  # judged on x, not on the tile
+    narrow_runs = tree.narrow((o, n, i), v.dtype)  # judged on x, not on the tile
     # the blocks of carry's first level, not viewed (rows, n, i): the Scan's output slice
     # is then written by the Concat itself, where a Reshape's result would be copied there
     split_in_halves = halves((rows, n, i), int(v.dtype.itemsize))
-    out = carry.build(
+    out = tree.build_carry(
         body, tile, inside, narrow_runs=narrow_runs, blocks=True, halves=split_in_halves
     )
     graph = body.graph([tile], [out], "cumprod_cached_body")
@@ -165,14 +161,14 @@ def _chunks(b: Builder, x3: ir.Value, v: View, length: int) -> ir.Value:
     _, n, i = v.dims()
     assert v.dtype is not None and isinstance(n, int) and isinstance(i, int)
     chunks = b.reshape(x3, b.const([n // length, 1, length, i]))
-    assert v.target.scan_directions  # onnxruntime targets only (unsupported)
+    assert v.target.scan_directions  # cache_pieces targets only (unsupported)
     body = b.child()
     state = body.value("before", v.dtype, ir.Shape([1, 1, i]))
     chunk = body.value("chunk", v.dtype, ir.Shape([1, length, i]))
     inside = dataclasses.replace(v, length=length, one=one_for(body, chunk, v.dtype))
-    narrow_runs = carry.narrow((1, n, i), v.dtype)  # judged on x, not on the chunk
+    narrow_runs = tree.narrow((1, n, i), v.dtype)  # judged on x, not on the chunk
     # the blocks of carry's first level, as in _tiles (a Reshape of them is no body output)
-    out = carry.build(body, chunk, inside, seed=state, narrow_runs=narrow_runs, blocks=True)
+    out = tree.build_carry(body, chunk, inside, seed=state, narrow_runs=narrow_runs, blocks=True)
     if out is state:  # an exclusive chunk of one position: a body output of its own
         out = body.op("Identity", state)
         out.type, out.shape = ir.TensorType(v.dtype), ir.Shape([1, 1, i])

@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from rewriter.lowerings import loop
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["MAX_LENGTH", "build", "chain", "compute_dtype", "max_ulps", "unsupported"]
+__all__ = ["MAX_LENGTH", "build", "chain", "unsupported"]
 
 MAX_LENGTH = 1024  # middle axes: faster than carry to 1024 on large slabs, not past it
-compute_dtype = loop.compute_dtype
-max_ulps = loop.max_ulps
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:

@@ -37,7 +37,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.lowerings import loop, near_one
+from rewriter.lowerings import near_one
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import Dim, View, guarded_length, shape_of, times
 from rewriter.site import ScanSpec
@@ -48,14 +48,10 @@ __all__ = [
     "BLOCK",
     "WINDOW_STEPS",
     "build",
-    "compute_dtype",
-    "max_ulps",
     "steps",
     "unsupported",
 ]
 
-compute_dtype = loop.compute_dtype
-max_ulps = loop.max_ulps
 _INT64_MAX = int(np.iinfo(np.int64).max)
 BLOCK = 32  # B: positions per block of the blocked form
 # float32 computations take the blocked form beyond this length, for its accurate totals

@@ -26,10 +26,8 @@ output is a full copy in onnxruntime (float32 1M: 102 us for a Mul alone, 235 us
 a Reshape to the output). Same products in the same order, the same
 n = 0 guard (If, or the ones slab on targets without If) and the same flip where Scan
 ignores directions; x's other dims may be anything, known or not (a slice of an empty x is
-empty, and Scan steps over empty slices). Only on targets with onnxruntime's table (where it
-was measured): on tract the direct Scan was no faster for int32 / float64 / int64 and slower
-for float32 with large slabs (1M elements, n = 2-16: 1.2-2.2x the view's time, its rank-1
-slices multiply slower there), so other targets keep the view.
+empty, and Scan steps over empty slices). Only where ``Target.scan_over_x`` (onnxruntime;
+on tract it was slower), elsewhere the view.
 """
 
 from __future__ import annotations
@@ -37,16 +35,12 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.lowerings import loop
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View, one_for
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["build", "build_first_axis", "compute_dtype", "max_ulps", "scan_front"]
-
-compute_dtype = loop.compute_dtype
-max_ulps = loop.max_ulps
+__all__ = ["build", "build_first_axis", "scan_front"]
 
 
 def scan_front(
@@ -214,7 +208,7 @@ def build_first_axis(
     without If, the ones slab) of :func:`build`. None (nothing emitted) on targets that keep
     the view (module docstring)."""
     assert spec.axis == 0 and spec.dims is not None and spec.dims
-    if target.auto != "onnxruntime":
+    if not target.scan_over_x:
         return None
     if spec.empty:
         return b.op("Identity", x)

@@ -38,7 +38,7 @@ from rewriter.lowerings.builder import Builder
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["Dim", "View", "in_view", "ones_like"]
+__all__ = ["Dim", "View", "in_view", "ones_like", "padded"]
 
 Dim = int | ir.Value  # a static size, or a 1-D int64 tensor of one element
 _INT64_MAX = int(np.iinfo(np.int64).max)
@@ -188,20 +188,23 @@ def _runtime_dims(b: Builder, x: ir.Value, axis: ir.Value, spec: ScanSpec) -> tu
     return b.op("ReduceProd", before, keepdims=1), n, b.op("ReduceProd", after, keepdims=1)
 
 
-def _padded(
-    b: Builder, x3: ir.Value, v: View, build: Callable[[Builder, ir.Value, View], ir.Value]
+def padded(
+    b: Builder,
+    x3: ir.Value,
+    v: View,
+    build: Callable[[Builder, ir.Value, View], ir.Value],
+    bound: int | None = None,
 ) -> ir.Value:
-    """``build`` on x3 padded with ones to the static length ``v.spec.max_length``, sliced
-    back to the run-time n; an n above the bound fails at run time (the final Reshape's
-    middle dim becomes n + 1) instead of being cropped."""
-    bound = v.spec.max_length
+    """``build`` on x3 padded with ones to the static length ``bound`` (default
+    ``v.spec.max_length``), sliced back to the run-time n; an n above the bound fails at run
+    time (the final Reshape's middle dim becomes n + 1) instead of being cropped."""
+    bound = bound or v.spec.max_length
     assert bound is not None and not isinstance(v.length, int)
     n = v.length
     pads = b.op(
         "Concat", b.const([0, 0, 0, 0]), b.op("Sub", b.const([bound]), n), b.const([0]), axis=0
     )
-    padded = b.op("Pad", x3, pads, v.one)
-    y = build(b, padded, dataclasses.replace(v, length=bound))
+    y = build(b, b.op("Pad", x3, pads, v.one), dataclasses.replace(v, length=bound))
     y = b.op("Slice", y, b.const([0]), n, b.const([1]))
     return b.reshape(y, shape_of(b, v.outer, guarded_length(b, v, n, bound), v.inner))
 
@@ -306,7 +309,7 @@ def in_view(
         else:
             x3 = sb.reshape(x, shape_of(sb, outer, n, inner))
         if pad_to_bound and not isinstance(n, int):
-            y3 = _padded(sb, x3, view, build)
+            y3 = padded(sb, x3, view, build)
         else:
             y3 = build(sb, x3, view)
         if x3 is x:

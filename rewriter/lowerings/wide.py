@@ -35,16 +35,7 @@ from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View
 from rewriter.targets import Target
 
-__all__ = ["NARROW_SLICES", "block_totals", "carry_dtype", "wide_view"]
-
-# blocks of this many positions or fewer take their totals from the slices on onnxruntime: its
-# ReduceProd (1.32) over blocks of 4 took 3.3x the time of 4 Casts and 3 Muls of the slices,
-# float32 (262144, 4, 1); on (4096, 16, 16) it took 0.66x the slices' time. Other runtimes
-# always take the slices: with tract's float64 ReduceProd radix took 2.1-6.6x and carry
-# 1.0-5.0x the time they take with the slices (float32, 2^20 elements, n = 512 and 4096, every
-# axis; that run's file was overwritten by the slices' run,
-# scripts/results/bench-runtime-tract-2026-12-04-wide-carries).
-NARROW_SLICES = 4
+__all__ = ["block_totals", "carry_dtype", "wide_view"]
 
 
 def carry_dtype(v: View) -> ir.DataType | None:
@@ -68,9 +59,10 @@ def block_totals(
     slices: list[ir.Value] | None = None,
 ) -> ir.Value:
     """The products along axis 1 of the (o * m, r, i) ``blocks`` in ``wide``, (o * m, 1, i):
-    its r ``slices`` cast and multiplied where they are given (on onnxruntime: r at most
-    :data:`NARROW_SLICES`), else a ReduceProd of the blocks cast."""
-    by_slices = target.auto != "onnxruntime" or len(slices or ()) <= NARROW_SLICES
+    its r ``slices`` cast and multiplied where they are given and r is at most
+    ``target.reduce_totals_above`` (or that is None), else a ReduceProd of the blocks cast."""
+    above = target.reduce_totals_above
+    by_slices = above is None or len(slices or ()) <= above
     if slices is not None and by_slices:
         total = b.cast(slices[0], wide)
         for piece in slices[1:]:

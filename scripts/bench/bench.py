@@ -37,14 +37,9 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter.lowerings import (
-    LOWERINGS,
-    blocked,
-    carry,
-    doubling,
-    near_one,
-)
-from rewriter.lowerings import wide as wide_carries
+from rewriter.lowerings import LOWERINGS, doubling, loop, near_one
+from rewriter.lowerings import tree as carry
+from rewriter.targets import TARGETS
 from rewriter.verify import ulp_error
 
 DTYPES = {
@@ -272,7 +267,7 @@ def float32_carries() -> Iterator[None]:
 def offset_totals() -> Iterator[None]:
     """The float32 trees with float32 carries and ``near_one.py``'s offset totals, as on the
     targets that compute no float64 (``carry_dtype`` None where the trees read it)."""
-    saved = [(m, m.carry_dtype) for m in (carry, blocked)]
+    saved = [(m, m.carry_dtype) for m in (carry,)]
     for module, _ in saved:
         module.carry_dtype = lambda v: None  # type: ignore[assignment]
     try:
@@ -463,7 +458,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
       ``blocked whole (wide, F)`` and ``blocked whole (pieces, wide, F)`` are ``blocked
       whole`` and ``blocked whole (pieces)`` with the totals taken in the same graph (inside
       each piece, as in ``cached``), in each form F the route may take (:func:`_wide_forms`:
-      ``reduce``, a Cast of the view and a ReduceProd, for r > ``wide.NARROW_SLICES``, and
+      ``reduce``, a Cast of the view and a ReduceProd, for r > ``Target.reduce_totals_above``, and
       ``slices``, the level's slices cast and multiplied).
     """
     one = helper.make_tensor("one", elem_type, [], [1])
@@ -502,7 +497,7 @@ def floor_models(elem_type: int, shape: tuple[int, ...], axis: int) -> dict[str,
             [flat, zero, steps, slabs, ones16],
         ),
     }
-    compute = carry.compute_dtype(ir.DataType(elem_type))
+    compute = loop.compute_dtype(ir.DataType(elem_type))
     assert compute is not None
     r = _first_radix((outer, n, inner), compute)
     fine = [outer * n // r, r, inner]
@@ -774,11 +769,12 @@ def _level_model(
 def _wide_forms(elem_type: int, r: int) -> list[str]:
     """The forms in which a float32 tree on onnxruntime may take its block totals of r
     positions in float64 (:func:`_wide_totals_nodes`): ``slices`` always (the route's form
-    for r <= ``wide.NARROW_SLICES``), ``reduce`` past that (the route's form there); none
+    for r <= ``Target.reduce_totals_above``), ``reduce`` past that (the route's form there); none
     for other types (their trees compute in their own type)."""
     if elem_type != TensorProto.FLOAT:
         return []
-    return ["reduce", "slices"] if r > wide_carries.NARROW_SLICES else ["slices"]
+    above = TARGETS["onnxruntime"].reduce_totals_above
+    return ["reduce", "slices"] if above is not None and r > above else ["slices"]
 
 
 def _wide_totals_nodes(form: str, view: str, slices: list[str], out: str) -> list[onnx.NodeProto]:

@@ -87,7 +87,8 @@ from onnx import TensorProto, helper
 import rewriter
 from rewriter import lowerings
 from rewriter.errors import StrategyError
-from rewriter.lowerings import LOWERINGS, carry, doubling
+from rewriter.lowerings import LOWERINGS, doubling
+from rewriter.lowerings import tree as carry
 from rewriter.site import CumProdSite, ScanSpec
 from rewriter.targets import TARGETS
 

@@ -92,17 +92,15 @@ def test_sites_run_a_symbolic_length_past_each_branch(
     """``dynamic`` takes another branch past 512 positions; with symbolic dims fed at 3 only,
     a long branch that forgets to multiply passed --verify. The sites now run at longer
     lengths too, and say at which shape a mismatch is."""
-    from rewriter.lowerings import dynamic
+    from rewriter.lowerings import tree
 
-    class Forgetful:  # the long branch returns its input
-        @staticmethod
-        def lower_3d(b, x3, v, levels, method):  # type: ignore[no-untyped-def]
-            return b.op("Identity", x3)
+    def forgetful(b, x3, v, levels, scan_blocks=False):  # type: ignore[no-untyped-def]
+        return b.op("Identity", x3)  # the long branch returns its input
 
     plans = _plans(symbolic_model(elem, ["B", "N"], 1))
     (right,) = _check(plans)
     assert right.ok and not right.skipped, right
-    monkeypatch.setattr(dynamic, "blocked", Forgetful)
+    monkeypatch.setattr(tree, "_tree", forgetful)
     (check,) = _check(plans)
     assert not check.ok and "shape [3, 513]" in check.detail, check
 

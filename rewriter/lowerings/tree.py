@@ -1,0 +1,437 @@
+"""The product tree: ``carry``, ``radix``, ``blocked`` and ``dynamic`` as its parameters.
+
+Formula, on the (o, n, i) view of x, for block sizes r_1, r_2, ... (one per level)::
+
+    n <= r (or no level left): the top scan: a chain (Split into the n slices, n - 1 Muls,
+        Concat, as ``chain``), or with ``scan_blocks`` past 16 positions a Transpose + Scan
+    else: pad n to m * r with ones (ones change no product; a run-time n: padded at run time)
+        view (o * m, r, i); in-block scan along r: unrolled over the r slices of a Split
+            (``scan_blocks``: a Transpose and a Scan over r) -> c_0 .. c_{r-1} and the
+            block totals t, viewed (o, m, i)
+        P = the EXCLUSIVE scan of t along m, by the next level (recursively)
+        y = Concat_b(c_b * P) (``carry_each``: the carry multiplied into each slice), or
+            Concat_b(c_b) * P (one Mul after the Concat); viewed (o, m * r, i), Slice [0, n)
+        exclusive: the in-block scan is exclusive;  reverse: every scan runs from the end
+
+The strategies are parameters of it:
+
+- ``carry``: unrolled, ``carry_each``, r = :data:`RADIX` (:data:`NARROW_RADIX` on narrow
+  runs, :func:`narrow`). A length known only at run time is padded to ``max_length``, or
+  without one lowered as ``dynamic``.
+- ``radix``: unrolled, one Mul after the Concat, r = 8 on the last axis or up to 512, 16
+  above: r Muls per level against ``carry``'s 2r - 1, fewer nodes for compiling runtimes.
+- ``blocked``: ``scan_blocks``, one or two levels of power-of-two blocks (:func:`block_sizes`).
+- ``dynamic`` (any length): ``If(n <= 512 or x empty, scan, blocked with levels (32, 32))``
+  padded at run time: one model for every length, long ones about 64 + n / 1024 Scan steps.
+
+Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
+(padding and exclusive ones multiply by 1 exactly): integers bit-exact with wraparound; floats
+within the sequential kernel's k - 1 ulps, not bitwise its result; float16 / bfloat16
+multiplied in float32 and rounded once. A float32 computation on a target that computes
+float64 takes its block totals and carries in float64 and starts each block's scan from its
+carry (a chain's seed, the Scan's initial state) in place of the Mul after it (:mod:`.wide`:
+no partial product leaves the range where the sequential one does not); elsewhere float32
+totals come from :mod:`.near_one`: either way the error does not grow with n. ``dynamic``
+below 513 positions is ``scan``: bitwise the sequential kernel.
+
+Cost: per unrolled level a Split and a Concat (the passes that cost most), r - 1 (``radix``)
+or 2r - 1 (``carry``) Muls over a slice each, a Pad and a Slice where r does not divide the
+length; each level after the first on 1 / r of the data. ``carry`` about 3r + 6 nodes per
+level (125-150 at n = 65536), ``radix`` 70-80; ``blocked`` B + m Scan steps, two Transposes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+
+from rewriter.lowerings import chain, near_one, scan
+from rewriter.lowerings.builder import Builder
+from rewriter.lowerings.scan import scan_front
+from rewriter.lowerings.view import Dim, View, padded, shape_of, times
+from rewriter.lowerings.wide import block_totals, carry_dtype, wide_view
+from rewriter.site import ScanSpec
+from rewriter.targets import Target
+
+__all__ = [
+    "NARROW_FROM_ELEMENTS",
+    "NARROW_RADIX",
+    "NARROW_RUN_BYTES",
+    "RADIX",
+    "block_sizes",
+    "blocks_shape",
+    "build_blocked",
+    "build_carry",
+    "build_dynamic",
+    "build_radix",
+    "carry_levels",
+    "carry_refused",
+    "narrow",
+    "pads",
+]
+
+# carry's r: 8 and 32 measured slower on first / middle axes (bench-2026-11-30-carry, b8eeb4e)
+RADIX = 16
+NARROW_RADIX = 4  # carry's r on narrow runs; when i = 1, 2, 3, 6, 8 and 16 measured slower
+# runs of at most this many bytes are narrow (results/carry-radix-2026-12-03 at b8eeb4e)
+NARROW_RUN_BYTES = 24
+NARROW_FROM_ELEMENTS = 1 << 21  # ... in tensors this large (below, r = 4 gained nothing)
+_CHAIN_BELOW = 16  # with scan_blocks, a top scan this short is unrolled all the same
+SHORT = 512  # dynamic: up to this length the plain Scan is as fast as anything
+_DYNAMIC_LEVELS = (32, 32)
+
+
+def _levels(n: int, r: int) -> list[int]:
+    """r once per level until the block count is at most r (the top chain's length)."""
+    levels, m = [], n
+    while m > r:
+        levels.append(r)
+        m = -(-m // r)
+    return levels
+
+
+def carry_levels(n: int, narrow_runs: bool = False) -> list[int]:
+    """``carry``'s levels: r = :data:`NARROW_RADIX` on narrow runs, else :data:`RADIX`."""
+    return _levels(n, NARROW_RADIX if narrow_runs else RADIX)
+
+
+def radix_levels(n: int, last_axis: bool) -> list[int]:
+    """``radix``'s levels: r = 8 on the last axis or up to 512, 16 above."""
+    return _levels(n, 8 if last_axis or n <= 512 else 16)
+
+
+def block_sizes(n: int) -> list[int]:
+    """``blocked``'s power-of-two block sizes: one level up to 8192, two above, so that
+    B^levels * m is about n with B ~ m."""
+    count = 1 if n <= 8192 else 2
+    return [1 << max(1, round(math.log2(n) / (count + 1)))] * count
+
+
+def pads(n: int, levels: list[int]) -> bool:
+    """Whether blocking n by ``levels`` pads some level (n is not r^k * q with q <= r):
+    each padded level costs a Pad and a Slice, a pass over memory each."""
+    m = n
+    for r in levels:
+        if m % r:
+            return True
+        m //= r
+    return False
+
+
+def narrow(dims: tuple[Dim, int, Dim], dtype: ir.DataType | None) -> bool:
+    """Whether the (o, n, i) view's runs of i elements are narrow: i = 1 (the last axis), or
+    the dims static, i times the compute type's size at most :data:`NARROW_RUN_BYTES` and
+    o * n * i at least :data:`NARROW_FROM_ELEMENTS`."""
+    o, n, i = dims
+    if isinstance(i, ir.Value):
+        return False
+    if i == 1:
+        return True
+    return (
+        isinstance(o, int)
+        and dtype is not None
+        and i * dtype.itemsize <= NARROW_RUN_BYTES
+        and o * n * i >= NARROW_FROM_ELEMENTS
+    )
+
+
+def blocks_shape(dims: tuple[int, int, int], narrow_runs: bool) -> tuple[int, int, int]:
+    """The shape of :func:`build_carry`'s result with ``blocks=True`` on the static view
+    ``dims``: (o * n / r, r, i), the first level's blocks, where n > r and r divides n;
+    else (o, n, i)."""
+    o, n, i = dims
+    levels = carry_levels(n, narrow_runs)
+    if levels and n % levels[0] == 0:
+        return o * n // levels[0], levels[0], i
+    return dims
+
+
+def carry_refused(spec: ScanSpec, target: Target) -> str | None:
+    """Why ``carry`` cannot take ``spec``: a length known only at run time and no bound is
+    lowered as ``dynamic``, which needs If and Scan."""
+    missing = sorted({"If", "Scan"} & target.missing_ops)
+    if spec.length is None and spec.max_length is None and missing:
+        return (
+            "strategy 'carry' needs the length of the scanned axis to be static, or a bound "
+            f"on it (max_length=, --max-length N), on {target.name}: without a bound it is "
+            f"lowered as 'dynamic', which needs {target.lacking(missing)}"
+        )
+    return None
+
+
+def _top(
+    b: Builder,
+    t: ir.Value,
+    n: Dim,
+    v: View,
+    *,
+    exclusive: bool,
+    reverse: bool,
+    scan_blocks: bool,
+    seed: ir.Value | None,
+) -> ir.Value:
+    """The top level's scan of ``t`` (o, n, i) along axis 1: a chain, seeded by ``seed``
+    (the product before the first position); with ``scan_blocks`` and n past
+    :data:`_CHAIN_BELOW` or known only at run time, a Transpose + Scan."""
+    if isinstance(n, int) and (n <= _CHAIN_BELOW or not scan_blocks):
+        outs, _ = chain.chain(
+            b, chain.split(b, t, 1, n), v, exclusive=exclusive, reverse=reverse, seed=seed
+        )
+        return outs[0] if n == 1 else b.op("Concat", *outs, axis=1)
+    assert seed is None, "a seeded tree is unrolled"
+    front = b.op("Transpose", t, perm=[1, 0, 2])
+    y, _ = scan_front(b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2)
+    return b.op("Transpose", y, perm=[1, 0, 2])
+
+
+def _split_in_halves(b: Builder, view: ir.Value, r: int) -> list[ir.Value]:
+    """The r slices of the (o * m, r, i) ``view`` along axis 1 in two steps: its two halves
+    first, then each cut into its r / 2 slices. The same slices as one Split; on
+    onnxruntime a Split reads each output's runs of i elements from the whole view in
+    turn, so with runs under a cache line each line is read once per slice it holds, from
+    memory where the view outgrows the cache; the halves' lines stay in it."""
+    assert r % 2 == 0, r
+    first, second = chain.split(b, view, 1, 2, size=r // 2)
+    return chain.split(b, first, 1, r // 2) + chain.split(b, second, 1, r // 2)
+
+
+def scan3(
+    b: Builder,
+    t: ir.Value,
+    dims: tuple[Dim, Dim, Dim],
+    v: View,
+    *,
+    exclusive: bool,
+    reverse: bool,
+    levels: list[int],
+    scan_blocks: bool = False,
+    carry_each: bool = False,
+    seed: ir.Value | None = None,
+    blocks: bool = False,
+    halves: bool = False,
+    wide: ir.DataType | None = None,
+) -> ir.Value:
+    """Scan ``t`` (o, n, i) along axis 1 by the tree of ``levels`` (module docstring).
+
+    ``seed`` (broadcast to (o, 1, i)): the product before the first position; it starts the
+    top chain, so the carries multiply it into every output. ``blocks``: the first level's
+    Concat itself where r divides n (:func:`blocks_shape`). ``halves``: the first level's
+    Split in two steps (:func:`_split_in_halves`). ``wide``: block totals taken from ``t``
+    in that type and the levels above computed in it (:mod:`.wide`)."""
+    o, n, i = dims
+    if not levels or (isinstance(n, int) and n <= levels[0]):
+        return _top(
+            b, t, n, v, exclusive=exclusive, reverse=reverse, scan_blocks=scan_blocks, seed=seed
+        )
+    r, rest = levels[0], levels[1:]
+    m: Dim
+    padded_n: Dim
+    if isinstance(n, int):
+        m = -(-n // r)
+        padded_n = m * r
+        if padded_n != n:
+            t = v.pad_ones_after(b, t, padded_n - n, n)
+    else:  # a length known only at run time, padded at run time
+        m = b.op("Div", b.op("Add", n, b.const([r - 1])), b.const([r]))
+        padded_n = b.op("Mul", m, b.const([r]))
+        amount = b.op("Sub", padded_n, n)
+        t = b.op("Pad", t, b.op("Concat", b.const([0] * 4), amount, b.const([0]), axis=0), v.one)
+    om = times(b, o, m)
+    view = b.reshape(t, shape_of(b, om, r, i))
+    slices = None
+    if not scan_blocks:
+        slices = _split_in_halves(b, view, r) if halves else chain.split(b, view, 1, r)
+    if wide is not None:
+        # the carries first, from float64 totals of x itself; each block's scan then starts
+        # from its carry, so its partial products are x's own prefixes (:mod:`.wide`)
+        totals = b.reshape(block_totals(b, view, wide, v.target, slices), shape_of(b, o, m, i))
+        carry = scan3(
+            b,
+            totals,
+            (o, m, i),
+            wide_view(b, v, wide),
+            exclusive=True,
+            reverse=reverse,
+            levels=rest,
+            seed=None if seed is None else b.cast(seed, wide),
+            scan_blocks=scan_blocks,
+            carry_each=carry_each,
+        )
+        carry = b.cast(carry, ir.DataType.FLOAT)  # wide only for a float32 computation
+        if slices is not None:
+            pieces, _ = chain.chain(
+                b,
+                slices,
+                v,
+                exclusive=exclusive,
+                reverse=reverse,
+                seed=b.reshape(carry, shape_of(b, om, 1, i)),
+                slice_first=True,
+            )
+            y = b.op("Concat", *pieces, axis=1)
+        else:
+            front = b.op("Transpose", view, perm=[1, 0, 2])
+            init = b.reshape(carry, shape_of(b, om, i))
+            inner, _ = scan_front(
+                b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2, init=init
+            )
+            y = b.op("Transpose", inner, perm=[1, 0, 2])
+    else:
+        outs: list[ir.Value | None] = [None] * r
+        if slices is not None:
+            running: ir.Value | None = None
+            for k in range(r - 1, -1, -1) if reverse else range(r):
+                if exclusive:
+                    outs[k] = running  # None for the first: the carry alone
+                # the slice first: its last use, so onnxruntime may write the product there
+                running = slices[k] if running is None else b.op("Mul", slices[k], running)
+                if not exclusive:
+                    outs[k] = running
+            assert running is not None
+            total = running
+        else:
+            front = b.op("Transpose", view, perm=[1, 0, 2])
+            inner, total = scan_front(
+                b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2
+            )
+            inner = b.op("Transpose", inner, perm=[1, 0, 2])
+        if near_one.wanted(v):
+            if slices is None:  # the Scan's totals are (o * m, i)
+                total = b.reshape(total, shape_of(b, om, 1, i))
+            total = near_one.totals(b, v, total, r, blocks=view, slices=slices)
+        carry = scan3(
+            b,
+            b.reshape(total, shape_of(b, o, m, i)),
+            (o, m, i),
+            v,
+            exclusive=True,
+            reverse=reverse,
+            levels=rest,
+            seed=seed,
+            scan_blocks=scan_blocks,
+            carry_each=carry_each,
+        )
+        carry = b.reshape(carry, shape_of(b, om, 1, i))
+        if carry_each:
+            assert slices is not None
+            y = b.op(
+                "Concat", *(carry if c is None else b.op("Mul", c, carry) for c in outs), axis=1
+            )
+        else:
+            if slices is not None:
+                first = 0 if not reverse else r - 1  # exclusive: ones at the first position
+                outs = [v.ones(b, slices[first]) if c is None else c for c in outs]
+                inner = b.op("Concat", *outs, axis=1)
+            y = b.op("Mul", inner, carry)
+    if blocks and isinstance(n, int) and padded_n == n:
+        return y
+    y = b.reshape(y, shape_of(b, o, padded_n, i))
+    if not isinstance(n, int):
+        return b.op("Slice", y, b.const([0]), n, b.const([1]))
+    return y if padded_n == n else b.slice_axis(y, 1, 0, n)
+
+
+def _tree(
+    b: Builder, x3: ir.Value, v: View, levels: list[int], scan_blocks: bool = False
+) -> ir.Value:
+    """:func:`scan3` of the whole view, with its attributes (x itself when it is empty)."""
+    if any(d == 0 for d in v.dims()):
+        return b.op("Identity", x3)
+    return scan3(
+        b,
+        x3,
+        v.dims(),
+        v,
+        exclusive=v.exclusive,
+        reverse=v.reverse,
+        levels=levels,
+        scan_blocks=scan_blocks,
+        wide=carry_dtype(v),
+    )
+
+
+def build_radix(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """``radix``: the scan along axis 1 of ``x3`` (in the compute type); n is static."""
+    n = v.static_length
+    assert n is not None
+    return _tree(b, x3, v, radix_levels(max(n, 1), last_axis=v.inner == 1))
+
+
+def build_blocked(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """``blocked``: the scan along axis 1 of ``x3`` (in the compute type); n is static."""
+    n = v.static_length
+    assert n is not None
+    return _tree(b, x3, v, block_sizes(max(n, 1)), scan_blocks=True)
+
+
+def build_dynamic(b: Builder, x3: ir.Value, v: View) -> ir.Value:
+    """``dynamic``: the scan along axis 1 of ``x3`` (in the compute type), any length."""
+
+    def long(sb: Builder) -> ir.Value:
+        return _tree(sb, x3, v, list(_DYNAMIC_LEVELS), scan_blocks=True)
+
+    n = v.static_length
+    if n is not None:  # the length is static after all: decide now
+        return scan.build(b, x3, v) if n <= SHORT else long(b)
+    short = b.op("Less", v.tensor(b, v.length), b.const([SHORT + 1]))
+    empty = b.op("Equal", b.op("ReduceProd", b.op("Shape", x3), keepdims=1), b.const([0]))
+    return b.op(
+        "If",
+        b.op("Reshape", b.op("Or", short, empty), b.const([])),  # If takes a 0-D bool
+        then_branch=b.subgraph(lambda sb: scan.build(sb, x3, v), v.dtype, "cumprod_short"),
+        else_branch=b.subgraph(long, v.dtype, "cumprod_long"),
+    )
+
+
+def build_carry(
+    b: Builder,
+    x3: ir.Value,
+    v: View,
+    *,
+    seed: ir.Value | None = None,
+    narrow_runs: bool | None = None,
+    blocks: bool = False,
+    halves: bool = False,
+) -> ir.Value:
+    """``carry``: the scan along axis 1 of ``x3`` (in the compute type). A length known
+    only at run time is padded to ``max_length`` (:func:`.view.padded`), or without one
+    lowered as ``dynamic``. ``seed``: the product before its first position (n static);
+    ``narrow_runs``: whether its runs are narrow, when a caller judges that on a larger
+    tensor than ``x3`` (None: :func:`narrow` of ``x3``'s view); ``blocks`` (all dims
+    static, none 0): the result in the shape of :func:`blocks_shape`, which it carries, the
+    first level's Concat without its Reshape (for a Scan body's output, where onnxruntime
+    copies a Reshape's result but lets a Concat write in place); ``halves`` (n static):
+    the first level's Split in two steps (``cached``'s tiles)."""
+    n = v.static_length
+    assert seed is None or n, "a seed needs a static, non-zero length"
+    o, i = v.outer, v.inner
+    assert not blocks or (n and isinstance(o, int) and isinstance(i, int) and o and i)
+    if n is None:
+        if v.spec.max_length is None:
+            return build_dynamic(b, x3, v)
+        return padded(b, x3, v, build_carry, max(v.spec.max_length, 1))
+    if any(d == 0 for d in v.dims()):
+        return b.op("Identity", x3)  # empty: the result is x itself
+    if narrow_runs is None:
+        narrow_runs = narrow((o, n, i), v.dtype)
+    y = scan3(
+        b,
+        x3,
+        (o, n, i),
+        v,
+        exclusive=v.exclusive,
+        reverse=v.reverse,
+        levels=carry_levels(n, narrow_runs),
+        carry_each=True,
+        seed=seed,
+        blocks=blocks,
+        halves=halves,
+        wide=carry_dtype(v),
+    )
+    if blocks:
+        assert isinstance(o, int) and isinstance(i, int)
+        if v.dtype is not None:
+            y.type = ir.TensorType(v.dtype)
+        y.shape = ir.Shape(blocks_shape((o, n, i), narrow_runs))
+    return y
