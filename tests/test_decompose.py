@@ -1126,7 +1126,7 @@ def test_no_lowering_leaves_a_node_nothing_reads(target: str) -> None:
                         model, strategy, target=target, max_length=64, target_opset=opset
                     )
                 except (AssertionError, rewriter.OpsetError, rewriter.TargetError):
-                    continue  # a refusal of this target (tests/test_view.py checks those)
+                    continue  # a refusal of this target (tests/lowerings/test_view.py checks those)
                 if lowered is None:
                     continue
                 read = {name for node in all_nodes(lowered) for name in node.input}

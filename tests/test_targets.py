@@ -1,7 +1,8 @@
 """What each target promises about the graph it gets: ops it must not contain, no float64
 compute where the runtime has none, a warning (naming node and runtime) for each result the
 runtime cannot compute exactly. The values themselves are checked on the real runtimes
-(tests/test_runtimes*.py) and, for every target, on onnxruntime (tests/test_branches.py)."""
+(tests/test_runtimes*.py) and, for every target, on onnxruntime
+(tests/lowerings/test_branches.py)."""
 
 from __future__ import annotations
 

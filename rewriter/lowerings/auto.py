@@ -8,7 +8,7 @@ direction, whether ``carry``'s levels pad n, and the row count o. The first row 
 order is a preference order and a refused lowering (a missing op, no bound on a run-time
 length) falls through to the next matching row. Every table ends in rows that match
 everything. Each row carries its one-line reason and the results file behind it (relative
-to ``scripts/results/``); ``tests/test_auto.py`` iterates the same rows, and
+to ``scripts/results/``); ``tests/lowerings/test_auto.py`` iterates the same rows, and
 ``docs/design.md`` explains how to add one.
 
 Positions: ``first`` (o = 1, the axis is outermost: Scan slabs are contiguous), ``last``

@@ -21,7 +21,7 @@ both sides of the branch:
   and 26 (below 14 the If around the lowering)
 - lengths known only at run time for the static-length lowerings (padded to max_length)
 - aliases (graphs that are identical to another strategy's) asserted identical once
-  instead of run again (auto's tables: tests/test_auto.py).
+  instead of run again (auto's tables: tests/lowerings/test_auto.py).
 """
 
 from __future__ import annotations
