@@ -24,6 +24,7 @@ import argparse
 import ast
 import contextlib
 import dataclasses
+import functools
 import os
 import random
 import shutil
@@ -1175,7 +1176,8 @@ def _copy_project(into: Path) -> None:
             shutil.copy2(source, into / name)
 
 
-def _imports(path: Path) -> set[str]:
+@functools.cache
+def _imports(path: Path) -> frozenset[str]:
     """The dotted names a test file imports (``from a.b import c``: a.b and a.b.c)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -1184,22 +1186,54 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+    return frozenset(found)
+
+
+# The tests of a module whose behaviour is tested (also) by files named for a concern rather
+# than for the module (tests/test_NAME.py, tests/PACKAGE/test_NAME.py): these instead.
+TESTED_BY = {
+    "rewriter/io/atomic.py": ("tests/io/",),
+    "rewriter/verify/model.py": ("tests/verify/",),
+    "rewriter/lowerings/dynamic.py": ("tests/lowerings/test_branches.py",),
+    "rewriter/checker.py": ("tests/test_wild_models.py", "tests/io/test_external_data_places.py"),
+    "rewriter/inline.py": ("tests/test_wild_models.py",),
+    "rewriter/opset_rules.py": ("tests/test_opset.py",),
+    "rewriter/types.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
+    "rewriter/lowerings/__init__.py": ("tests/lowerings/test_auto.py",),
+    "rewriter/lowerings/blocked.py": (
+        "tests/lowerings/test_tree_accuracy.py",
+        "tests/lowerings/test_branches.py",
+    ),
+    "rewriter/lowerings/builder.py": ("tests/lowerings/test_branches.py",),
+    "rewriter/lowerings/doubling.py": (
+        "tests/lowerings/test_tree_accuracy.py",
+        "tests/lowerings/test_branches.py",
+    ),
+    "rewriter/lowerings/logsum.py": ("tests/test_special_values.py",),
+    "rewriter/lowerings/loop.py": ("tests/lowerings/test_branches.py",),
+    "rewriter/lowerings/near_one.py": ("tests/lowerings/test_tree_accuracy.py",),
+    "rewriter/lowerings/wide.py": ("tests/lowerings/test_tree_accuracy.py",),
+}
 
 
 def module_tests(module: str, root: Path = ROOT) -> list[str]:
     """The test files of the module at ``module`` (a path like ``rewriter/io/plan.py``), as
-    paths relative to ``root``: for a module of a subpackage, the subpackage's test folder
-    (``tests/io/`` for ``rewriter/io/``); for a top-level module, its own test file
-    (``tests/test_cli.py``); else every test file that imports it; empty when none does (the
+    paths relative to ``root``: those :data:`TESTED_BY` names, else its own test file
+    (``tests/test_cli.py`` for ``rewriter/cli.py``, ``tests/lowerings/test_carry.py`` for
+    ``rewriter/lowerings/carry.py``), else its subpackage's test folder (``tests/io/`` for
+    ``rewriter/io/plan.py``), else every test file that imports it; empty when none does (the
     mutant goes to the fast tier at once)."""
     parts = Path(module).with_suffix("").parts[1:]  # without "rewriter"
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]
+    listed = [t for t in TESTED_BY.get(module, ()) if (root / t).exists()]
+    if listed:
+        return listed
+    own = Path("tests", *parts[:-1], f"test_{parts[-1]}.py") if parts else None
+    if own is not None and (root / own).is_file():
+        return [own.as_posix()]
     if len(parts) > 1 and (root / "tests" / parts[0]).is_dir():
         return [f"tests/{parts[0]}/"]
-    if len(parts) == 1 and (root / "tests" / f"test_{parts[0]}.py").is_file():
-        return [f"tests/test_{parts[0]}.py"]
     dotted = ".".join(("rewriter", *parts))
     return [
         str(test.relative_to(root))
