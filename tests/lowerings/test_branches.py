@@ -41,8 +41,16 @@ from onnx import TensorProto, helper
 import rewriter
 from rewriter.targets import TARGETS
 from tests.helpers import (
+    BF16,
+    F16,
+    F32,
+    F64,
+    I32,
+    I64,
     INTS,
     TYPE_NAMES,
+    U32,
+    U64,
     check_result,
     cumprod_model,
     declared_refusal,
@@ -53,14 +61,6 @@ from tests.helpers import (
     random_data,
     refuses_broadly,
 )
-
-F16, BF16, F32, F64 = (
-    TensorProto.FLOAT16,
-    TensorProto.BFLOAT16,
-    TensorProto.FLOAT,
-    TensorProto.DOUBLE,
-)
-I32, I64, U32, U64 = TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64
 
 
 def lower(
