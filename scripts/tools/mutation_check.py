@@ -1199,7 +1199,11 @@ TESTED_BY = {
     "rewriter/inline.py": ("tests/test_wild_models.py",),
     "rewriter/opset_rules.py": ("tests/test_opset.py",),
     "rewriter/types.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
-    "rewriter/lowerings/__init__.py": ("tests/lowerings/test_auto.py",),
+    "rewriter/lowerings/__init__.py": (
+        "tests/lowerings/test_auto.py",
+        "tests/test_targets.py",
+        "tests/lowerings/test_branches.py",
+    ),
     "rewriter/lowerings/blocked.py": (
         "tests/lowerings/test_tree_accuracy.py",
         "tests/lowerings/test_branches.py",
