@@ -88,3 +88,12 @@ def test_a_sample_is_seeded_distinct_and_in_list_order() -> None:
     assert first == [m for m in MUTANTS if m in first]
     assert HARNESS.sample(MUTANTS, 10, 8) != first
     assert HARNESS.sample(MUTANTS, len(MUTANTS) + 5, 0) == MUTANTS
+
+
+def test_each_recorded_killer_names_a_mutant_and_a_test_file() -> None:
+    """The record of the test that last killed each mutant (tried first): a renamed mutant or
+    a moved test file leaves an entry that costs time and kills nothing."""
+    names = {m.name for m in MUTANTS}
+    for name, test in HARNESS._read_killers().items():
+        assert name in names, name
+        assert (ROOT / test.split("::")[0]).is_file(), (name, test)

@@ -2,13 +2,15 @@
 
 Copies the project (the ``rewriter`` package, the tests, pyproject.toml) to a temporary
 folder and applies one deliberate bug at a time to the copy's ``rewriter``, with PYTHONPATH
-pointing at the copy. Each mutant runs first against the tests of the module it touches
-(:func:`module_tests`: its own test file, else its package's test folder, else the test files
-that import it), then, only if those all pass, against the whole fast tier
-(``pytest -m "not slow"``). A mutant is *killed* when a test that passes on the unchanged
-code fails: the first failing test is run again with the mutation undone, and one that fails
-there too is deselected (and listed), so it cannot kill a mutant. Prints a table
-mutant -> killed (by which stage) / survived; exit status 1 when a mutant survives (or a
+pointing at the copy. Each mutant runs first the one test that killed it last time
+(:data:`KILLERS`, mutation_killers.json beside this script, rewritten by every run), then the
+tests of the module it touches (:func:`module_tests`: its own test file or those
+:data:`TESTED_BY` lists, else its package's test folder, else the test files that import it),
+then the whole fast tier (``pytest -m "not slow"``), each stage only if the previous one
+passed. A mutant is *killed* when a test that passes on the unchanged code fails: the first
+failing test is run again with the mutation undone, and one that fails there too is
+deselected (and listed), so it cannot kill a mutant. Prints a table mutant -> killed (by
+which stage) / survived; exit status 1 when a mutant survives (or a
 mutation no longer applies: the code it targets moved).
 
     .venv/bin/python scripts/tools/mutation_check.py [--only NAME ...] [--sample N [--seed S]]
@@ -25,6 +27,7 @@ import ast
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 import random
 import shutil
@@ -39,6 +42,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = ("rewriter", "tests", "scripts", "docs", "pyproject.toml", "README.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "results")
+# The test that last killed each mutant (mutant name -> pytest node id), tried before the
+# module's tests: one test instead of a file. Written by every run; a stale entry (the test
+# renamed, or passing now) only costs that one test's time.
+KILLERS = Path(__file__).with_name("mutation_killers.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1357,17 +1364,28 @@ class _Applied:
 
 
 def _verdict(
-    applied: _Applied, failing_unchanged: set[str], work: Path, timeout: int
+    applied: _Applied,
+    failing_unchanged: set[str],
+    work: Path,
+    timeout: int,
+    killers: dict[str, str],
 ) -> tuple[str, str, float]:
-    """(verdict, the test that killed it, seconds) of one applied mutant: its module's tests
-    first, then the fast tier if they all pass, each with ``-x``. A test that fails is run
+    """(verdict, the test that killed it, seconds) of one applied mutant: the test that killed
+    it last time (``killers``), then its module's tests, then the fast tier, each only if the
+    previous stage passed, each with ``-x``. A test that fails is run
     again on the unchanged code: one that fails there too goes to ``failing_unchanged``
     (deselected from then on) and the run is repeated without it."""
     project = applied.project
     total = 0.0
-    stages = [("module", module_tests(applied.mutant.path, project)), ("tier", [])]
+    recorded = killers.get(applied.mutant.name, "")
+    known = [recorded] if recorded and (project / recorded.split("::")[0]).is_file() else []
+    stages = [
+        ("recorded", known),
+        ("module", module_tests(applied.mutant.path, project)),
+        ("tier", []),
+    ]
     for stage, targets in stages:
-        if stage == "module" and not targets:
+        if stage != "tier" and not targets:
             continue
         while True:
             code, failures, seconds = _run_tests(
@@ -1401,6 +1419,19 @@ def _verdict(
     return "SURVIVED", "", total
 
 
+def _read_killers() -> dict[str, str]:
+    if not KILLERS.is_file():
+        return {}
+    return {str(k): str(v) for k, v in json.loads(KILLERS.read_text()).items()}
+
+
+def _write_killers(killers: dict[str, str]) -> None:
+    """The record, in the mutants' order, the names of mutants no longer listed left out."""
+    names = [m.name for m in MUTANTS if m.name in killers]
+    text = json.dumps({n: killers[n] for n in names}, indent=1, ensure_ascii=False)
+    KILLERS.write_text(text + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
@@ -1422,6 +1453,7 @@ def main() -> int:
         _copy_project(project)
         _check_import(project)
         failing_unchanged: set[str] = set()
+        killers = _read_killers()
         rows = []
         for mutant in mutants:
             target = project / mutant.path
@@ -1432,9 +1464,14 @@ def main() -> int:
             target.write_text(original.replace(mutant.old, mutant.new))
             try:
                 applied = _Applied(project, mutant, original)
-                verdict, by, seconds = _verdict(applied, failing_unchanged, work, args.timeout)
+                verdict, by, seconds = _verdict(
+                    applied, failing_unchanged, work, args.timeout, killers
+                )
             finally:
                 target.write_text(original)
+            if verdict.startswith("killed") and "::" in by and killers.get(mutant.name) != by:
+                killers[mutant.name] = by
+                _write_killers(killers)
             rows.append((mutant.name, verdict, by, seconds))
             print(f"  {verdict:15}  {seconds:5.0f} s  {mutant.name}", flush=True)
 
