@@ -1369,11 +1369,14 @@ def _verdict(
     work: Path,
     timeout: int,
     killers: dict[str, str],
+    *,
+    passing_unchanged: frozenset[str] = frozenset(),
 ) -> tuple[str, str, float]:
     """(verdict, the test that killed it, seconds) of one applied mutant: the test that killed
     it last time (``killers``), then its module's tests, then the fast tier, each only if the
     previous stage passed, each with ``-x``. A test that fails is run
-    again on the unchanged code: one that fails there too goes to ``failing_unchanged``
+    again on the unchanged code (unless it is in ``passing_unchanged``, the recorded killers
+    that passed there at the start): one that fails there too goes to ``failing_unchanged``
     (deselected from then on) and the run is repeated without it."""
     project = applied.project
     total = 0.0
@@ -1402,6 +1405,8 @@ def _verdict(
             if not failures or failures == ["(timed out)"]:
                 return f"killed ({stage})", f"exit {code}", total
             killer = failures[0]
+            if killer in passing_unchanged:
+                return f"killed ({stage})", killer, total
             with applied.undone():
                 unchanged, _, seconds = _run_tests(
                     project,
@@ -1417,6 +1422,29 @@ def _verdict(
             print(f"    fails unchanged too, deselected from now on: {killer}", flush=True)
             failing_unchanged.add(killer)
     return "SURVIVED", "", total
+
+
+def _passing_unchanged(
+    project: Path, mutants: list[Mutant], killers: dict[str, str], work: Path, timeout: int
+) -> frozenset[str]:
+    """The recorded killers of ``mutants`` that pass on the unchanged code, in one pytest run
+    (a recorded kill then needs no run with its mutation undone)."""
+    tests = sorted({killers[m.name] for m in mutants if m.name in killers})
+    tests = [t for t in tests if (project / t.split("::")[0]).is_file()]
+    if not tests:
+        return frozenset()
+    report = work / "unchanged.xml"
+    code, failed, seconds = _run_tests(
+        project, tests, [], stop_first=False, report=report, timeout=timeout
+    )
+    if code != 0 and not failed:
+        return frozenset()  # no report (a collection error): every kill is checked alone
+    print(
+        f"  {len(tests) - len(failed)} of {len(tests)} recorded killers pass unchanged, "
+        f"{seconds:.0f} s",
+        flush=True,
+    )
+    return frozenset(tests) - set(failed)
 
 
 def _read_killers() -> dict[str, str]:
@@ -1454,6 +1482,7 @@ def main() -> int:
         _check_import(project)
         failing_unchanged: set[str] = set()
         killers = _read_killers()
+        passing_unchanged = _passing_unchanged(project, mutants, killers, work, args.timeout)
         rows = []
         for mutant in mutants:
             target = project / mutant.path
@@ -1465,7 +1494,12 @@ def main() -> int:
             try:
                 applied = _Applied(project, mutant, original)
                 verdict, by, seconds = _verdict(
-                    applied, failing_unchanged, work, args.timeout, killers
+                    applied,
+                    failing_unchanged,
+                    work,
+                    args.timeout,
+                    killers,
+                    passing_unchanged=passing_unchanged,
                 )
             finally:
                 target.write_text(original)
