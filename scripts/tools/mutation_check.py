@@ -41,7 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = ("rewriter", "tests", "scripts", "docs", "pyproject.toml", "README.md")
-IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "results")
+# scripts/results stays (900 KB): test_auto checks each table row's evidence file there
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
 # The test that last killed each mutant (mutant name -> pytest node id), tried before the
 # module's tests: one test instead of a file. Written by every run; a stale entry (the test
 # renamed, or passing now) only costs that one test's time.
