@@ -457,6 +457,19 @@ def _loop_model() -> onnx.ModelProto:
     return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 26)])
 
 
+@pytest.mark.parametrize(
+    "target", [t for t in rewriter.TARGETS if "Loop" in rewriter.TARGETS[t].missing_ops]
+)
+def test_a_refusal_inside_the_models_own_loop_says_so(target: str) -> None:
+    """``loop`` asked for on a runtime without Loop, for a CumProd inside the model's own
+    Loop: the refusal gives its own reason and says the model cannot run there anyway (no
+    target refuses the default for this model, so the test above does not reach it)."""
+    with pytest.raises(rewriter.StrategyError) as refused:
+        rewriter.decompose_cumprod(_loop_model(), target=target, strategy="loop", max_length=16)
+    assert f"strategy 'loop' needs Loop, which {target} lacks" in str(refused.value)
+    assert f"(it also sits in the model's own Loop, which {target} lacks" in str(refused.value)
+
+
 @pytest.mark.parametrize("target", list(rewriter.TARGETS))
 def test_the_models_own_loop_on_a_target_without_loop_is_said(
     target: str, caplog: pytest.LogCaptureFixture
