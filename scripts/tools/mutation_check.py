@@ -1200,6 +1200,7 @@ def _imports(path: Path) -> frozenset[str]:
 # The tests of a module whose behaviour is tested (also) by files named for a concern rather
 # than for the module (tests/test_NAME.py, tests/PACKAGE/test_NAME.py): these instead.
 TESTED_BY = {
+    "rewriter/cli.py": ("tests/test_cli.py", "tests/io/test_file_safety_in_process.py"),
     "rewriter/io/atomic.py": ("tests/io/",),
     "rewriter/verify/model.py": ("tests/verify/",),
     "rewriter/lowerings/dynamic.py": ("tests/lowerings/test_branches.py",),
