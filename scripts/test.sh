@@ -25,11 +25,12 @@ step "ruff check";            .venv/bin/ruff check .
 step "ruff format --check";   .venv/bin/ruff format --check .
 step "mypy rewriter";         .venv/bin/mypy rewriter
 step "docs check";            .venv/bin/python scripts/ci/check_docs.py
-# The mutation sample (CUMPROD_MUTANTS=N: N mutants, seeded by the date or MUTATION_SEED)
-# is opt-in: a mutant that its module's tests miss runs the whole fast tier, minutes each.
-if [ "${CUMPROD_MUTANTS:-0}" != 0 ]; then
+# The mutation sample: CUMPROD_MUTANTS mutants (10 by default; 0 skips it), a day's draw
+# (MUTATION_SEED overrides the date); a survivor fails the run. Each mutant runs first
+# against its module's tests, then the fast tier only if they all pass.
+if [ "${CUMPROD_MUTANTS:-10}" != 0 ]; then
     step "mutation sample"
-    .venv/bin/python scripts/tools/mutation_check.py --sample "$CUMPROD_MUTANTS" \
+    .venv/bin/python scripts/tools/mutation_check.py --sample "${CUMPROD_MUTANTS:-10}" \
         --seed "${MUTATION_SEED:-$(date -u +%Y%m%d)}"
 fi
 step pytest

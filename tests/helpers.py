@@ -17,8 +17,16 @@ from tests import bounds
 
 Dim = int | str | None
 
-FLOATS = [TensorProto.BFLOAT16, TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE]
-INTS = [TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64]
+# The element types CumProd takes, by their short names (the tests' one spelling of them).
+F16, BF16, F32, F64 = (
+    TensorProto.FLOAT16,
+    TensorProto.BFLOAT16,
+    TensorProto.FLOAT,
+    TensorProto.DOUBLE,
+)
+I32, I64, U32, U64 = TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64
+FLOATS = [BF16, F16, F32, F64]
+INTS = [I32, I64, U32, U64]
 ALL_TYPES = FLOATS + INTS
 TYPE_NAMES = {t: TensorProto.DataType.Name(t).lower() for t in ALL_TYPES}
 

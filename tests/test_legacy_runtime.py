@@ -278,7 +278,7 @@ def _close(expected: list[np.ndarray], name: str) -> object:
 
 def _branch_cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray], object]]:
     """test_branches' static-length cells, lowered at opset 21."""
-    from tests.test_branches import STATIC, _static_id
+    from tests.lowerings.test_branches import STATIC, _static_id
 
     cases = []
     for cell in STATIC:

@@ -1,8 +1,8 @@
 """``scripts/tools/mutation_check.py``: every deliberate bug still applies (its text occurs exactly
 once in the file it names: code that moves leaves a mutant that no longer applies, and the
 harness says so only when that mutant is run), each mutant is first run against the tests of
-the module it touches (found by path, else by import), and ``--sample`` draws a seeded
-sample."""
+the module it touches (its own test file, its folder, else its importers), and ``--sample``
+draws a seeded sample."""
 
 from __future__ import annotations
 
@@ -38,13 +38,17 @@ def test_the_mutant_applies_once(mutant: object) -> None:
     assert mutant.old != mutant.new  # type: ignore[attr-defined]
 
 
-def test_a_module_is_tested_by_its_folder_its_file_or_its_importers(tmp_path: Path) -> None:
+def test_a_module_is_tested_by_its_file_its_folder_or_its_importers(tmp_path: Path) -> None:
     for path, text in {
         "rewriter/io/plan.py": "",
+        "rewriter/lowerings/carry.py": "",
+        "rewriter/lowerings/chain.py": "",
         "rewriter/cli.py": "",
         "rewriter/site.py": "",
         "rewriter/lonely.py": "",
         "tests/io/test_anything.py": "",
+        "tests/lowerings/test_carry.py": "",
+        "tests/lowerings/test_branches.py": "",
         "tests/test_cli.py": "",
         "tests/test_uses_site.py": "from rewriter.site import inspect_cumprod\n",
         "tests/test_uses_site_too.py": "import rewriter.site\n",
@@ -54,6 +58,8 @@ def test_a_module_is_tested_by_its_folder_its_file_or_its_importers(tmp_path: Pa
         (tmp_path / path).write_text(text)
     tests = HARNESS.module_tests
     assert tests("rewriter/io/plan.py", tmp_path) == ["tests/io/"]
+    assert tests("rewriter/lowerings/carry.py", tmp_path) == ["tests/lowerings/test_carry.py"]
+    assert tests("rewriter/lowerings/chain.py", tmp_path) == ["tests/lowerings/"]
     assert tests("rewriter/cli.py", tmp_path) == ["tests/test_cli.py"]
     assert tests("rewriter/site.py", tmp_path) == [
         "tests/test_uses_site.py",
@@ -62,12 +68,17 @@ def test_a_module_is_tested_by_its_folder_its_file_or_its_importers(tmp_path: Pa
     assert tests("rewriter/lonely.py", tmp_path) == []  # straight to the fast tier
 
 
-def test_the_edges_are_tested_by_their_folders() -> None:
+def test_every_mutant_has_tests_of_its_module_that_exist() -> None:
+    """Every mutant's first stage is a few test files, not the fast tier: its module's."""
     assert HARNESS.module_tests("rewriter/verify/compare.py") == ["tests/verify/"]
     assert HARNESS.module_tests("rewriter/io/atomic.py") == ["tests/io/"]
+    for listed in HARNESS.TESTED_BY.values():
+        for target in listed:
+            assert (ROOT / target).exists(), target
     for mutant in MUTANTS:
         for target in HARNESS.module_tests(mutant.path):
             assert (ROOT / target).exists(), (mutant.name, target)
+        assert HARNESS.module_tests(mutant.path), mutant.name
 
 
 def test_a_sample_is_seeded_distinct_and_in_list_order() -> None:
@@ -77,3 +88,12 @@ def test_a_sample_is_seeded_distinct_and_in_list_order() -> None:
     assert first == [m for m in MUTANTS if m in first]
     assert HARNESS.sample(MUTANTS, 10, 8) != first
     assert HARNESS.sample(MUTANTS, len(MUTANTS) + 5, 0) == MUTANTS
+
+
+def test_each_recorded_killer_names_a_mutant_and_a_test_file() -> None:
+    """The record of the test that last killed each mutant (tried first): a renamed mutant or
+    a moved test file leaves an entry that costs time and kills nothing."""
+    names = {m.name for m in MUTANTS}
+    for name, test in HARNESS._read_killers().items():
+        assert name in names, name
+        assert (ROOT / test.split("::")[0]).is_file(), (name, test)

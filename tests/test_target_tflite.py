@@ -18,14 +18,20 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 import rewriter
 from rewriter.targets import TARGETS
 from tests.helpers import (
+    F16,
+    F32,
+    F64,
+    I32,
+    I64,
     TYPE_NAMES,
+    U32,
+    U64,
     check_result,
     cumprod_model,
     feed,
@@ -36,8 +42,6 @@ from tests.helpers import (
     sprinkle_specials,
 )
 
-F16, F32, F64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE
-I32, I64, U32, U64 = TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64
 TYPES = (F16, F32, F64, I32, I64, U32, U64)  # onnx2tf has no bfloat16
 
 

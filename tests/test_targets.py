@@ -1,7 +1,8 @@
 """What each target promises about the graph it gets: ops it must not contain, no float64
 compute where the runtime has none, a warning (naming node and runtime) for each result the
 runtime cannot compute exactly. The values themselves are checked on the real runtimes
-(tests/test_runtimes*.py) and, for every target, on onnxruntime (tests/test_branches.py)."""
+(tests/test_runtimes*.py) and, for every target, on onnxruntime
+(tests/lowerings/test_branches.py)."""
 
 from __future__ import annotations
 
@@ -454,6 +455,19 @@ def _loop_model() -> onnx.ModelProto:
         [onnx.helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])],
     )
     return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 26)])
+
+
+@pytest.mark.parametrize(
+    "target", [t for t in rewriter.TARGETS if "Loop" in rewriter.TARGETS[t].missing_ops]
+)
+def test_a_refusal_inside_the_models_own_loop_says_so(target: str) -> None:
+    """``loop`` asked for on a runtime without Loop, for a CumProd inside the model's own
+    Loop: the refusal gives its own reason and says the model cannot run there anyway (no
+    target refuses the default for this model, so the test above does not reach it)."""
+    with pytest.raises(rewriter.StrategyError) as refused:
+        rewriter.decompose_cumprod(_loop_model(), target=target, strategy="loop", max_length=16)
+    assert f"strategy 'loop' needs Loop, which {target} lacks" in str(refused.value)
+    assert f"(it also sits in the model's own Loop, which {target} lacks" in str(refused.value)
 
 
 @pytest.mark.parametrize("target", list(rewriter.TARGETS))

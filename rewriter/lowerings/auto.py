@@ -7,7 +7,7 @@ size of ``cached``'s pieces. The first row that matches *and* whose lowering the
 accepts (:func:`rewriter.lowerings.refusal`) wins: row order is preference order, and a
 refused lowering falls through to the next matching row; every table ends in rows that
 match everything. Each row carries its one-line reason and the results file behind it (in
-``scripts/results/``); ``tests/test_auto.py`` iterates the same rows.
+``scripts/results/``); ``tests/lowerings/test_auto.py`` iterates the same rows.
 
 Positions: ``first`` (o = 1), ``last`` (i = 1), ``middle`` (i known), ``unknown`` (i not
 static), ``run-time axis`` (n: the longest dim, to which x is padded) and ``run-time length``

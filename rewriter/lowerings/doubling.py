@@ -22,8 +22,8 @@ Accuracy: each output is a product tree of its k factors: integers bit-exact wit
 wraparound; floats within the sequential kernel's k - 1 ulps; float16 / bfloat16 multiplied
 in float32 and rounded once. Float32 block totals come from :func:`.near_one.totals`, and
 the plain form's first :data:`WINDOW_STEPS` steps from :func:`.near_one.windows`, so the
-error on factors near 1 does not grow with n (tests/test_tree_accuracy.py holds it to 1.25x
-the native kernel's).
+error on factors near 1 does not grow with n (tests/lowerings/test_tree_accuracy.py holds it
+to 1.25x the native kernel's).
 
 Cost: K steps of (Slice, Pad, Slice, Mul) over the whole tensor: about 4K passes and 4K + 4
 nodes (K = 16 for n = 65536); blocked, about 4 log2(B) + 2 full-size passes.

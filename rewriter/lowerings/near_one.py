@@ -19,7 +19,7 @@ Accuracy: where every |e_j| < 1 / (8 r), every partial product lies within [0.88
 every offset within 0.134 of 0, so each pair's three roundings add at most 0.48 eps to the
 relative error and the last Add one eps: at most (0.48 (r - 1) + 1) eps <= (r - 1) eps, the
 float32 product's own bound. Elsewhere (a factor further from 1, or 0, -0.0, inf, NaN) T32
-is taken as it is, with its special values. tests/test_tree_accuracy.py and
+is taken as it is, with its special values. tests/lowerings/test_tree_accuracy.py and
 tests/test_runtime_accuracy.py hold the trees to 1.25x the native kernel's error near 1.
 
 Cost: a Sub, an Abs and a ReduceMax over x, Splits in halves and (r - 1) / r of x again in

@@ -16,8 +16,8 @@ float32 adds 0.5 ulp; then at most r multiplications in float32: about r + 1 ulp
 n, never more than the float32 tree's k - 1. Every partial product the float32 level forms
 is a prefix of x (no overflow or underflow where the sequential product has none); the
 float64 totals cannot leave float64's range (a block of float32 factors is at most 2^277).
-tests/test_tree_accuracy.py and tests/test_runtime_accuracy.py hold every tree to the native
-kernel's bits on swinging prefixes and to 1.25x its error near 1.
+tests/lowerings/test_tree_accuracy.py and tests/test_runtime_accuracy.py hold every tree to the
+native kernel's bits on swinging prefixes and to 1.25x its error near 1.
 
 Cost: a Cast of x to float64 and a product over each block (a ReduceProd, or r Casts and
 r - 1 Muls of the slices: :func:`block_totals`); the upper levels on 1 / r of the data in

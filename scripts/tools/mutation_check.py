@@ -2,13 +2,15 @@
 
 Copies the project (the ``rewriter`` package, the tests, pyproject.toml) to a temporary
 folder and applies one deliberate bug at a time to the copy's ``rewriter``, with PYTHONPATH
-pointing at the copy. Each mutant runs first against the tests of the module it touches
-(:func:`module_tests`: its own test file, else its package's test folder, else the test files
-that import it), then, only if those all pass, against the whole fast tier
-(``pytest -m "not slow"``). A mutant is *killed* when a test that passes on the unchanged
-code fails: the first failing test is run again with the mutation undone, and one that fails
-there too is deselected (and listed), so it cannot kill a mutant. Prints a table
-mutant -> killed (by which stage) / survived; exit status 1 when a mutant survives (or a
+pointing at the copy. Each mutant runs first the one test that killed it last time
+(:data:`KILLERS`, mutation_killers.json beside this script, rewritten by every run), then the
+tests of the module it touches (:func:`module_tests`: its own test file or those
+:data:`TESTED_BY` lists, else its package's test folder, else the test files that import it),
+then the whole fast tier (``pytest -m "not slow"``), each stage only if the previous one
+passed. A mutant is *killed* when a test that passes on the unchanged code fails: the first
+failing test is run again with the mutation undone, and one that fails there too is
+deselected (and listed), so it cannot kill a mutant. Prints a table mutant -> killed (by
+which stage) / survived; exit status 1 when a mutant survives (or a
 mutation no longer applies: the code it targets moved).
 
     .venv/bin/python scripts/tools/mutation_check.py [--only NAME ...] [--sample N [--seed S]]
@@ -24,6 +26,8 @@ import argparse
 import ast
 import contextlib
 import dataclasses
+import functools
+import json
 import os
 import random
 import shutil
@@ -37,7 +41,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = ("rewriter", "tests", "scripts", "docs", "pyproject.toml", "README.md")
-IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "results")
+# scripts/results stays (900 KB): test_auto checks each table row's evidence file there
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
+# The test that last killed each mutant (mutant name -> pytest node id), tried before the
+# module's tests: one test instead of a file. Written by every run; a stale entry (the test
+# renamed, or passing now) only costs that one test's time.
+KILLERS = Path(__file__).with_name("mutation_killers.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1168,7 +1177,8 @@ def _copy_project(into: Path) -> None:
             shutil.copy2(source, into / name)
 
 
-def _imports(path: Path) -> set[str]:
+@functools.cache
+def _imports(path: Path) -> frozenset[str]:
     """The dotted names a test file imports (``from a.b import c``: a.b and a.b.c)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -1177,22 +1187,58 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+    return frozenset(found)
+
+
+# The tests of a module whose behaviour is tested (also) by files named for a concern rather
+# than for the module (tests/test_NAME.py, tests/PACKAGE/test_NAME.py): these instead.
+TESTED_BY = {
+    "rewriter/cli.py": ("tests/test_cli.py", "tests/io/test_file_safety_in_process.py"),
+    "rewriter/io/atomic.py": ("tests/io/",),
+    "rewriter/verify/model.py": ("tests/verify/",),
+    "rewriter/checker.py": ("tests/test_wild_models.py", "tests/io/test_external_data_places.py"),
+    "rewriter/inline.py": ("tests/test_wild_models.py",),
+    "rewriter/types.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
+    "rewriter/lowerings/__init__.py": (
+        "tests/lowerings/test_auto.py",
+        "tests/test_targets.py",
+        "tests/lowerings/test_branches.py",
+    ),
+    "rewriter/lowerings/tree.py": (
+        "tests/lowerings/test_tree.py",
+        "tests/lowerings/test_tree_accuracy.py",
+        "tests/lowerings/test_branches.py",
+    ),
+    "rewriter/lowerings/builder.py": ("tests/lowerings/test_branches.py",),
+    "rewriter/lowerings/doubling.py": (
+        "tests/lowerings/test_tree_accuracy.py",
+        "tests/lowerings/test_branches.py",
+    ),
+    "rewriter/lowerings/logsum.py": ("tests/test_special_values.py",),
+    "rewriter/lowerings/loop.py": ("tests/lowerings/test_branches.py",),
+    "rewriter/lowerings/near_one.py": ("tests/lowerings/test_tree_accuracy.py",),
+    "rewriter/lowerings/wide.py": ("tests/lowerings/test_tree_accuracy.py",),
+}
 
 
 def module_tests(module: str, root: Path = ROOT) -> list[str]:
     """The test files of the module at ``module`` (a path like ``rewriter/io/plan.py``), as
-    paths relative to ``root``: for a module of a subpackage, the subpackage's test folder
-    (``tests/io/`` for ``rewriter/io/``); for a top-level module, its own test file
-    (``tests/test_cli.py``); else every test file that imports it; empty when none does (the
+    paths relative to ``root``: those :data:`TESTED_BY` names, else its own test file
+    (``tests/test_cli.py`` for ``rewriter/cli.py``, ``tests/lowerings/test_tree.py`` for
+    ``rewriter/lowerings/tree.py``), else its subpackage's test folder (``tests/io/`` for
+    ``rewriter/io/plan.py``), else every test file that imports it; empty when none does (the
     mutant goes to the fast tier at once)."""
     parts = Path(module).with_suffix("").parts[1:]  # without "rewriter"
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]
+    listed = [t for t in TESTED_BY.get(module, ()) if (root / t).exists()]
+    if listed:
+        return listed
+    own = Path("tests", *parts[:-1], f"test_{parts[-1]}.py") if parts else None
+    if own is not None and (root / own).is_file():
+        return [own.as_posix()]
     if len(parts) > 1 and (root / "tests" / parts[0]).is_dir():
         return [f"tests/{parts[0]}/"]
-    if len(parts) == 1 and (root / "tests" / f"test_{parts[0]}.py").is_file():
-        return [f"tests/test_{parts[0]}.py"]
     dotted = ".".join(("rewriter", *parts))
     return [
         str(test.relative_to(root))
@@ -1312,17 +1358,31 @@ class _Applied:
 
 
 def _verdict(
-    applied: _Applied, failing_unchanged: set[str], work: Path, timeout: int
+    applied: _Applied,
+    failing_unchanged: set[str],
+    work: Path,
+    timeout: int,
+    killers: dict[str, str],
+    *,
+    passing_unchanged: frozenset[str] = frozenset(),
 ) -> tuple[str, str, float]:
-    """(verdict, the test that killed it, seconds) of one applied mutant: its module's tests
-    first, then the fast tier if they all pass, each with ``-x``. A test that fails is run
-    again on the unchanged code: one that fails there too goes to ``failing_unchanged``
+    """(verdict, the test that killed it, seconds) of one applied mutant: the test that killed
+    it last time (``killers``), then its module's tests, then the fast tier, each only if the
+    previous stage passed, each with ``-x``. A test that fails is run
+    again on the unchanged code (unless it is in ``passing_unchanged``, the recorded killers
+    that passed there at the start): one that fails there too goes to ``failing_unchanged``
     (deselected from then on) and the run is repeated without it."""
     project = applied.project
     total = 0.0
-    stages = [("module", module_tests(applied.mutant.path, project)), ("tier", [])]
+    recorded = killers.get(applied.mutant.name, "")
+    known = [recorded] if recorded and (project / recorded.split("::")[0]).is_file() else []
+    stages = [
+        ("recorded", known),
+        ("module", module_tests(applied.mutant.path, project)),
+        ("tier", []),
+    ]
     for stage, targets in stages:
-        if stage == "module" and not targets:
+        if stage != "tier" and not targets:
             continue
         while True:
             code, failures, seconds = _run_tests(
@@ -1339,6 +1399,8 @@ def _verdict(
             if not failures or failures == ["(timed out)"]:
                 return f"killed ({stage})", f"exit {code}", total
             killer = failures[0]
+            if killer in passing_unchanged:
+                return f"killed ({stage})", killer, total
             with applied.undone():
                 unchanged, _, seconds = _run_tests(
                     project,
@@ -1354,6 +1416,42 @@ def _verdict(
             print(f"    fails unchanged too, deselected from now on: {killer}", flush=True)
             failing_unchanged.add(killer)
     return "SURVIVED", "", total
+
+
+def _passing_unchanged(
+    project: Path, mutants: list[Mutant], killers: dict[str, str], work: Path, timeout: int
+) -> frozenset[str]:
+    """The recorded killers of ``mutants`` that pass on the unchanged code, in one pytest run
+    (a recorded kill then needs no run with its mutation undone)."""
+    tests = sorted({killers[m.name] for m in mutants if m.name in killers})
+    tests = [t for t in tests if (project / t.split("::")[0]).is_file()]
+    if not tests:
+        return frozenset()
+    report = work / "unchanged.xml"
+    code, failed, seconds = _run_tests(
+        project, tests, [], stop_first=False, report=report, timeout=timeout
+    )
+    if code != 0 and not failed:
+        return frozenset()  # no report (a collection error): every kill is checked alone
+    print(
+        f"  {len(tests) - len(failed)} of {len(tests)} recorded killers pass unchanged, "
+        f"{seconds:.0f} s",
+        flush=True,
+    )
+    return frozenset(tests) - set(failed)
+
+
+def _read_killers() -> dict[str, str]:
+    if not KILLERS.is_file():
+        return {}
+    return {str(k): str(v) for k, v in json.loads(KILLERS.read_text()).items()}
+
+
+def _write_killers(killers: dict[str, str]) -> None:
+    """The record, in the mutants' order, the names of mutants no longer listed left out."""
+    names = [m.name for m in MUTANTS if m.name in killers]
+    text = json.dumps({n: killers[n] for n in names}, indent=1, ensure_ascii=False)
+    KILLERS.write_text(text + "\n")
 
 
 def main() -> int:
@@ -1377,6 +1475,8 @@ def main() -> int:
         _copy_project(project)
         _check_import(project)
         failing_unchanged: set[str] = set()
+        killers = _read_killers()
+        passing_unchanged = _passing_unchanged(project, mutants, killers, work, args.timeout)
         rows = []
         for mutant in mutants:
             target = project / mutant.path
@@ -1387,9 +1487,19 @@ def main() -> int:
             target.write_text(original.replace(mutant.old, mutant.new))
             try:
                 applied = _Applied(project, mutant, original)
-                verdict, by, seconds = _verdict(applied, failing_unchanged, work, args.timeout)
+                verdict, by, seconds = _verdict(
+                    applied,
+                    failing_unchanged,
+                    work,
+                    args.timeout,
+                    killers,
+                    passing_unchanged=passing_unchanged,
+                )
             finally:
                 target.write_text(original)
+            if verdict.startswith("killed") and "::" in by and killers.get(mutant.name) != by:
+                killers[mutant.name] = by
+                _write_killers(killers)
             rows.append((mutant.name, verdict, by, seconds))
             print(f"  {verdict:15}  {seconds:5.0f} s  {mutant.name}", flush=True)
 

@@ -16,12 +16,19 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 import pytest
-from onnx import TensorProto
 
 import rewriter
 from rewriter.lowerings import tree as carry
 from tests import bounds
 from tests.helpers import (
+    BF16,
+    F16,
+    F32,
+    F64,
+    I32,
+    I64,
+    U32,
+    U64,
     cumprod_model,
     feed,
     np_dtype,
@@ -31,14 +38,6 @@ from tests.helpers import (
     run_ort,
     sprinkle_specials,
     wide_reference,
-)
-
-I32, I64, U32, U64 = TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64
-F16, BF16, F32, F64 = (
-    TensorProto.FLOAT16,
-    TensorProto.BFLOAT16,
-    TensorProto.FLOAT,
-    TensorProto.DOUBLE,
 )
 
 # (shape, axis): every level count, padded or not, on the first, a middle and the last axis;

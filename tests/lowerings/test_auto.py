@@ -18,16 +18,9 @@ import rewriter
 from rewriter.decompose import plan_cumprods
 from rewriter.lowerings import LOWERINGS, auto, chain
 from rewriter.targets import TARGETS
-from tests.helpers import TYPE_NAMES, cumprod_model, refuses_broadly
+from tests.helpers import F32, I32, I64, TYPE_NAMES, U32, cumprod_model, refuses_broadly
 
-F32, F64, I32, I64, U32 = (
-    TensorProto.FLOAT,
-    TensorProto.DOUBLE,
-    TensorProto.INT32,
-    TensorProto.INT64,
-    TensorProto.UINT32,
-)
-RESULTS = Path(__file__).resolve().parent.parent / "scripts" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "scripts" / "results"
 ROWS = [(table, k, row) for table, rows in auto.TABLES.items() for k, row in enumerate(rows)]
 
 

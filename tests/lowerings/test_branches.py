@@ -21,7 +21,7 @@ both sides of the branch:
   and 26 (below 14 the If around the lowering)
 - lengths known only at run time for the static-length lowerings (padded to max_length)
 - aliases (graphs that are identical to another strategy's) asserted identical once
-  instead of run again (auto's tables: tests/test_auto.py).
+  instead of run again (auto's tables: tests/lowerings/test_auto.py).
 """
 
 from __future__ import annotations
@@ -41,8 +41,16 @@ from onnx import TensorProto, helper
 import rewriter
 from rewriter.targets import TARGETS
 from tests.helpers import (
+    BF16,
+    F16,
+    F32,
+    F64,
+    I32,
+    I64,
     INTS,
     TYPE_NAMES,
+    U32,
+    U64,
     check_result,
     cumprod_model,
     declared_refusal,
@@ -54,14 +62,6 @@ from tests.helpers import (
     random_data,
     refuses_broadly,
 )
-
-F16, BF16, F32, F64 = (
-    TensorProto.FLOAT16,
-    TensorProto.BFLOAT16,
-    TensorProto.FLOAT,
-    TensorProto.DOUBLE,
-)
-I32, I64, U32, U64 = TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64
 
 
 def lower(

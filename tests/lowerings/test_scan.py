@@ -22,15 +22,22 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from onnx import TensorProto
 
 import rewriter
 from rewriter.targets import TARGETS
 from tests.helpers import (
     ALL_TYPES,
+    BF16,
+    F16,
+    F32,
+    F64,
     FLOATS,
+    I32,
+    I64,
     INTS,
     TYPE_NAMES,
+    U32,
+    U64,
     all_nodes,
     check_result,
     cumprod_model,
@@ -43,13 +50,6 @@ from tests.helpers import (
     sprinkle_specials,
 )
 
-I32, I64, U32, U64 = TensorProto.INT32, TensorProto.INT64, TensorProto.UINT32, TensorProto.UINT64
-F16, BF16, F32, F64 = (
-    TensorProto.FLOAT16,
-    TensorProto.BFLOAT16,
-    TensorProto.FLOAT,
-    TensorProto.DOUBLE,
-)
 ATTRIBUTES = [(0, 0), (1, 0), (0, 1), (1, 1)]
 STATIC_SHAPES = [(7,), (9, 3), (5, 2, 3), (4, 3, 2, 2)]  # ranks 1-4
 SCAN_TARGETS = [name for name, t in TARGETS.items() if "Scan" not in t.missing_ops]

@@ -28,6 +28,8 @@ from rewriter.lowerings import cached
 from rewriter.targets import TARGETS
 from tests.helpers import (
     ALL_TYPES,
+    I32,
+    I64,
     TYPE_NAMES,
     check_result,
     cumprod_model,
@@ -36,9 +38,6 @@ from tests.helpers import (
     refuses_broadly,
     run_ort,
 )
-
-I64 = TensorProto.INT64
-I32 = TensorProto.INT32
 
 
 @pytest.fixture(autouse=True)
