@@ -449,12 +449,11 @@ TARGETS: dict[str, Target] = {
         Target(
             "ncnn",
             "ncnn 1.0 via pnnx (pnnx and ncnn 20261020): float32, a constant axis, 'chain' "
-            "only (static length: auto takes it to 16, --strategy chain to 1024; symbolic dims "
-            "as for tvm); IR 13",
+            "only (a static length up to 1024; symbolic dims as for tvm); IR 13",
             missing_ops=_NO_CONTROL_FLOW,
             float64=False,
             runtime_view=False,
-            auto="static",
+            auto="ncnn",
             shape_arithmetic=False,
             element_types=frozenset({ir.DataType.FLOAT}),
             axis_input=False,

@@ -245,6 +245,14 @@ MNN = (
     *STATIC_RULES,
 )
 
+# -- ncnn via pnnx: which lowerings load and run right, float32 (4 direction pairs a shape)
+NCNN = (
+    Row("chain", "the one lowering ncnn loads and runs right at every static length tried "
+        "(6-1024); the trees load on some shapes only (no Pad layer)",
+        "ncnn-lowerings-2026-12-06.md", at=STATIC, n=(0, 1024)),
+    *STATIC_RULES,
+)
+
 TFLITE = (
     Row("chain", "short static axes", at=STATIC | {RUN_TIME_AXIS}, n=(0, 16), static_dims=True),
     Row("doubling", "onnx2tf converts it on any view; radix's padded blocks came out wrong"),
@@ -260,6 +268,7 @@ TABLES: dict[str, tuple[Row, ...]] = {
     "iree": IREE,
     "tflite": TFLITE,
     "mnn": MNN,
+    "ncnn": NCNN,
 }
 
 

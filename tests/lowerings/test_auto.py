@@ -192,7 +192,7 @@ AUTO_ROWS = [
     (_4, ("B", 4), 1, "scan", "chain"),  # a symbolic outer dim does not matter
 ]
 # What the static table takes for a length known only at run time, per target.
-RUN_TIME_LENGTH = {"portable": "doubling", "tvm": "doubling", "ncnn": "doubling"}
+RUN_TIME_LENGTH = {"portable": "doubling", "tvm": "doubling"}
 
 # The measured per-runtime tables (openvino, tract, iree, tflite, tinygrad, mnn): both sides
 # of each of their thresholds, and what they leave to the static rule (a run-time length).
@@ -354,13 +354,29 @@ def test_auto_picks_each_row_of_its_table(target: str) -> None:
         assert got == want, (target, TYPE_NAMES[elem], dims, axis)
 
 
+@pytest.mark.parametrize(
+    ("dims", "axis", "want"),
+    [((3, 1), 1, "chain"), ((3, 16), 1, "chain"), ((3, 17), 1, "chain"), ((2, 1024), 1, "chain"),
+     ((1024, 3), 0, "chain"), ((2, 1025), 1, None), ((1025, 2), 0, None)],
+)  # fmt: skip
+def test_ncnn_takes_chain_to_its_limit(dims: tuple[int, ...], axis: int, want: str | None) -> None:
+    """ncnn's table: chain at every static length to chain's 1024 (ncnn-lowerings-2026-12-06:
+    the one lowering right on every shape); past it every lowering is refused, by name."""
+    model = cumprod_model(F32, dims, axis)
+    if want is None:
+        with pytest.raises(rewriter.StrategyError, match="ncnn"):
+            _planned(model, "ncnn")
+    else:
+        assert _planned(model, "ncnn") == want
+
+
 def test_every_target_has_its_rows() -> None:
     """A new target, or a new table, needs its expectations written out above."""
     tables = {t.auto for t in TARGETS.values()}
     assert tables == set(auto.TABLES)
     static = {name for name, t in TARGETS.items() if t.auto == "static"}
     assert set(RUN_TIME_LENGTH) == static
-    assert set(TARGET_COLUMNS) == tables - {"onnxruntime", "static"}
+    assert set(TARGET_COLUMNS) == tables - {"onnxruntime", "static", "ncnn"}  # ncnn: below
     assert all(len(want) == len(TARGET_COLUMNS) for *_, want in TARGET_ROWS)
 
 
