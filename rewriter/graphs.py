@@ -1,11 +1,11 @@
 """Walking a model: every node of the main graph, its subgraphs at any depth and every
 model-local function, with a readable location and the ai.onnx opset in force there; every
-graph of it; and what counts as a CumProd."""
+graph of it; what counts as a CumProd; and names no graph of it uses."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import onnx
 import onnx_ir as ir
@@ -16,6 +16,7 @@ __all__ = [
     "INLINED_FROM",
     "ONNX_DOMAINS",
     "Located",
+    "NameSource",
     "ai_onnx_opset",
     "graphs_of",
     "is_cumprod",
@@ -80,6 +81,37 @@ def graphs_of(model: ir.Model) -> Iterator[ir.Graph]:
     for root in roots:
         yield root
         yield from root.subgraphs()
+
+
+class NameSource:
+    """Hands out value and node names not used anywhere in the model, in constant time
+    per name (a counter per base name, as onnx_ir's ``NameFixPass`` does)."""
+
+    def __init__(self, used: Iterable[str]) -> None:
+        self._used = set(used)
+        self._next: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        i = self._next.get(base, 0)
+        while (name := f"{base}_{i}") in self._used:
+            i += 1
+        self._next[base] = i + 1
+        self._used.add(name)
+        return name
+
+    @classmethod
+    def for_model(cls, model: ir.Model) -> NameSource:
+        """Every name in the model: values, nodes and initializers of every graph, subgraph
+        and function (:func:`graphs_of`)."""
+        used: set[str] = set()
+        for graph in graphs_of(model):
+            used.update(v.name or "" for v in graph.inputs)
+            used.update(graph.initializers)
+            for node in graph:
+                used.add(node.name or "")
+                used.update(v.name or "" for v in node.outputs)
+                used.update(v.name or "" for v in node.inputs if v is not None)
+        return cls(used)
 
 
 @dataclasses.dataclass(frozen=True)

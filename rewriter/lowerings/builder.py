@@ -4,49 +4,16 @@ whose signature depends on the opset (Pad, Reshape) behind one helper each."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx_ir as ir
 
+from rewriter.graphs import NameSource
+
 __all__ = ["Builder", "NameSource"]
 
 _INT64_MIN = np.iinfo(np.int64).min
-
-
-class NameSource:
-    """Hands out value and node names not used anywhere in the model, in constant time
-    per name (a counter per base name, as onnx_ir's ``NameFixPass`` does)."""
-
-    def __init__(self, used: Iterable[str]) -> None:
-        self._used = set(used)
-        self._next: dict[str, int] = {}
-
-    def fresh(self, base: str) -> str:
-        i = self._next.get(base, 0)
-        while (name := f"{base}_{i}") in self._used:
-            i += 1
-        self._next[base] = i + 1
-        self._used.add(name)
-        return name
-
-    @classmethod
-    def for_model(cls, model: ir.Model) -> NameSource:
-        """Every name in the model: values, nodes and initializers of every graph, subgraph
-        and function."""
-        used: set[str] = set()
-        roots: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
-        for root in roots:
-            graphs: list[ir.Graph | ir.Function] = [root, *root.subgraphs()]
-            for graph in graphs:
-                used.update(v.name or "" for v in graph.inputs)
-                if isinstance(graph, ir.Graph):
-                    used.update(graph.initializers)
-                for node in graph:
-                    used.add(node.name or "")
-                    used.update(v.name or "" for v in node.outputs)
-                    used.update(v.name or "" for v in node.inputs if v is not None)
-        return cls(used)
 
 
 class Builder:

@@ -10,8 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from rewriter.errors import OpsetError
-from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
-from rewriter.lowerings.builder import NameSource
+from rewriter.graphs import ONNX_DOMAINS, NameSource, ai_onnx_opset, walk_model
 from rewriter.opset.check import OpsetPlan, check_target_opset
 from rewriter.opset.rules import constant_tensor
 from rewriter.types import (
