@@ -47,7 +47,9 @@ __all__ = [
     "functions_in_call_order",
     "infer_function_types",
     "infer_types",
+    "kept_output_declarations",
     "proto_nodes",
+    "restore_output_declarations",
     "stale_shapes",
     "unconfirmed_subgraph_inputs",
 ]
@@ -412,13 +414,15 @@ def deserialize_model(proto: onnx.ModelProto) -> ir.Model:
 
     A main-graph input that is also a graph output is one value in onnx_ir, with one
     declaration: it keeps the input's (onnx_ir would take the output's, so a rewritten model
-    would refuse feeds the original took: ``float[N]`` declared ``float[4]`` as an output)."""
+    would refuse feeds the original took: ``float[N]`` declared ``float[4]`` as an output);
+    the output's is kept in the value's ``meta`` for :func:`restore_output_declarations`."""
     model = ir.serde.deserialize_model(proto)
-    outputs = {value.name for value in proto.graph.output}
+    outputs = {value.name: value for value in proto.graph.output}
     for value, info in zip(model.graph.inputs, proto.graph.input):
         if info.name in outputs and value.name == info.name and info.HasField("type"):
             value.type = ir.serde.deserialize_type_proto_for_type(info.type)
             value.shape = ir.serde.deserialize_type_proto_for_shape(info.type)
+            value.meta[OUTPUT_DECLARATION] = outputs[info.name].SerializeToString()
     for function_proto in proto.functions:
         declared = {vi.name: vi for vi in function_proto.value_info if vi.HasField("type")}
         key = (function_proto.domain, function_proto.name, function_proto.overload)
@@ -432,6 +436,28 @@ def deserialize_model(proto: onnx.ModelProto) -> ir.Model:
             if info.type.tensor_type.elem_type:
                 value.type = ir.TensorType(ir.DataType(info.type.tensor_type.elem_type))
     return model
+
+
+OUTPUT_DECLARATION = "cumprod_rewriter.output_declaration"
+
+
+def kept_output_declarations(model: ir.Model) -> dict[str, bytes]:
+    """The graph-output declarations :func:`deserialize_model` kept aside for the graph
+    inputs that are still outputs (serialized ValueInfoProtos by name)."""
+    return {
+        value.name or "": value.meta[OUTPUT_DECLARATION]
+        for value in model.graph.inputs
+        if OUTPUT_DECLARATION in value.meta and value.is_graph_output()
+    }
+
+
+def restore_output_declarations(proto: onnx.ModelProto, kept: Mapping[str, bytes]) -> None:
+    """Give ``proto``'s graph outputs the declarations in ``kept``
+    (:func:`kept_output_declarations`): onnx_ir writes the one declaration it holds for an
+    input that is also an output for both."""
+    for info in proto.graph.output:
+        if info.name in kept:
+            info.type.CopyFrom(onnx.ValueInfoProto.FromString(kept[info.name]).type)
 
 
 def _propagate_function(

@@ -25,6 +25,7 @@ from rewriter.graphs import graphs_of
 from rewriter.io.load import _external_entries, _initializer_tensors, _read_proto, data_files
 from rewriter.io.plan import STAGING_PREFIX, _stream_file, _warn_unreferenced, is_staging
 from rewriter.protos import model_graphs
+from rewriter.types import kept_output_declarations, restore_output_declarations
 
 __all__ = [
     "atomic_copy",
@@ -228,8 +229,10 @@ def save_model(
                     size_threshold_bytes=_inline_threshold(model),
                 )
             described = _described_initializers(model) if data_name is not None else {}
-            if training_info or described:
+            declared = kept_output_declarations(model)  # inputs that are also outputs
+            if training_info or described or declared:
                 proto = onnx.load(str(staged), load_external_data=False)
+                restore_output_declarations(proto, declared)
                 proto.training_info.extend(training_info)
                 _describe_initializers(proto, described)
                 onnx.save(proto, str(staged))
