@@ -21,8 +21,9 @@ short axes, so nothing over- or underflows: special values and the sign of zero 
 exactly.
 
 A failing example is saved as an .onnx file (the path is in the message) with its feeds, and
-printed as onnx.printer text. Fast tier: a few tens of models; slow tier: a few thousand, and
-every target's rewrite of a smaller sample on onnxruntime.
+printed as onnx.printer text. Fast tier: 15 models (CUMPROD_STRUCTURES=N for more); slow
+tier: 1000 (N above that for more), every target's rewrite of 60 on onnxruntime, and a batch
+on each installed runtime.
 """
 
 from __future__ import annotations
@@ -602,15 +603,17 @@ def test_structures_on_the_default_target(spec: Spec) -> None:
     event(check_structure(spec))
 
 
-MANY = max(2000, int(os.environ.get("CUMPROD_STRUCTURES", "0")))
+# 150 models took 25 s of CPU (user + system, 2 cores at load ~19, 2026-12-06): 1000 fit in
+# about 3 minutes of one CI worker
+MANY = max(1000, int(os.environ.get("CUMPROD_STRUCTURES", "0")))
 
 
 @pytest.mark.slow
 @_settings(MANY)
 @given(spec=specs())
 def test_structures_many(spec: Spec) -> None:
-    """The slow tier's budget: 2000 generated models on the default target (CUMPROD_STRUCTURES=N
-    above that for more)."""
+    """The slow tier's budget: 1000 generated models on the default target
+    (CUMPROD_STRUCTURES=N above that for more)."""
     event(check_structure(spec))
 
 
@@ -625,9 +628,12 @@ def test_structures_every_targets_graph_on_onnxruntime(target: str, spec: Spec) 
 
 
 # The installed runtimes, with the structures each runs (their own Loop / Scan / If: the
-# rewrite keeps the model's, and warns where the runtime lacks them). OpenVINO 2026.4 failed
-# at run time on rewrites with a Loop whose carried value grows through a Concat ("Reshape
-# node ... Check 'minusOneCount'", "Loop object is not initialized"; issue 56): not run here
+# rewrite keeps the model's, and warns where the runtime lacks them). OpenVINO 2026.4 fails
+# on rewrites with a Loop whose carried value grows through a Concat: at run time ("Reshape
+# node ... Check 'minusOneCount'", "Loop object is not initialized") or silently, a final
+# carried value of shape (1, 5) for (1, 6) (seed 56: 11 of 15 such models, 3 of them silently;
+# auto, scan, loop, chain, doubling, blocked, radix alike;
+# the same models with Identity for CumProd are right there; issue 56 item 7): not run here
 # until that is routed around or warned about.
 RUNTIME_KINDS = {
     "openvino": frozenset(KINDS) - {"grow"},
