@@ -859,9 +859,13 @@ def _scan_outputs_keep_their_rank(model: ir.Model) -> None:
     no shape, and onnxruntime refuses a Scan body output without one ("Subgraph must have
     the shape set for all outputs"). The rank alone: nothing in the body is computed from
     it, and the Scan's outputs have that rank when the original runs."""
-    declared = call_onnx_api(
-        lambda proto: onnx.shape_inference.infer_shapes(proto, strict_mode=False).graph, model
-    )
+    try:
+        declared = call_onnx_api(
+            lambda proto: onnx.shape_inference.infer_shapes(proto, strict_mode=False).graph, model
+        )
+    except Exception as exc:  # noqa: BLE001 - the outputs stay as they are
+        logger.debug("shape inference failed, Scan body outputs left as declared: %s", exc)
+        return
     found = _Definitions()
     for sub in proto_graphs(declared):
         for vi in [*sub.input, *sub.value_info, *sub.output]:
