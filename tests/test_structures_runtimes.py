@@ -80,7 +80,10 @@ def test_tinygrad_wraps_int64_products(tmp_path: Path) -> None:
 def test_openvino_growing_loop_concat(tmp_path: Path) -> None:
     """The generator's smallest failing model (seed 56): a Loop (trip 2) whose carried value
     grows by one column each iteration, a CumProd of it (axis from Shape arithmetic) and of
-    an outer value in the body. Reference: the original on onnxruntime's native CumProd."""
+    an outer value in the body. Reference: the original on onnxruntime's native CumProd.
+    It takes two lowered CumProds in the body: one of the growing value (or of a CumProd of
+    it) and one of an outer-scope value returned as a scan output; with either alone (the
+    others Identity) OpenVINO is right."""
     from onnx import TensorProto
 
     from tests.test_structure_fuzz import Level, Spec, _Builder, _feeds, _session
