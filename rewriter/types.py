@@ -675,7 +675,7 @@ def unconfirmed_subgraph_inputs(
     inferred dims."""
     scopes = [(_MAIN, model.graph)]
     scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
-    found: list[tuple[ir.Value, list[int | None] | None]] = []
+    unconfirmed: list[tuple[ir.Value, list[int | None] | None]] = []
     for scope, top in scopes:
         for graph, owner in _owned_subgraphs(top):
             fixed = 2 if owner.op_type == "Loop" else 0
@@ -691,8 +691,8 @@ def unconfirmed_subgraph_inputs(
                     or len(inferred) != len(declared)
                     or any(d is not None and d != e for d, e in zip(declared, inferred))
                 ):
-                    found.append((value, inferred))
-    return found
+                    unconfirmed.append((value, inferred))
+    return unconfirmed
 
 
 def _confirms(declared: list[int | None], inferred: list[int | None] | None) -> bool:
