@@ -31,6 +31,7 @@ import onnx_ir as ir
 
 from rewriter import lowerings
 from rewriter.checker import InMemoryCheckerPass, graphs_of
+from rewriter.constant_if import inline_constant_ifs
 from rewriter.errors import (
     CumProdError,
     InputModelError,
@@ -232,6 +233,7 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         self.types.clear()
         if not has_cumprod(model):
             return ir.passes.PassResult(model, modified=False)
+        inline_constant_ifs(model)  # onnxruntime's own folding of them loses values
         types = infer_types(model)
         self.types.take_from(types)
         plans = plan_cumprods(

@@ -25,6 +25,7 @@ sites of a function, so that one body's static dims are never taken for another'
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
@@ -46,7 +47,9 @@ __all__ = [
     "functions_in_call_order",
     "infer_function_types",
     "infer_types",
+    "kept_output_declarations",
     "proto_nodes",
+    "restore_output_declarations",
     "stale_shapes",
     "unconfirmed_subgraph_inputs",
 ]
@@ -125,19 +128,28 @@ class TypeTable:
         return dtype, shape
 
 
-def _forget_declared(
-    proto: onnx.ModelProto, kept: frozenset[tuple[int, int]] = frozenset()
-) -> None:
+Kept = Mapping[tuple[int, int], frozenset[int]]
+"""Loop carried declarations kept for inference: (the body's ordinal in :func:`proto_graphs`
+order, the input's index in the body) -> the positions of the declared static dims made
+unknown (those inference does not confirm)."""
+
+
+def _forget_declared(proto: onnx.ModelProto, kept: Kept | None = None) -> None:
     """Remove what may be stale: intermediate value_info, graph output shapes and the shapes
     of subgraph inputs (inference gives them from the node: a Scan body's the slices', a
     Loop body's carried values none, since they may change shape between iterations), but
-    those in ``kept`` ((graph ordinal in :func:`proto_graphs` order, input index): Loop
-    carried values whose declaration :func:`_carried_fixed_point` confirms). An output that
-    is also the main graph's input or an initializer keeps its shape: onnx's inference takes
-    the output's declaration for such a name, and a cleared one left every value computed
-    from it of unknown rank (a static model was refused for targets that need a known
-    rank)."""
-    for ordinal, graph in enumerate(proto_graphs(proto.graph)):
+    the Loop carried values in ``kept`` (whose declaration :func:`_carried_fixed_point`
+    confirms), each with its unconfirmed static dims made unknown; the Loop's final value of
+    each of those is declared the same (onnx's inference gives it no shape: a CumProd of it
+    in an enclosing Loop body left that body's carried value unconfirmed, and a Scan there
+    returning it without a shape). An output that is also the main graph's input or an
+    initializer keeps its shape: onnx's inference takes the output's declaration for such a
+    name, and a cleared one left every value computed from it of unknown rank (a static
+    model was refused for targets that need a known rank)."""
+    kept = kept or {}
+    carried = {(c.body, c.index): c for c in _loop_carried(proto)}
+    graphs = list(proto_graphs(proto.graph))
+    for ordinal, graph in enumerate(graphs):
         del graph.value_info[:]
         given = {t.name for t in graph.initializer}
         if graph is proto.graph:
@@ -147,17 +159,39 @@ def _forget_declared(
         for value in stale:
             if value.type.HasField("tensor_type") and value.name not in given:
                 value.type.tensor_type.ClearField("shape")
+    for (g, k), blanked in kept.items():
+        declared = graphs[g].input[k].type
+        for position in blanked:
+            declared.tensor_type.shape.dim[position].Clear()
+        final, parent = carried[(g, k)].final, graphs[carried[(g, k)].parent]
+        if not final or final in {v.name for v in [*parent.input, *parent.output]}:
+            continue
+        info = onnx.ValueInfoProto(name=final)
+        info.type.CopyFrom(declared)
+        parent.value_info.append(info)
 
 
-def _loop_carried(proto: onnx.ModelProto) -> list[tuple[int, int, onnx.NodeProto]]:
-    """The Loop carried inputs with a declared shape, in the main graph and its subgraphs:
-    (the body's ordinal in :func:`proto_graphs` order, the input's index in the body, the
-    Loop node)."""
-    found: list[tuple[int, int, onnx.NodeProto]] = []
+@dataclasses.dataclass(frozen=True)
+class _Carried:
+    """A Loop carried input with a declared shape: its body's and the Loop's graph's
+    ordinals in :func:`proto_graphs` order, its index in the body, the Loop's input that
+    starts it and the Loop's output that ends it ("" where absent)."""
+
+    body: int
+    index: int
+    parent: int
+    initial: str
+    final: str
+
+
+def _loop_carried(proto: onnx.ModelProto) -> list[_Carried]:
+    """The Loop carried inputs with a declared shape, in the main graph and its subgraphs."""
+    found: list[_Carried] = []
     count = 0
 
     def walk(graph: onnx.GraphProto) -> None:  # the preorder of proto_graphs
         nonlocal count
+        here = count
         count += 1
         for node in graph.node:
             for attr in node.attribute:
@@ -167,7 +201,9 @@ def _loop_carried(proto: onnx.ModelProto) -> list[tuple[int, int, onnx.NodeProto
                         for k in range(2, len(sub.input)):
                             t = sub.input[k].type
                             if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
-                                found.append((count, k, node))
+                                initial = node.input[k] if k < len(node.input) else ""
+                                final = node.output[k - 2] if k - 2 < len(node.output) else ""
+                                found.append(_Carried(count, k, here, initial, final))
                     walk(sub)
 
     walk(proto.graph)
@@ -175,22 +211,22 @@ def _loop_carried(proto: onnx.ModelProto) -> list[tuple[int, int, onnx.NodeProto
 
 
 def _carried_fixed_point(
-    proto: onnx.ModelProto,
-    infer: Callable[[onnx.ModelProto, frozenset[tuple[int, int]]], onnx.GraphProto],
+    proto: onnx.ModelProto, infer: Callable[[onnx.ModelProto, Kept], onnx.GraphProto]
 ) -> onnx.GraphProto:
-    """``infer(proto, kept)`` with ``kept`` the Loop carried inputs whose declared shape is a
+    """``infer(proto, kept)`` with ``kept`` the Loop carried inputs whose declaration is a
     fixed point: inference with the declarations kept gives the Loop's initial value and the
-    body's carried output shapes that confirm them (every static declared dim, the rank).
+    body's carried output the declared rank, and the static dims kept (the others made
+    unknown), so every iteration's value has them (the Loop's final value too).
     onnx's inference gives a carried input no shape (it may change between iterations), so
-    a nested Scan whose outputs are computed from it had none, which onnxruntime refuses;
-    a declaration that is not confirmed (a growing Concat, a stale one) is dropped, since
-    onnxruntime would fold a lowering's ``Shape`` from it. Starts from every declaration and
-    drops the unconfirmed ones until none is (each round one inference)."""
+    a nested Scan whose outputs are computed from it had none, which onnxruntime refuses.
+    A static dim not confirmed (a growing Concat, a stale declaration) is made unknown, a
+    rank not confirmed drops the declaration, since onnxruntime would fold a lowering's
+    ``Shape`` from them. Starts from every declaration as it is; each round (one inference)
+    blanks or drops what the last did not confirm, until nothing changes."""
     bodies = list(proto_graphs(proto.graph))
-    carried = _loop_carried(proto)
-    declared = {(g, k): _declared_proto_dims(bodies[g].input[k].type) for g, k, _ in carried}
-    loops = {(g, k): node for g, k, node in carried}
-    kept = frozenset(declared)
+    carried = {(c.body, c.index): c for c in _loop_carried(proto)}
+    declared = {key: _declared_proto_dims(bodies[key[0]].input[key[1]].type) for key in carried}
+    kept: dict[tuple[int, int], frozenset[int]] = {key: frozenset() for key in carried}
     while True:
         work = onnx.ModelProto()
         work.CopyFrom(proto)
@@ -204,20 +240,25 @@ def _carried_fixed_point(
                     seen.add(vi.name, vi.type)
             for init in sub.initializer:
                 seen.add(init.name, onnx.helper.make_tensor_type_proto(init.data_type, init.dims))
-        confirmed = set()
-        for g, k in kept:
-            want = declared[(g, k)]
-            node = loops[(g, k)]
-            initial = node.input[k] if k < len(node.input) else ""
-            out = bodies[g].output[k - 1].name if k - 1 < len(bodies[g].output) else ""
-            if all(
-                want is not None and _confirms(want, _inferred_dims(seen.types.get(name)))
-                for name in (initial, out)
-            ):
-                confirmed.add((g, k))
+        confirmed: dict[tuple[int, int], frozenset[int]] = {}
+        for key, blanked in kept.items():
+            want = declared[key]
+            out = (
+                bodies[key[0]].output[key[1] - 1].name
+                if key[1] - 1 < len(bodies[key[0]].output)
+                else ""
+            )
+            found = [_inferred_dims(seen.types.get(name)) for name in (carried[key].initial, out)]
+            if want is None or any(dims is None or len(dims) != len(want) for dims in found):
+                continue
+            confirmed[key] = blanked | {
+                p
+                for p, d in enumerate(want)
+                if d is not None and any(dims[p] != d for dims in found)  # type: ignore[index]
+            }
         if confirmed == kept:
             return graph
-        kept = frozenset(confirmed)
+        kept = confirmed
 
 
 def _declared_proto_dims(type_proto: onnx.TypeProto) -> list[int | None] | None:
@@ -373,13 +414,15 @@ def deserialize_model(proto: onnx.ModelProto) -> ir.Model:
 
     A main-graph input that is also a graph output is one value in onnx_ir, with one
     declaration: it keeps the input's (onnx_ir would take the output's, so a rewritten model
-    would refuse feeds the original took: ``float[N]`` declared ``float[4]`` as an output)."""
+    would refuse feeds the original took: ``float[N]`` declared ``float[4]`` as an output);
+    the output's is kept in the value's ``meta`` for :func:`restore_output_declarations`."""
     model = ir.serde.deserialize_model(proto)
-    outputs = {value.name for value in proto.graph.output}
+    outputs = {value.name: value for value in proto.graph.output}
     for value, info in zip(model.graph.inputs, proto.graph.input):
         if info.name in outputs and value.name == info.name and info.HasField("type"):
             value.type = ir.serde.deserialize_type_proto_for_type(info.type)
             value.shape = ir.serde.deserialize_type_proto_for_shape(info.type)
+            value.meta[OUTPUT_DECLARATION] = outputs[info.name].SerializeToString()
     for function_proto in proto.functions:
         declared = {vi.name: vi for vi in function_proto.value_info if vi.HasField("type")}
         key = (function_proto.domain, function_proto.name, function_proto.overload)
@@ -393,6 +436,28 @@ def deserialize_model(proto: onnx.ModelProto) -> ir.Model:
             if info.type.tensor_type.elem_type:
                 value.type = ir.TensorType(ir.DataType(info.type.tensor_type.elem_type))
     return model
+
+
+OUTPUT_DECLARATION = "cumprod_rewriter.output_declaration"
+
+
+def kept_output_declarations(model: ir.Model) -> dict[str, bytes]:
+    """The graph-output declarations :func:`deserialize_model` kept aside for the graph
+    inputs that are still outputs (serialized ValueInfoProtos by name)."""
+    return {
+        value.name or "": value.meta[OUTPUT_DECLARATION]
+        for value in model.graph.inputs
+        if OUTPUT_DECLARATION in value.meta and value.is_graph_output()
+    }
+
+
+def restore_output_declarations(proto: onnx.ModelProto, kept: Mapping[str, bytes]) -> None:
+    """Give ``proto``'s graph outputs the declarations in ``kept``
+    (:func:`kept_output_declarations`): onnx_ir writes the one declaration it holds for an
+    input that is also an output for both."""
+    for info in proto.graph.output:
+        if info.name in kept:
+            info.type.CopyFrom(onnx.ValueInfoProto.FromString(kept[info.name]).type)
 
 
 def _propagate_function(
@@ -507,7 +572,7 @@ def _main_graph_types(model: ir.Model) -> onnx.GraphProto:
         if v.name in overridable
     }
 
-    def infer_once(proto: onnx.ModelProto, kept: frozenset[tuple[int, int]]) -> onnx.GraphProto:
+    def infer_once(proto: onnx.ModelProto, kept: Kept) -> onnx.GraphProto:
         _forget_declared(proto, kept)
         _forget_defaults(proto, declared)
         try:
@@ -595,7 +660,9 @@ def _owned_subgraphs(top: ir.Graph) -> list[tuple[ir.Graph, ir.Node]]:
     ]
 
 
-def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Value]:
+def unconfirmed_subgraph_inputs(
+    model: ir.Model, types: TypeTable
+) -> list[tuple[ir.Value, list[int | None] | None]]:
     """Inputs of every subgraph whose declared rank or static dims shape inference does not
     confirm: a Loop body's carried value whose declaration is not a fixed point of the loop
     (its rank may change between iterations too; see :func:`_carried_fixed_point`), a
@@ -604,10 +671,11 @@ def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Va
     what is computed from it) into a constant, and sizes the body's outputs: a lowering that
     reads the dims at run time would read the declaration, and a body output whose stale
     declaration the rewrite blanks would take the input's (onnxruntime then failed with
-    "pre-allocated output has shape {5} but the computed output shape is {2}")."""
+    "pre-allocated output has shape {5} but the computed output shape is {2}"). With the
+    inferred dims."""
     scopes = [(_MAIN, model.graph)]
     scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
-    found: list[ir.Value] = []
+    unconfirmed: list[tuple[ir.Value, list[int | None] | None]] = []
     for scope, top in scopes:
         for graph, owner in _owned_subgraphs(top):
             fixed = 2 if owner.op_type == "Loop" else 0
@@ -623,8 +691,8 @@ def unconfirmed_subgraph_inputs(model: ir.Model, types: TypeTable) -> list[ir.Va
                     or len(inferred) != len(declared)
                     or any(d is not None and d != e for d, e in zip(declared, inferred))
                 ):
-                    found.append(value)
-    return found
+                    unconfirmed.append((value, inferred))
+    return unconfirmed
 
 
 def _confirms(declared: list[int | None], inferred: list[int | None] | None) -> bool:
@@ -729,9 +797,10 @@ def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
     """Clear the declared shapes a lowering must not build on: main-graph values whose
     declaration contradicts inference (:func:`stale_shapes`; everywhere: onnx's full check
     refuses them), and, on the way to a CumProd (:func:`cumprod_cone`; elsewhere they are kept
-    as declared), computed values and subgraph inputs whose declared static dims inference
-    does not confirm (:func:`unconfirmed_computed_shapes`,
-    :func:`unconfirmed_subgraph_inputs`).
+    as declared), the declared static dims of computed values and subgraph inputs that
+    inference does not confirm (:func:`unconfirmed_computed_shapes`,
+    :func:`unconfirmed_subgraph_inputs`: made unknown, the rank kept; a subgraph input whose
+    rank inference does not confirm loses its shape).
 
     A main-graph output that a CumProd reads keeps its declaration as the model's output:
     the value computed is renamed and the output becomes an ``Identity`` of it (its shape is
@@ -758,16 +827,63 @@ def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
             blanked,
         )
         value.shape = blanked
-    for value in unconfirmed_subgraph_inputs(model, types):
-        if id(value) not in cone:
-            continue
+    unconfirmed = [
+        (value, inferred)
+        for value, inferred in unconfirmed_subgraph_inputs(model, types)
+        if id(value) in cone
+    ]
+    if any(inferred is None or len(inferred) != len(v.shape or ()) for v, inferred in unconfirmed):
+        _scan_outputs_keep_their_rank(model)
+    for value, inferred in unconfirmed:
+        assert value.shape is not None
+        # the rank where inference confirms it: a Scan in the body returning the value (or
+        # what is computed from it) needs a shape on onnxruntime, the rank is enough
+        same_rank = inferred is not None and len(inferred) == len(value.shape)
+        kept = _blank_unconfirmed(value.shape, inferred) if same_rank else None
         logger.info(
             "subgraph input '%s' declares shape %s, which shape inference does not "
-            "confirm: dropped (onnxruntime would fold the lowering's Shape from it)",
+            "confirm: %s is kept (onnxruntime would fold the lowering's Shape from the rest)",
             value.name,
             value.shape,
+            kept,
         )
-        value.shape = None
+        value.shape = kept
+
+
+def _scan_outputs_keep_their_rank(model: ir.Model) -> None:
+    """Give each Scan body output of the main graph's subgraphs that declares no shape the
+    rank onnx's inference gives it with every declaration taken as it is (as onnxruntime
+    takes them), its dims unknown. Called before a subgraph input whose rank inference does
+    not confirm loses its declaration: a Scan body output computed from it (a Loop body's
+    carried value a nested Scan returns, the Loop's own carried value growing) would have
+    no shape, and onnxruntime refuses a Scan body output without one ("Subgraph must have
+    the shape set for all outputs"). The rank alone: nothing in the body is computed from
+    it, and the Scan's outputs have that rank when the original runs."""
+    try:
+        declared = call_onnx_api(
+            lambda proto: onnx.shape_inference.infer_shapes(proto, strict_mode=False).graph, model
+        )
+    except Exception as exc:  # noqa: BLE001 - the outputs stay as they are
+        logger.debug("shape inference failed, Scan body outputs left as declared: %s", exc)
+        return
+    found = _Definitions()
+    for sub in proto_graphs(declared):
+        for vi in [*sub.input, *sub.value_info, *sub.output]:
+            if vi.HasField("type"):
+                found.add(vi.name, vi.type)
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if node.op_type != "Scan" or node.domain not in ("", "ai.onnx"):
+            continue
+        for body in _subgraphs(node):
+            for value in body.outputs:
+                dims = _inferred_dims(found.types.get(value.name or ""))
+                if value.shape is None and dims is not None:
+                    logger.info(
+                        "Scan body output '%s' takes the rank %d its declarations give",
+                        value.name,
+                        len(dims),
+                    )
+                    value.shape = ir.Shape([None] * len(dims))
 
 
 def _inner_of_output(model: ir.Model, value: ir.Value, types: TypeTable) -> ir.Value:

@@ -362,3 +362,111 @@ def test_stale_scan_state_declaration_inside_an_if_branch_is_dropped() -> None:
         "flag": np.array(True),
     }
     assert_runs_the_same(onnx.parser.parse_model(STALE_STATE_IN_IF), feeds)
+
+
+# A Scan in a Loop body nested in another Loop body returns the inner Loop's carried value
+# (its body output declares no shape: onnxruntime takes it from w's declaration). onnx's
+# inference gives a Loop's final carried value no shape, so the outer carried value, a
+# CumProd of it, was not confirmed, then neither was w (started from it): both lost their
+# declarations and onnxruntime refused the Scan ("Subgraph must have the shape set for all
+# outputs but whole did not"; found by the structure generator). In GROWING_OUTER the
+# outer carried value grows (no declaration at all), so w's rank is never confirmed.
+SCAN_IN_LOOP_IN_LOOP = """
+<ir_version: 10, opset_import: ["" : 26]>
+g (float[2,3] x, int64 trip, bool cond) => (float[{result}] f) {{
+  f = Loop(trip, cond, x) <body = ob (int64 i, bool c, float[2,3] cv)
+                                 => (bool co, float[2,3] cvo) {{
+     co = Identity(c)
+     wf = Loop(trip, c, cv) <body = ib (int64 j, bool d, float[{inner}] w)
+                                 => (bool dd, float[{inner}] wo) {{
+        dd = Identity(d)
+        ys, reads = Scan(w) <num_scan_inputs = 1,
+                             body = sb (float[3] s) => (float[3] y, float[2,3] whole) {{
+           a0 = Constant<value = int64 a0 {{0}}>()
+           y = CumProd(s, a0)
+           whole = Identity(w)
+        }}>
+        wo = Identity(ys)
+     }}>
+     ax = Constant<value = int64 ax {{{axis}}}>()
+     p = CumProd(wf, ax)
+     cvo = {next}
+  }}>
+}}
+"""
+NESTED_LOOPS = {
+    "fixed": {"result": "2,3", "inner": "2,3", "axis": 1, "next": "Identity(p)"},
+    "inner declared partly": {"result": "2,3", "inner": "2,?", "axis": 1, "next": "Identity(p)"},
+    "growing outer": {"result": "M,3", "inner": "K,3", "axis": 0, "next": "Concat<axis=0>(cv, p)"},
+}
+
+
+def scan_in_loop_in_loop_model(case: str) -> onnx.ModelProto:
+    """:data:`SCAN_IN_LOOP_IN_LOOP`, with the Scan body's second output declaring no shape
+    (and, for a growing outer Loop, its carried value none)."""
+    from rewriter.protos import proto_nodes
+
+    model = onnx.parser.parse_model(SCAN_IN_LOOP_IN_LOOP.format(**NESTED_LOOPS[case]))
+    for node in proto_nodes(model.graph.node):
+        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        if node.op_type == "Scan" and body is not None:
+            body.output[1].type.tensor_type.ClearField("shape")
+        if (
+            node.op_type == "Loop"
+            and body is not None
+            and body.name == "ob"
+            and case.startswith("growing")
+        ):
+            body.input[2].type.tensor_type.ClearField("shape")
+            body.output[1].type.tensor_type.ClearField("shape")
+    return model
+
+
+@pytest.mark.parametrize("case", sorted(NESTED_LOOPS))
+def test_scan_in_a_loop_nested_in_a_loop_keeps_a_shape_for_its_outputs(case: str) -> None:
+    """Issue 56's Scan-in-Loop output without a shape: the rewrite runs, with the native
+    results bit for bit (values whose products are exact in float32)."""
+    feeds = {
+        "x": np.array([[0.5, 2.0, -1.5], [1.25, -0.75, 4.0]], np.float32),
+        "trip": np.array(2, np.int64),
+        "cond": np.array(True),
+    }
+    model = scan_in_loop_in_loop_model(case)
+    onnx.checker.check_model(model, full_check=True)
+    assert_runs_the_same(model, feeds)
+
+
+CONSTANT_IF_IN_LOOP = """
+<ir_version: 10, opset_import: ["" : 26]>
+g (float[4] x, int64 trip, bool cond) => (float[4] f) {{
+  f = Loop(trip, cond, x) <body = lb (int64 i, bool c, float[4] cv) => (bool co, float[4] w) {{
+    co = Identity(c)
+    flag = Constant<value = bool {{{flag}}}>()
+    v = Mul(cv, cv)
+    r = If(flag) <then_branch = tb () => (float[4] t) {{ t = Mul(v, v) }},
+                  else_branch = eb () => (float[4] e) {{ e = Identity(v) }}>
+    ax = Constant<value = int64 ax {{0}}>()
+    {read}
+  }}>
+}}
+"""
+
+
+@pytest.mark.parametrize("read", ["w = CumProd(r, ax)", "r2 = Identity(r)\n w = CumProd(r2, ax)"])
+@pytest.mark.parametrize("flag", [0, 1])
+def test_constant_if_in_a_loop_body_read_by_a_cumprod(flag: int, read: str) -> None:
+    """Issue 56: onnxruntime folds an If with a Constant condition in a Loop body and loses
+    its output when a Shape reads it ("Missing Input: r"), as every lowering does; the
+    rewrite inlines the branch itself first (onnxruntime 1.32 here; 1.20.1 does the same)."""
+    model = onnx.parser.parse_model(CONSTANT_IF_IN_LOOP.format(flag=flag, read=read))
+    feeds = {
+        "x": np.array([0.5, -2.0, 1.25, 4.0], np.float32),
+        "trip": np.array(2, np.int64),
+        "cond": np.array(True),
+    }
+    assert_runs_the_same(model, feeds)
+    assert not [
+        n.op_type
+        for n in rewriter.decompose_cumprod(model).graph.node[0].attribute[0].g.node
+        if n.op_type == "If" and n.input[0] == "flag"
+    ]

@@ -69,3 +69,42 @@ def test_tinygrad_wraps_int64_products(tmp_path: Path) -> None:
         got = results[f"ex{ex}_rev{rev}"]
         assert not isinstance(got, str), got
         np.testing.assert_array_equal(got[0], numpy_cumprod(x, ex, rev), err_msg=f"ex{ex} rev{rev}")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 56 item 7, open: OpenVINO 2026.4 returns the final carried value of a Loop "
+    "growing through a Concat as (1, 5) instead of (1, 6) on the rewrite (every strategy); "
+    "the same model with Identity for CumProd is right there",
+)
+def test_openvino_growing_loop_concat(tmp_path: Path) -> None:
+    """The generator's smallest failing model (seed 56): a Loop (trip 2) whose carried value
+    grows by one column each iteration, a CumProd of it (axis from Shape arithmetic) and of
+    an outer value in the body. Reference: the original on onnxruntime's native CumProd.
+    It takes two lowered CumProds in the body: one of the growing value (or of a CumProd of
+    it) and one of an outer-scope value returned as a scan output; with either alone (the
+    others Identity) OpenVINO is right."""
+    from onnx import TensorProto
+
+    from tests.test_structure_fuzz import Level, Spec, _Builder, _feeds, _session
+
+    spec = Spec(
+        elem_type=TensorProto.FLOAT,
+        shape=(1, 4),
+        dims=("symbolic", "unknown"),
+        rank_declared=True,
+        levels=(Level("grow", -1, 0, 1, "constant"), Level("plain", -1, 0, 1, "shape")),
+        other_type=TensorProto.FLOAT,
+        seed=3819971897,
+        specials=False,
+    )
+    builder = _Builder(spec, reference=False)
+    model, data = builder.build()
+    feeds = _feeds(spec, data, builder.axis_inputs)
+    native = _session(model).run(None, feeds)
+    rewritten = rewriter.decompose_cumprod(model, target="openvino")
+    got = runtime_harness.run_cases("openvino", {"grow": (rewritten, feeds)}, tmp_path)["grow"]
+    assert not isinstance(got, str), got
+    for n, g in zip(native, got):
+        assert g.shape == n.shape
+        np.testing.assert_allclose(g, n, rtol=1e-5)

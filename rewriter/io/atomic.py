@@ -32,6 +32,7 @@ from rewriter.io.load import (
 from rewriter.io.plan import STAGING_PREFIX, _stream_file, _warn_unreferenced, is_staging
 from rewriter.io.wire import InlineTensor, file_tensors, read_header, streamable, write_model
 from rewriter.protos import model_graphs, model_tensors
+from rewriter.types import kept_output_declarations, restore_output_declarations
 
 __all__ = [
     "atomic_copy",
@@ -293,6 +294,7 @@ def _save_inline(
             streamed[index] = big[tensor.name]
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model_tensors(proto)):
         raise ModelFileError(f"{staged.name}: a tensor would be written as a file reference")
+    restore_output_declarations(proto, kept_output_declarations(model))
     proto.training_info.extend(training_info)
     with open(staged, "wb") as file:
         write_model(proto, streamed, file)
@@ -315,8 +317,10 @@ def _save_external(
         size_threshold_bytes=_inline_threshold(model),
     )
     described = _described_initializers(model)
-    if training_info or described:
+    declared = kept_output_declarations(model)  # inputs that are also outputs
+    if training_info or described or declared:
         proto = onnx.load(str(staged), load_external_data=False)
+        restore_output_declarations(proto, declared)
         proto.training_info.extend(training_info)
         _describe_initializers(proto, described)
         onnx.save(proto, str(staged))

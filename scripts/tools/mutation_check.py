@@ -454,8 +454,8 @@ MUTANTS = [
         "types: stale declared dims of a Loop body input inside a function kept",
         "rewriter/types.py",
         "    scopes += [(function_scope(f), f.graph) for f in model.functions.values()]\n"
-        "    found: list[ir.Value] = []\n",
-        "    found: list[ir.Value] = []\n",
+        "    unconfirmed: list[tuple[ir.Value, list[int | None] | None]] = []\n",
+        "    unconfirmed: list[tuple[ir.Value, list[int | None] | None]] = []\n",
     ),
     Mutant(
         "opset: functions called through a reached function taken as never called",
