@@ -32,6 +32,7 @@ import onnx_ir as ir
 from rewriter import lowerings
 from rewriter.checker import InMemoryCheckerPass, graphs_of
 from rewriter.constant_if import inline_constant_ifs
+from rewriter.declarations import drop_unconfirmed_shapes
 from rewriter.errors import (
     CumProdError,
     InputModelError,
@@ -42,17 +43,10 @@ from rewriter.graphs import ONNX_DOMAINS, ai_onnx_opset, walk_model
 from rewriter.inline import function_passes
 from rewriter.opset import MIN_TARGET_OPSET, OpsetError, TargetOpsetPass
 from rewriter.protos import model_tensors, proto_graphs
+from rewriter.serde import deserialize_model, overridable_shapes, restore_shapes
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
-from rewriter.types import (
-    TypeTable,
-    deserialize_model,
-    drop_unconfirmed_shapes,
-    infer_types,
-    overridable_shapes,
-    proto_nodes,
-    restore_shapes,
-)
+from rewriter.types import TypeTable, infer_types, proto_nodes
 
 __all__ = [
     "DecomposeCumProdPass",

@@ -46,12 +46,13 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase, RewriteRuleSet
 
 from rewriter import lowerings
+from rewriter.declarations import drop_unconfirmed_shapes
 from rewriter.decompose import warning_lines
 from rewriter.errors import CumProdError, InvalidCumProdError
 from rewriter.graphs import Located, is_cumprod, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, target_named
-from rewriter.types import TypeTable, drop_unconfirmed_shapes, infer_types
+from rewriter.types import TypeTable, infer_types
 
 __all__ = ["RuleBuilder", "cumprod_rule", "cumprod_rules"]
 

@@ -28,30 +28,25 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TypeVar
 
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import _c_api_utils
 
 from rewriter.protos import proto_graphs, proto_nodes
+from rewriter.serde import call_onnx_api, overridable_shapes
 
 __all__ = [
+    "Definitions",
     "FunctionKey",
     "TypeTable",
     "call_sites",
-    "deserialize_model",
-    "drop_unconfirmed_shapes",
     "function_key",
     "function_scope",
     "functions_in_call_order",
     "infer_function_types",
     "infer_types",
-    "kept_output_declarations",
+    "inferred_dims",
     "proto_nodes",
-    "restore_output_declarations",
-    "stale_shapes",
-    "unconfirmed_subgraph_inputs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -233,7 +228,7 @@ def _carried_fixed_point(
         graph = infer(work, kept)
         if not kept:
             return graph
-        seen = _Definitions()
+        seen = Definitions()
         for sub in proto_graphs(graph):
             for vi in [*sub.input, *sub.value_info, *sub.output]:
                 if vi.HasField("type"):
@@ -248,7 +243,7 @@ def _carried_fixed_point(
                 if key[1] - 1 < len(bodies[key[0]].output)
                 else ""
             )
-            found = [_inferred_dims(seen.types.get(name)) for name in (carried[key].initial, out)]
+            found = [inferred_dims(seen.types.get(name)) for name in (carried[key].initial, out)]
             if want is None or any(dims is None or len(dims) != len(want) for dims in found):
                 continue
             confirmed[key] = blanked | {
@@ -269,7 +264,7 @@ def _declared_proto_dims(type_proto: onnx.TypeProto) -> list[int | None] | None:
     ]
 
 
-class _Definitions:
+class Definitions:
     """Types by name where a name may be defined in several sibling subgraphs: a name seen
     again keeps what its definitions agree on (:func:`_merge`); None where they disagree on
     the element type."""
@@ -285,7 +280,7 @@ class _Definitions:
 
 
 def _collect_graph_types(table: TypeTable, graph: onnx.GraphProto) -> None:
-    found = _Definitions()
+    found = Definitions()
     for sub in proto_graphs(graph):
         named = {vi.name: vi for vi in [*sub.input, *sub.value_info, *sub.output]}
         for vi in named.values():  # one entry per name and graph
@@ -335,7 +330,7 @@ def _propagate_nodes(
     known: dict[str, onnx.TypeProto],
     version: int,
     opsets: list[onnx.OperatorSetIdProto],
-    found: _Definitions,
+    found: Definitions,
     *,
     functions: Functions,
     calling: tuple[FunctionKey, ...],
@@ -405,61 +400,6 @@ def _if_outputs(
     return result
 
 
-def deserialize_model(proto: onnx.ModelProto) -> ir.Model:
-    """``onnx_ir.serde.deserialize_model``, plus the element types that model-local
-    functions declare for their inputs in ``FunctionProto.value_info`` (IR >= 10), which
-    onnx_ir 1.1 does not read: without them a function that no call site types is lowered
-    type-generically. Not the declared shapes: a function may be called with other shapes,
-    and onnxruntime would fold a lowering's ``Shape`` of the input from them.
-
-    A main-graph input that is also a graph output is one value in onnx_ir, with one
-    declaration: it keeps the input's (onnx_ir would take the output's, so a rewritten model
-    would refuse feeds the original took: ``float[N]`` declared ``float[4]`` as an output);
-    the output's is kept in the value's ``meta`` for :func:`restore_output_declarations`."""
-    model = ir.serde.deserialize_model(proto)
-    outputs = {value.name: value for value in proto.graph.output}
-    for value, info in zip(model.graph.inputs, proto.graph.input):
-        if info.name in outputs and value.name == info.name and info.HasField("type"):
-            value.type = ir.serde.deserialize_type_proto_for_type(info.type)
-            value.shape = ir.serde.deserialize_type_proto_for_shape(info.type)
-            value.meta[OUTPUT_DECLARATION] = outputs[info.name].SerializeToString()
-    for function_proto in proto.functions:
-        declared = {vi.name: vi for vi in function_proto.value_info if vi.HasField("type")}
-        key = (function_proto.domain, function_proto.name, function_proto.overload)
-        function = model.functions.get(key)
-        if function is None or not declared:
-            continue
-        for value in function.inputs:
-            info = declared.get(value.name or "")
-            if info is None or value.type is not None or not info.type.HasField("tensor_type"):
-                continue
-            if info.type.tensor_type.elem_type:
-                value.type = ir.TensorType(ir.DataType(info.type.tensor_type.elem_type))
-    return model
-
-
-OUTPUT_DECLARATION = "cumprod_rewriter.output_declaration"
-
-
-def kept_output_declarations(model: ir.Model) -> dict[str, bytes]:
-    """The graph-output declarations :func:`deserialize_model` kept aside for the graph
-    inputs that are still outputs (serialized ValueInfoProtos by name)."""
-    return {
-        value.name or "": value.meta[OUTPUT_DECLARATION]
-        for value in model.graph.inputs
-        if OUTPUT_DECLARATION in value.meta and value.is_graph_output()
-    }
-
-
-def restore_output_declarations(proto: onnx.ModelProto, kept: Mapping[str, bytes]) -> None:
-    """Give ``proto``'s graph outputs the declarations in ``kept``
-    (:func:`kept_output_declarations`): onnx_ir writes the one declaration it holds for an
-    input that is also an output for both."""
-    for info in proto.graph.output:
-        if info.name in kept:
-            info.type.CopyFrom(onnx.ValueInfoProto.FromString(kept[info.name]).type)
-
-
 def _propagate_function(
     function: ir.Function,
     input_types: list[onnx.TypeProto | None],
@@ -476,7 +416,7 @@ def _propagate_function(
         if vi.HasField("type") and vi.name in proto.input and vi.name not in known:
             known[vi.name] = vi.type
     version = {o.domain: o.version for o in proto.opset_import}.get("", 1)
-    found = _Definitions()
+    found = Definitions()
     for name, type_proto in known.items():
         found.add(name, type_proto)
     _propagate_nodes(
@@ -536,34 +476,6 @@ def _forget_defaults(proto: onnx.ModelProto, declared: dict[str, onnx.TypeProto]
             value.type.CopyFrom(declared[value.name])
 
 
-_R = TypeVar("_R")
-
-
-def call_onnx_api(func: Callable[[onnx.ModelProto], _R], model: ir.Model) -> _R:
-    """onnx_ir's ``call_onnx_api`` (the model without its large tensors), leaving the
-    declared shapes of initializers that are also graph inputs as they were (it sets a missing
-    shape from the tensor, and the output would then refuse feeds of another shape)."""
-    saved = overridable_shapes(model)
-    try:
-        return _c_api_utils.call_onnx_api(func, model)
-    finally:
-        restore_shapes(model, saved)
-
-
-def overridable_shapes(model: ir.Model) -> dict[str, ir.Shape | None]:
-    """The declared shapes of the initializers that are also graph inputs (a feed may
-    replace them, of another shape where the declaration allows it)."""
-    return {v.name: v.shape for v in model.graph.inputs if v.is_initializer() and v.name}
-
-
-def restore_shapes(model: ir.Model, shapes: dict[str, ir.Shape | None]) -> None:
-    """Give those inputs their declared shapes back (onnx_ir's checker and C API calls set a
-    missing one from the tensor)."""
-    for value in model.graph.inputs:
-        if value.name in shapes and value.is_initializer():
-            value.shape = shapes[value.name]
-
-
 def _main_graph_types(model: ir.Model) -> onnx.GraphProto:
     overridable = overridable_shapes(model)
     declared = {  # before call_onnx_api sets shapes from the tensors
@@ -614,300 +526,11 @@ def infer_function_types(model: ir.Model, table: TypeTable) -> None:
         record(fscope, function)
 
 
-def _declared_dims(value: ir.Value) -> list[int | None] | None:
-    if value.shape is None:
-        return None
-    return [d if isinstance(d, int) else None for d in value.shape.dims]
-
-
-def _inferred_dims(type_proto: onnx.TypeProto | None) -> list[int | None] | None:
+def inferred_dims(type_proto: onnx.TypeProto | None) -> list[int | None] | None:
+    """The dims a type gives (None where not static); None without a shape."""
     if type_proto is None or not type_proto.HasField("tensor_type"):
         return None
     tt = type_proto.tensor_type
     if not tt.HasField("shape"):
         return None
     return [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-
-
-def stale_shapes(model: ir.Model, types: TypeTable) -> list[ir.Value]:
-    """Main-graph values whose declared shape contradicts inference (stale ``value_info``)."""
-    stale = []
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        for value in node.outputs:
-            declared = _declared_dims(value)
-            inferred = _inferred_dims(types.get_proto(_MAIN, value.name or ""))
-            if declared is None or inferred is None:
-                continue
-            if len(inferred) != len(declared) or any(
-                a is not None and b is not None and a != b for a, b in zip(inferred, declared)
-            ):
-                stale.append(value)
-    return stale
-
-
-def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            yield attr.as_graph()
-        elif attr.type == ir.AttributeType.GRAPHS:
-            yield from attr.as_graphs()
-
-
-def _owned_subgraphs(top: ir.Graph) -> list[tuple[ir.Graph, ir.Node]]:
-    """Every subgraph below ``top``, at any depth, with the node that owns it."""
-    return [
-        (sub, node) for node in ir.traversal.RecursiveGraphIterator(top) for sub in _subgraphs(node)
-    ]
-
-
-def unconfirmed_subgraph_inputs(
-    model: ir.Model, types: TypeTable
-) -> list[tuple[ir.Value, list[int | None] | None]]:
-    """Inputs of every subgraph whose declared rank or static dims shape inference does not
-    confirm: a Loop body's carried value whose declaration is not a fixed point of the loop
-    (its rank may change between iterations too; see :func:`_carried_fixed_point`), a
-    Scan body's state declared with another shape than its initial value's, whose
-    declaration no runtime checks, but from which onnxruntime folds a Shape of it (and of
-    what is computed from it) into a constant, and sizes the body's outputs: a lowering that
-    reads the dims at run time would read the declaration, and a body output whose stale
-    declaration the rewrite blanks would take the input's (onnxruntime then failed with
-    "pre-allocated output has shape {5} but the computed output shape is {2}"). With the
-    inferred dims."""
-    scopes = [(_MAIN, model.graph)]
-    scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
-    unconfirmed: list[tuple[ir.Value, list[int | None] | None]] = []
-    for scope, top in scopes:
-        for graph, owner in _owned_subgraphs(top):
-            fixed = 2 if owner.op_type == "Loop" else 0
-            for value in graph.inputs[fixed:]:  # a Loop's count and condition: scalars
-                declared = _declared_dims(value)
-                if declared is None:
-                    continue
-                # the rank alone too: a Loop body's carried value may change rank between
-                # iterations, and onnxruntime folded Shape(Shape(v)) from a declared one
-                inferred = _inferred_dims(types.get_proto(scope, value.name or ""))
-                if (
-                    inferred is None
-                    or len(inferred) != len(declared)
-                    or any(d is not None and d != e for d, e in zip(declared, inferred))
-                ):
-                    unconfirmed.append((value, inferred))
-    return unconfirmed
-
-
-def _confirms(declared: list[int | None], inferred: list[int | None] | None) -> bool:
-    """Whether inference gives every static dim of a declared shape."""
-    return (
-        inferred is not None
-        and len(inferred) == len(declared)
-        and all(d is None or d == e for d, e in zip(declared, inferred))
-    )
-
-
-def _blank_unconfirmed(declared: ir.Shape, inferred: list[int | None] | None) -> ir.Shape:
-    """``declared`` with its static dims that ``inferred`` does not give made unknown (the
-    rank is kept: the checker wants a shape on a graph's outputs)."""
-    same_rank = inferred is not None and len(inferred) == len(declared)
-    return ir.Shape(
-        [
-            d if not isinstance(d, int) or (same_rank and inferred[k] == d) else None  # type: ignore[index]
-            for k, d in enumerate(declared.dims)
-        ]
-    )
-
-
-def unconfirmed_computed_shapes(
-    model: ir.Model, types: TypeTable
-) -> list[tuple[ir.Value, list[int | None] | None]]:
-    """Values computed by a node (main graph, subgraphs, function bodies) whose declared
-    static dims inference does not confirm, with the inferred dims: a ``value_info`` written
-    for other input shapes (a function's, made graph-level by inlining; an exporter's for one
-    batch size), from
-    which onnxruntime would fold a lowering's ``Shape`` of the value, or of what is computed
-    from it, into a constant. Not the main graph's outputs that nothing reads (the model's
-    interface, from which nothing is folded)."""
-    scopes = [(_MAIN, model.graph)]
-    scopes += [(function_scope(f), f.graph) for f in model.functions.values()]
-    found: list[tuple[ir.Value, list[int | None] | None]] = []
-    for scope, top in scopes:
-        for node in ir.traversal.RecursiveGraphIterator(top):
-            for value in node.outputs:
-                declared = _declared_dims(value)
-                if declared is None or all(d is None for d in declared):
-                    continue
-                if value.is_graph_output() and value.graph is model.graph and not value.uses():
-                    continue
-                inferred = _inferred_dims(types.get_proto(scope, value.name or ""))
-                if not _confirms(declared, inferred):
-                    found.append((value, inferred))
-    return found
-
-
-def cumprod_cone(model: ir.Model) -> set[int]:
-    """The ids of the values a CumProd's inputs are computed from, at any distance: through
-    node inputs, what the outputs of a subgraph or a model-local function body a node on the
-    way runs are computed from (outer-scope reads too), a subgraph's inputs back to its
-    node's inputs and its own outputs (a Loop's carried values), a function's inputs back to
-    every call's inputs. Their declared shapes are the ones onnxruntime may fold a
-    lowering's ``Shape`` from."""
-    functions = {id(f.graph): f.identifier() for f in model.functions.values()}
-    owner: dict[int, ir.Node] = {}
-    calls: dict[tuple[str, str, str], list[ir.Node]] = {}
-    todo: list[ir.Value | None] = []
-    for top in (model.graph, *(f.graph for f in model.functions.values())):
-        for node in ir.traversal.RecursiveGraphIterator(top):
-            for sub in _subgraphs(node):
-                owner[id(sub)] = node
-            calls.setdefault((node.domain, node.op_type, node.overload), []).append(node)
-            if node.op_type == "CumProd" and node.domain in ("", "ai.onnx"):
-                todo.extend(node.inputs)
-    seen: set[int] = set()
-    visited: set[int] = set()
-
-    def run(node: ir.Node) -> None:
-        if id(node) in visited:
-            return
-        visited.add(id(node))
-        todo.extend(node.inputs)
-        bodies = list(_subgraphs(node))
-        called = model.functions.get((node.domain, node.op_type, node.overload))
-        if called is not None:
-            bodies.append(called.graph)
-        for body in bodies:  # what reaches its outputs (an outer-scope read too)
-            todo.extend(body.outputs)
-
-    while todo:
-        value = todo.pop()
-        if value is None or id(value) in seen:
-            continue
-        seen.add(id(value))
-        producer = value.producer()
-        if producer is not None:
-            run(producer)
-        elif value.graph is not None and id(value.graph) in owner:  # a subgraph's input
-            todo.extend(owner[id(value.graph)].inputs)
-            todo.extend(value.graph.outputs)
-        elif value.graph is not None and id(value.graph) in functions:  # a function's input
-            for call in calls.get(functions[id(value.graph)], []):
-                todo.extend(call.inputs)
-    return seen
-
-
-def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
-    """Clear the declared shapes a lowering must not build on: main-graph values whose
-    declaration contradicts inference (:func:`stale_shapes`; everywhere: onnx's full check
-    refuses them), and, on the way to a CumProd (:func:`cumprod_cone`; elsewhere they are kept
-    as declared), the declared static dims of computed values and subgraph inputs that
-    inference does not confirm (:func:`unconfirmed_computed_shapes`,
-    :func:`unconfirmed_subgraph_inputs`: made unknown, the rank kept; a subgraph input whose
-    rank inference does not confirm loses its shape).
-
-    A main-graph output that a CumProd reads keeps its declaration as the model's output:
-    the value computed is renamed and the output becomes an ``Identity`` of it (its shape is
-    the one cleared), so the interface stays as it was and nothing is folded from it."""
-    cone = cumprod_cone(model)
-    for stale in stale_shapes(model, types):
-        logger.warning(
-            "value '%s' declares shape %s, which contradicts shape inference: dropped",
-            stale.name,
-            stale.shape,
-        )
-        (_inner_of_output(model, stale, types) if id(stale) in cone else stale).shape = None
-    for computed, inferred in unconfirmed_computed_shapes(model, types):
-        if id(computed) not in cone:
-            continue
-        value = _inner_of_output(model, computed, types)
-        assert value.shape is not None
-        blanked = _blank_unconfirmed(value.shape, inferred)
-        logger.info(
-            "value '%s' declares shape %s, which shape inference does not confirm: %s is "
-            "kept (onnxruntime would fold the lowering's Shape from the rest)",
-            value.name,
-            value.shape,
-            blanked,
-        )
-        value.shape = blanked
-    unconfirmed = [
-        (value, inferred)
-        for value, inferred in unconfirmed_subgraph_inputs(model, types)
-        if id(value) in cone
-    ]
-    if any(inferred is None or len(inferred) != len(v.shape or ()) for v, inferred in unconfirmed):
-        _scan_outputs_keep_their_rank(model)
-    for value, inferred in unconfirmed:
-        assert value.shape is not None
-        # the rank where inference confirms it: a Scan in the body returning the value (or
-        # what is computed from it) needs a shape on onnxruntime, the rank is enough
-        same_rank = inferred is not None and len(inferred) == len(value.shape)
-        kept = _blank_unconfirmed(value.shape, inferred) if same_rank else None
-        logger.info(
-            "subgraph input '%s' declares shape %s, which shape inference does not "
-            "confirm: %s is kept (onnxruntime would fold the lowering's Shape from the rest)",
-            value.name,
-            value.shape,
-            kept,
-        )
-        value.shape = kept
-
-
-def _scan_outputs_keep_their_rank(model: ir.Model) -> None:
-    """Give each Scan body output of the main graph's subgraphs that declares no shape the
-    rank onnx's inference gives it with every declaration taken as it is (as onnxruntime
-    takes them), its dims unknown. Called before a subgraph input whose rank inference does
-    not confirm loses its declaration: a Scan body output computed from it (a Loop body's
-    carried value a nested Scan returns, the Loop's own carried value growing) would have
-    no shape, and onnxruntime refuses a Scan body output without one ("Subgraph must have
-    the shape set for all outputs"). The rank alone: nothing in the body is computed from
-    it, and the Scan's outputs have that rank when the original runs."""
-    try:
-        declared = call_onnx_api(
-            lambda proto: onnx.shape_inference.infer_shapes(proto, strict_mode=False).graph, model
-        )
-    except Exception as exc:  # noqa: BLE001 - the outputs stay as they are
-        logger.debug("shape inference failed, Scan body outputs left as declared: %s", exc)
-        return
-    found = _Definitions()
-    for sub in proto_graphs(declared):
-        for vi in [*sub.input, *sub.value_info, *sub.output]:
-            if vi.HasField("type"):
-                found.add(vi.name, vi.type)
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        if node.op_type != "Scan" or node.domain not in ("", "ai.onnx"):
-            continue
-        for body in _subgraphs(node):
-            for value in body.outputs:
-                dims = _inferred_dims(found.types.get(value.name or ""))
-                if value.shape is None and dims is not None:
-                    logger.info(
-                        "Scan body output '%s' takes the rank %d its declarations give",
-                        value.name,
-                        len(dims),
-                    )
-                    value.shape = ir.Shape([None] * len(dims))
-
-
-def _inner_of_output(model: ir.Model, value: ir.Value, types: TypeTable) -> ir.Value:
-    """``value`` itself, or when it is a main-graph output that nodes read: the value under
-    a new name, the output now ``Identity`` of it under the old name with the declaration
-    (type and shape) as it was. Its inferred type is kept under the new name."""
-    graph = model.graph
-    if value.graph is not graph or not value.is_graph_output() or not value.uses():
-        return value
-    name = value.name or ""
-    taken = {v.name for v in graph.inputs} | {n.name for n in graph.initializers.values()}
-    for node in ir.traversal.RecursiveGraphIterator(graph):
-        taken.update(v.name for v in node.outputs)
-    fresh, k = f"{name}__computed", 0
-    while fresh in taken:
-        k += 1
-        fresh = f"{name}__computed_{k}"
-    declared = types.get_proto(_MAIN, name)
-    value.name = fresh
-    if declared is not None:
-        types.set(_MAIN, fresh, declared)
-    shown = ir.Value(name=name, type=value.type, shape=value.shape)
-    graph.append(ir.Node("", "Identity", [value], outputs=[shown], name=f"{name}__output"))
-    for index, output in enumerate(graph.outputs):
-        if output is value:
-            graph.outputs[index] = shown
-    return value

@@ -32,7 +32,7 @@ from rewriter.io.load import (
 from rewriter.io.plan import STAGING_PREFIX, _stream_file, _warn_unreferenced, is_staging
 from rewriter.io.wire import InlineTensor, file_tensors, read_header, streamable, write_model
 from rewriter.protos import model_graphs, model_tensors
-from rewriter.types import kept_output_declarations, restore_output_declarations
+from rewriter.serde import kept_output_declarations, restore_output_declarations
 
 __all__ = [
     "atomic_copy",

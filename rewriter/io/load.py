@@ -21,7 +21,7 @@ from rewriter.errors import ModelFileError
 from rewriter.graphs import graphs_of
 from rewriter.io.wire import InlineTensor, ModelHeader, checker_view, inline_tensors, read_header
 from rewriter.protos import model_graphs, model_node_lists, model_tensors
-from rewriter.types import call_onnx_api, deserialize_model
+from rewriter.serde import call_onnx_api, deserialize_model
 
 __all__ = [
     "check_model_file",

@@ -13,15 +13,8 @@ from rewriter.errors import OpsetError
 from rewriter.graphs import ONNX_DOMAINS, NameSource, ai_onnx_opset, walk_model
 from rewriter.opset.check import OpsetPlan, check_target_opset
 from rewriter.opset.rules import constant_tensor
-from rewriter.types import (
-    TypeTable,
-    call_onnx_api,
-    deserialize_model,
-    infer_types,
-    overridable_shapes,
-    proto_nodes,
-    restore_shapes,
-)
+from rewriter.serde import call_onnx_api, deserialize_model, overridable_shapes, restore_shapes
+from rewriter.types import TypeTable, infer_types, proto_nodes
 
 __all__ = ["TargetOpsetPass", "apply_target_opset", "ir_version_for"]
 

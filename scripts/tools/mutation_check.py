@@ -264,7 +264,7 @@ MUTANTS = [
     ),
     Mutant(
         "types: unconfirmed declared dims of computed values kept",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         "    for computed, inferred in unconfirmed_computed_shapes(model, types):\n",
         "    for computed, inferred in unconfirmed_computed_shapes(model, types)[:0]:\n",
     ),
@@ -428,7 +428,7 @@ MUTANTS = [
     ),
     Mutant(
         "types: stale declared dims of body inputs kept around an inner If",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         "(sub, node) for node in ir.traversal.RecursiveGraphIterator(top) for sub",
         "(sub, node) for node in top for sub",
     ),
@@ -440,7 +440,7 @@ MUTANTS = [
     ),
     Mutant(
         "types: the element types a function declares for its inputs not read",
-        "rewriter/types.py",
+        "rewriter/serde.py",
         "value.type = ir.TensorType(ir.DataType(info.type.tensor_type.elem_type))",
         "pass",
     ),
@@ -452,7 +452,7 @@ MUTANTS = [
     ),
     Mutant(
         "types: stale declared dims of a Loop body input inside a function kept",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         "    scopes += [(function_scope(f), f.graph) for f in model.functions.values()]\n"
         "    unconfirmed: list[tuple[ir.Value, list[int | None] | None]] = []\n",
         "    unconfirmed: list[tuple[ir.Value, list[int | None] | None]] = []\n",
@@ -873,7 +873,7 @@ MUTANTS = [
     ),
     Mutant(
         "types: a Loop body's carried value keeps its declared rank",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         "                if declared is None:\n"
         "                    continue\n                # the rank",
         "                if declared is None or all(d is None for d in declared):\n"
@@ -881,7 +881,7 @@ MUTANTS = [
     ),
     Mutant(
         "types: a Loop's count and condition lose their shapes too",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         'fixed = 2 if owner.op_type == "Loop" else 0',
         "fixed = 0",
     ),
@@ -917,33 +917,33 @@ MUTANTS = [
     ),
     Mutant(
         "types: unconfirmed shapes blanked also off the way to a CumProd",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         "        if id(computed) not in cone:\n            continue\n"
         "        value = _inner_of_output(model, computed, types)",
         "        value = _inner_of_output(model, computed, types)",
     ),
     Mutant(
         "types: the cone stops at a function's inputs (not back to its calls)",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         "            for call in calls.get(functions[id(value.graph)], []):\n"
         "                todo.extend(call.inputs)",
         "            pass",
     ),
     Mutant(
         "types: the cone stops at a subgraph's inputs (not back to its node's)",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         "            todo.extend(owner[id(value.graph)].inputs)\n",
         "",
     ),
     Mutant(
         "types: the cone does not follow the bodies a node on the way runs",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         "            todo.extend(body.outputs)\n",
         "            pass\n",
     ),
     Mutant(
         "types: stale shapes dropped only on the way to a CumProd",
-        "rewriter/types.py",
+        "rewriter/declarations.py",
         "    for stale in stale_shapes(model, types):\n",
         "    for stale in [v for v in stale_shapes(model, types) if id(v) in cone]:\n",
     ),
@@ -1199,6 +1199,8 @@ TESTED_BY = {
     "rewriter/checker.py": ("tests/test_wild_models.py", "tests/io/test_external_data_places.py"),
     "rewriter/inline.py": ("tests/test_wild_models.py",),
     "rewriter/types.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
+    "rewriter/declarations.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
+    "rewriter/serde.py": ("tests/test_wild_models.py", "tests/test_structure_interface.py"),
     "rewriter/lowerings/__init__.py": (
         "tests/lowerings/test_auto.py",
         "tests/test_targets.py",
