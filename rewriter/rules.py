@@ -47,9 +47,9 @@ from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase, 
 
 from rewriter import lowerings
 from rewriter.declarations import drop_unconfirmed_shapes
-from rewriter.decompose import warning_lines
 from rewriter.errors import CumProdError, InvalidCumProdError
 from rewriter.graphs import Located, is_cumprod, walk_model
+from rewriter.lower import warning_lines
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, target_named
 from rewriter.types import TypeTable, infer_types

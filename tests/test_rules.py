@@ -459,7 +459,7 @@ def test_target_warnings_as_the_pass_gives_them(
         rewriter.decompose_cumprod(model, target=target, max_length=16)
     assert "CumProd" not in op_types(rewritten)
     from_rules = _warnings(caplog, "rewriter.rules")
-    from_pass = _warnings(caplog, "rewriter.decompose")
+    from_pass = _warnings(caplog, "rewriter.lower")
     assert from_rules == from_pass
     expected = ["check the length bound (16)"]  # with a run-time axis, any dim is the length
     if axis_input:

@@ -13,7 +13,7 @@ import onnxscript
 from onnxscript.onnx_types import TensorType
 
 from rewriter import lowerings
-from rewriter.decompose import node_warnings
+from rewriter.lower import node_warnings
 from rewriter.pytorch.semantics import LOCATION, NARROW_INTS, compute_dtype, result_dtype, wrap
 from rewriter.site import CUMPROD_TYPES, CumProdSite, ScanSpec
 from rewriter.targets import DEFAULT_TARGET, target_named

@@ -416,13 +416,13 @@ MUTANTS = [
     ),
     Mutant(
         "decompose: a CumProd under opset 25 taken",
-        "rewriter/decompose.py",
+        "rewriter/lower.py",
         "        if where.opset < 26:\n",
         "        if where.opset < 25:\n",
     ),
     Mutant(
         "decompose: an overridable axis initializer dropped once nothing reads it",
-        "rewriter/decompose.py",
+        "rewriter/lower.py",
         "    if axis.uses() or axis.is_graph_input() or axis.is_graph_output():\n",
         "    if axis.uses() or axis.is_graph_output():\n",
     ),
@@ -861,7 +861,7 @@ MUTANTS = [
     ),
     Mutant(
         "decompose: the model's own Loop on a target without Loop not warned about",
-        "rewriter/decompose.py",
+        "rewriter/lower.py",
         "        for line in own_loop_warnings(model, self.target):\n",
         "        for line in own_loop_warnings(model, self.target)[:0]:\n",
     ),
@@ -887,7 +887,7 @@ MUTANTS = [
     ),
     Mutant(
         "decompose: a lowering's unused helper nodes left in the graph",
-        "rewriter/decompose.py",
+        "rewriter/lower.py",
         "            graph.remove(node, safe=True)  # a helper value",
         "            pass  # a helper value",
     ),
@@ -981,7 +981,7 @@ MUTANTS = [
     ),
     Mutant(
         "decompose: a lowering's unused helper nodes left in its If branches",
-        "rewriter/decompose.py",
+        "rewriter/lower.py",
         "                _drop_unused(sub, list(sub))\n",
         "                pass\n",
     ),
@@ -1199,6 +1199,7 @@ TESTED_BY = {
     "rewriter/checker.py": ("tests/test_wild_models.py", "tests/io/test_external_data_places.py"),
     "rewriter/inline.py": ("tests/test_wild_models.py",),
     "rewriter/types.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
+    "rewriter/lower.py": ("tests/test_decompose.py", "tests/test_targets.py"),
     "rewriter/declarations.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
     "rewriter/serde.py": ("tests/test_wild_models.py", "tests/test_structure_interface.py"),
     "rewriter/lowerings/__init__.py": (
