@@ -659,11 +659,6 @@ MANY = max(1000, int(os.environ.get("CUMPROD_STRUCTURES", "0")))
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("CUMPROD_STRUCTURES_MANY") != "1",
-    reason="opt-in (CUMPROD_STRUCTURES_MANY=1): its last run (2026-12-06) crashed onnxruntime "
-    "1.32 (SIGSEGV) running one rewrite after about 2 minutes, an open bug of issue 56",
-)
 @_settings(MANY)
 @given(spec=specs())
 def test_structures_many(spec: Spec) -> None:
