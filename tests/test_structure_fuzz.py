@@ -610,7 +610,9 @@ def test_structures_on_the_default_target(spec: Spec) -> None:
 # unknown dims. onnxruntime 1.32's ConstantFolding inlines the main graph's constant If
 # (Graph::InlineIfSubgraph) and crashes (SIGSEGV, most runs, at session creation with
 # optimisations basic and up) when its branches hold the lowerings' Ifs and Scans; the
-# original loads. The rewrite inlines such Ifs itself (rewriter.constant_if).
+# original loads. The rewrite inlines such Ifs itself (rewriter.constant_if). Also crashes
+# before that: int64, every exclusive / reverse 0, axes 0, 0, -2; does not: static dims,
+# one If level, float32, the conditions a graph input.
 CONSTANT_IF_CRASH = Spec(
     elem_type=TensorProto.INT32,
     shape=(1, 3, 4),
