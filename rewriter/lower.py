@@ -18,7 +18,7 @@ from rewriter.declarations import drop_unconfirmed_shapes
 from rewriter.errors import (
     InvalidCumProdError,
 )
-from rewriter.graphs import ONNX_DOMAINS, walk_model
+from rewriter.graphs import ONNX_DOMAINS, is_cumprod, walk_model
 from rewriter.site import CumProdSite, inspect_cumprod
 from rewriter.targets import DEFAULT_TARGET, TARGETS, Target, target_named
 from rewriter.types import TypeTable, infer_types
@@ -27,6 +27,7 @@ __all__ = [
     "LowerCumProdPass",
     "Planned",
     "has_cumprod",
+    "loop_warnings",
     "node_warnings",
     "own_loop_warnings",
     "plan_cumprods",
@@ -44,12 +45,8 @@ class Planned:
     lowering: lowerings.Lowering
 
 
-def _is_cumprod(node: ir.Node) -> bool:
-    return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
-
-
 def has_cumprod(model: ir.Model) -> bool:
-    return any(_is_cumprod(where.node) for where in walk_model(model))
+    return any(is_cumprod(where.node) for where in walk_model(model))
 
 
 def plan_cumprods(
@@ -74,7 +71,7 @@ def plan_cumprods(
     """
     lowerings.check_strategy(strategy)
     runtime = target or TARGETS[DEFAULT_TARGET]
-    found = [where for where in walk_model(model) if _is_cumprod(where.node)]
+    found = [where for where in walk_model(model) if is_cumprod(where.node)]
     if not found:
         return []
     types = types or infer_types(model)
@@ -219,7 +216,7 @@ class LowerCumProdPass(ir.passes.InPlacePass):
         for plan in plans:
             for line in warning_lines(plan.site, plan.lowering, self.target):
                 logger.warning("%s", line)
-        for line in own_loop_warnings(model, self.target):
+        for line in [*own_loop_warnings(model, self.target), *loop_warnings(model, self.target)]:
             logger.warning("%s", line)
         names = lowerings.NameSource.for_model(model)
         for plan in plans:
@@ -246,6 +243,30 @@ def own_loop_warnings(model: ir.Model, target: Target) -> list[str]:
         for where in walk_model(model)
         if where.node.domain in ONNX_DOMAINS and where.node.op_type in lacked
     ]
+
+
+def loop_warnings(model: ir.Model, target: Target) -> list[str]:
+    """A line for each Loop whose body (its own nodes, not nested bodies') holds two or more
+    CumProds, on a target whose runtime gets such a Loop wrong (``Target.loop_with_cumprods``).
+    Called before the CumProds are replaced."""
+    if target.loop_with_cumprods is None:
+        return []
+    lines = []
+    for where in walk_model(model):
+        node = where.node
+        if (
+            node.op_type != "Loop"
+            or node.domain not in ONNX_DOMAINS
+            or "body" not in node.attributes
+        ):
+            continue
+        count = sum(1 for n in node.attributes["body"].as_graph() if is_cumprod(n))
+        if count >= 2:
+            lines.append(
+                f"Loop '{node.name or ''}' in {where.location} holds {count} CumProds: "
+                f"{target.loop_with_cumprods} (target {target.name})"
+            )
+    return lines
 
 
 def warning_lines(site: CumProdSite, lowering: lowerings.Lowering, target: Target) -> list[str]:

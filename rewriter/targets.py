@@ -172,6 +172,11 @@ class Target:
             as -0.0, which ``masked`` needs for floats: onnxruntime 1.32 returns +0.0 (a
             (1, 64, 64, 1) mask over a (4, 1, 64, 1) x); checked on tinygrad; not known
             elsewhere (False).
+        loop_with_cumprods: What goes wrong when one Loop body holds two or more lowered
+            CumProds (None: nothing known), warned per Loop: OpenVINO 2026.4.1 returned the
+            final value of a carried tensor growing through a Concat one step short ((1, 5)
+            for (1, 6)) with every strategy, and right with either CumProd alone
+            (tests/test_structures_runtimes.py::test_openvino_growing_loop_concat).
         bfloat16_math: Whether the runtime has bfloat16 Mul and Expand kernels, which a
             type-generic lowering (x's element type not known statically) uses when x is
             bfloat16 at run time: onnxruntime 1.20.1 and 1.32 have none ("NOT_IMPLEMENTED
@@ -224,6 +229,7 @@ class Target:
     element_types: frozenset[ir.DataType] | None = None
     axis_input: bool = True
     max_ir_version: int | None = None
+    loop_with_cumprods: str | None = None
     reduce_prod_wraps: bool = False
     where_keeps_negative_zero: bool = False
     scan_over_x: bool = False
@@ -289,6 +295,9 @@ TARGETS: dict[str, Target] = {
             missing_ops=frozenset({"If"}),
             avoided_ops=frozenset({"If"}),
             auto="openvino",
+            loop_with_cumprods="OpenVINO may return a carried value that grows through the "
+            "Loop one step short (seen with two lowered CumProds in one body): check the Loop's "
+            "outputs on OpenVINO",
             doubling_blocked_from=2000,
             loop_exclusive_min_opset=14,
             loop_empty_length=False,

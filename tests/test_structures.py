@@ -507,3 +507,67 @@ def test_if_on_an_initializer_a_feed_may_override_is_kept() -> None:
         assert_runs_the_same(graph, {"x": x, "flag": np.array(fed)})
     rewritten = rewriter.decompose_cumprod(graph)
     assert [n.op_type for n in rewritten.graph.node if n.input and n.input[0] == "flag"] == ["If"]
+
+
+def _loop_with_cumprods(count: int) -> onnx.ModelProto:
+    """A Loop (trip 2) whose body holds ``count`` CumProds of its carried value."""
+    body_nodes = [onnx.helper.make_node("Identity", ["c_in"], ["t0"])]
+    for k in range(count):
+        body_nodes.append(
+            onnx.helper.make_node("CumProd", [f"t{k}", "ax"], [f"t{k + 1}"], name=f"cp{k}")
+        )
+    body_nodes.append(onnx.helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    body_nodes.append(onnx.helper.make_node("Identity", [f"t{count}"], ["c_out"]))
+    f = onnx.TensorProto.FLOAT
+    body = onnx.helper.make_graph(
+        body_nodes,
+        "body",
+        [
+            onnx.helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+            onnx.helper.make_tensor_value_info("cond_in", onnx.TensorProto.BOOL, []),
+            onnx.helper.make_tensor_value_info("c_in", f, [2, 3]),
+        ],
+        [
+            onnx.helper.make_tensor_value_info("cond_out", onnx.TensorProto.BOOL, []),
+            onnx.helper.make_tensor_value_info("c_out", f, [2, 3]),
+        ],
+    )
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Loop", ["trip", "", "x"], ["y"], name="the_loop", body=body)],
+        "main",
+        [onnx.helper.make_tensor_value_info("x", f, [2, 3])],
+        [onnx.helper.make_tensor_value_info("y", f, [2, 3])],
+        [
+            onnx.helper.make_tensor("trip", onnx.TensorProto.INT64, [], [2]),
+            onnx.helper.make_tensor("ax", onnx.TensorProto.INT64, [], [1]),
+        ],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 26)])
+
+
+@pytest.mark.parametrize(("target", "count", "warned"), [
+    ("openvino", 2, True), ("openvino", 1, False), ("onnxruntime", 2, False),
+])  # fmt: skip
+def test_a_loop_holding_two_cumprods_is_warned_on_openvino(
+    target: str, count: int, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 56 item 7: OpenVINO returned a Loop's growing carried value one step short when
+    its body held two lowered CumProds (test_structures_runtimes.py's strict xfail); the Loop
+    is warned about there, by name, and the rewrite still matches native CumProd."""
+    model = _loop_with_cumprods(count)
+    with caplog.at_level("WARNING", logger="rewriter"):
+        rewritten = rewriter.decompose_cumprod(model, target=target)
+    said = [r.getMessage() for r in caplog.records if "holds" in r.getMessage()]
+    if warned:
+        assert said == [
+            f"Loop 'the_loop' in graph 'main' holds {count} CumProds: "
+            f"{rewriter.TARGETS[target].loop_with_cumprods} (target {target})"
+        ]
+    else:
+        assert said == []
+    x = np.array([[1.5, -2.0, 3.0], [0.5, 4.0, -1.0]], np.float32)
+    want = x.astype(np.float64)
+    for _ in range(2 * count):
+        want = np.cumprod(want, axis=1)
+    got = ort.InferenceSession(rewritten.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6)

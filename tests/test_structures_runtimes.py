@@ -73,9 +73,10 @@ def test_tinygrad_wraps_int64_products(tmp_path: Path) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 56 item 7, open: OpenVINO 2026.4 returns the final carried value of a Loop "
-    "growing through a Concat as (1, 5) instead of (1, 6) on the rewrite (every strategy); "
-    "the same model with Identity for CumProd is right there",
+    reason="OpenVINO 2026.4 returns the final carried value of a Loop growing through a Concat "
+    "as (1, 5) instead of (1, 6) on the rewrite (every strategy; the same model with Identity "
+    "for CumProd is right there): warned per Loop (Target.loop_with_cumprods, "
+    "test_structures.py::test_a_loop_holding_two_cumprods_is_warned_on_openvino)",
 )
 def test_openvino_growing_loop_concat(tmp_path: Path) -> None:
     """The generator's smallest failing model (seed 56): a Loop (trip 2) whose carried value

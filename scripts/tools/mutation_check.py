@@ -862,8 +862,14 @@ MUTANTS = [
     Mutant(
         "decompose: the model's own Loop on a target without Loop not warned about",
         "rewriter/lower.py",
-        "        for line in own_loop_warnings(model, self.target):\n",
-        "        for line in own_loop_warnings(model, self.target)[:0]:\n",
+        "[*own_loop_warnings(model, self.target), ",
+        "[*own_loop_warnings(model, self.target)[:0], ",
+    ),
+    Mutant(
+        "lower: a Loop holding two CumProds not warned about on OpenVINO",
+        "rewriter/lower.py",
+        "        if count >= 2:",
+        "        if count >= 3:",
     ),
     Mutant(
         "lowerings: a refusal inside the model's own Loop silent about it",
@@ -1199,7 +1205,11 @@ TESTED_BY = {
     "rewriter/checker.py": ("tests/test_wild_models.py", "tests/io/test_external_data_places.py"),
     "rewriter/inline.py": ("tests/test_wild_models.py",),
     "rewriter/types.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
-    "rewriter/lower.py": ("tests/test_decompose.py", "tests/test_targets.py"),
+    "rewriter/lower.py": (
+        "tests/test_decompose.py",
+        "tests/test_targets.py",
+        "tests/test_structures.py",
+    ),
     "rewriter/declarations.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
     "rewriter/serde.py": ("tests/test_wild_models.py", "tests/test_structure_interface.py"),
     "rewriter/lowerings/__init__.py": (
