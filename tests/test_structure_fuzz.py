@@ -50,6 +50,7 @@ from onnx import TensorProto, helper
 
 import rewriter
 from rewriter.errors import CumProdError
+from rewriter.protos import model_node_lists
 from tests.test_structures import assert_same_interface
 
 EXPLORE = os.environ.get("CI") == "true"
@@ -732,6 +733,20 @@ def random_spec(rng: np.random.Generator) -> Spec:
     )
 
 
+def identity_for_cumprod(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every CumProd (main graph, subgraphs, functions) an Identity of its x:
+    the same structure, for a runtime without CumProd."""
+    proxy = onnx.ModelProto()
+    proxy.CopyFrom(model)
+    for _, nodes in model_node_lists(proxy):
+        for node in nodes:
+            if node.op_type == "CumProd" and node.domain in ("", "ai.onnx"):
+                node.op_type = "Identity"
+                del node.input[1:]
+                del node.attribute[:]
+    return proxy
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("runtime", sorted(RUNTIME_KINDS))
 def test_structures_on_each_runtime(runtime: str, tmp_path: Path) -> None:
@@ -775,9 +790,16 @@ def test_structures_on_each_runtime(runtime: str, tmp_path: Path) -> None:
         expected[f"case{k}"] = (spec, model, native)
     assert len(cases) >= 3, f"only {len(cases)} of the batch run on {runtime}: widen the batch"
     results = runtime_harness.run_cases(runtime, cases, tmp_path)
+    # A rewrite the runtime refuses counts only where the original's structure runs there:
+    # the original with Identity for each CumProd (the runtime has no CumProd), run likewise.
+    refused = {name: got for name, got in results.items() if isinstance(got, str)}
+    proxies = {name: (identity_for_cumprod(expected[name][1]), cases[name][1]) for name in refused}
+    proxied = runtime_harness.run_cases(runtime, proxies, tmp_path / "proxies") if proxies else {}
     problems = []
     for name, got in results.items():
         spec, model, native = expected[name]
+        if isinstance(got, str) and isinstance(proxied.get(name), str):
+            continue  # the model's own structure does not run there (e.g. OpenVINO's Scan)
         if isinstance(got, str):
             problems.append(
                 _report(spec, model, cases[name][0], cases[name][1], f"{runtime}: {got}")
