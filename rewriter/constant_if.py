@@ -1,20 +1,16 @@
-"""If nodes with a constant condition that hold or feed a CumProd: the branch taken, inlined.
+"""If nodes with a constant condition whose output a CumProd reads, inside a subgraph: the
+branch taken, inlined.
 
-``y = If(Constant(c)) {then} {else}`` ->
-``<the nodes of the branch c selects>; y = Identity(<that branch's output>)``, for
+``y = If(Constant(c)) {then} {else}`` in a Loop / Scan body or an If branch, with ``y``
+read by a CumProd (directly or through Identity) ->
+``<the nodes of the branch c selects>; y = Identity(<that branch's output>)``.
 
-- an If in a Loop / Scan body or an If branch whose ``y`` a CumProd reads (directly or
-  through Identity). onnxruntime (1.20.1 and 1.32 measured, optimisation level basic and up)
-  folds such an If itself, and when the If sits in a Loop body and a ``Shape`` reads its
-  output, the value is lost: "Missing Input: y" at run time (right with optimisations off).
-  Every lowering reads ``Shape`` of the CumProd's input, so the rewrite of a model that runs
-  would not;
-- an If anywhere (the main graph included) whose branches hold a CumProd. onnxruntime
-  1.32's ConstantFolding inlines it (``Graph::InlineIfSubgraph``) and crashes the process
-  (SIGSEGV, in most loads) when its branches hold a lowering's If / Scan nodes, where the
-  original's CumProd loads (tests/test_structure_fuzz.py, CONSTANT_IF_CRASH).
-
-Inlining here, as onnxruntime would, leaves it no such If to fold.
+onnxruntime (1.20.1 and 1.32 measured, optimisation level basic and up) folds such an If
+itself, and when the If sits in a Loop body and a ``Shape`` reads its output, the value is
+lost: "Missing Input: y" at run time (right with optimisations off). Every lowering reads
+``Shape`` of the CumProd's input, so the rewrite of a model that runs would not: the
+branch is inlined here first, as onnxruntime would, which leaves it no If to fold. The
+main graph's Ifs are left alone (onnxruntime folds those right).
 """
 
 from __future__ import annotations
@@ -64,19 +60,9 @@ def _read_by_cumprod(value: ir.Value) -> bool:
     return False
 
 
-def _holds_cumprod(graph: ir.Graph) -> bool:
-    """Whether ``graph`` or a subgraph in it has a CumProd."""
-    return any(
-        n.op_type == "CumProd" and n.domain in ONNX_DOMAINS
-        for n in ir.traversal.RecursiveGraphIterator(graph)
-    )
-
-
 def _condition(node: ir.Node) -> bool | None:
     cond = node.inputs[0] if node.inputs else None
-    if cond is None or cond.is_graph_input():  # an initializer a feed may override
-        return None
-    tensor = ir.convenience.get_const_tensor(cond)
+    tensor = ir.convenience.get_const_tensor(cond) if cond is not None else None
     if tensor is None or tensor.size != 1:
         return None
     return bool(tensor.numpy().reshape(()))
@@ -107,31 +93,25 @@ def _inline(node: ir.Node, taken: set[str], taken_branch: bool) -> None:
         identity = ir.Node("", "Identity", [result], outputs=[shown])
         graph.insert_before(node, identity)
         ir.convenience.replace_all_uses_with(out, shown, replace_graph_outputs=True)
-    cond = node.inputs[0]
-    assert cond is not None  # (a constant condition)
     graph.remove(node, safe=True)
-    source = cond.producer()
-    unread = not cond.uses() and not cond.is_graph_output()
-    if source is not None and source.graph is graph and unread:
-        graph.remove(source, safe=True)  # its Constant, read by nothing else
 
 
 def inline_constant_ifs(model: ir.Model) -> int:
     """Inline the Ifs this module's docstring describes; returns how many."""
-    candidates = list(ir.traversal.RecursiveGraphIterator(model.graph))
-    for function in model.functions.values():
-        candidates.extend(ir.traversal.RecursiveGraphIterator(function.graph))
+    candidates = []
+    tops = [*(f.graph for f in model.functions.values())]
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if node.graph is not model.graph:
+            candidates.append(node)
+    for top in tops:
+        candidates.extend(ir.traversal.RecursiveGraphIterator(top))
     count = 0
     taken: set[str] | None = None
     for node in candidates:
         if node.op_type != "If" or node.domain not in ONNX_DOMAINS:
             continue
         chosen = _condition(node)
-        if chosen is None:
-            continue
-        read = node.graph is not model.graph and any(_read_by_cumprod(v) for v in node.outputs)
-        branches = (node.attributes[k].as_graph() for k in ("then_branch", "else_branch"))
-        if not read and not any(_holds_cumprod(b) for b in branches):
+        if chosen is None or not any(_read_by_cumprod(v) for v in node.outputs):
             continue
         taken = _taken_names(model) if taken is None else taken
         logger.debug("If '%s': constant condition %s, branch inlined", node.name, chosen)

@@ -472,43 +472,6 @@ def test_constant_if_in_a_loop_body_read_by_a_cumprod(flag: int, read: str) -> N
     ]
 
 
-CONSTANT_IF_IN_MAIN = """
-<ir_version: 10, opset_import: ["" : 26]>
-g (int32[N, 3] x{inputs}) => (int32[N, 3] r) {{
-  {flag}
-  r = If(flag) <then_branch = tb () => (int32[N, 3] t) {{
-                  ax = Constant<value = int64 ax {{1}}>()
-                  t = CumProd(x, ax) }},
-                else_branch = eb () => (int32[N, 3] e) {{ e = Identity(x) }}>
-}}
-"""
-
-
-@pytest.mark.parametrize("flag", [0, 1])
-def test_constant_if_in_the_main_graph_holding_a_cumprod_is_inlined(flag: int) -> None:
-    """Issue 56: onnxruntime 1.32 crashes folding a main-graph If with a Constant condition
-    whose branch holds a lowering's If / Scan nodes (test_structure_fuzz's CONSTANT_IF_CRASH):
-    the rewrite inlines the branch taken itself, Constant condition included."""
-    text = CONSTANT_IF_IN_MAIN.format(inputs="", flag=f"flag = Constant<value = bool {{{flag}}}>()")
-    model = onnx.parser.parse_model(text)
-    assert_runs_the_same(model, {"x": np.array([[2, -3, 5], [7, 1, -1]], np.int32)})
-    rewritten = rewriter.decompose_cumprod(model)
-    assert "flag" not in [o for n in rewritten.graph.node for o in list(n.input) + list(n.output)]
-
-
-def test_if_on_an_initializer_a_feed_may_override_is_kept() -> None:
-    """An initializer that is also a graph input is not a constant: its If stays, and the
-    branch the feed selects runs."""
-    text = CONSTANT_IF_IN_MAIN.format(inputs=", bool flag", flag="")
-    graph = onnx.parser.parse_model(text)
-    graph.graph.initializer.append(onnx.helper.make_tensor("flag", onnx.TensorProto.BOOL, [], [1]))
-    x = np.array([[2, -3, 5], [7, 1, -1]], np.int32)
-    for fed in (True, False):
-        assert_runs_the_same(graph, {"x": x, "flag": np.array(fed)})
-    rewritten = rewriter.decompose_cumprod(graph)
-    assert [n.op_type for n in rewritten.graph.node if n.input and n.input[0] == "flag"] == ["If"]
-
-
 def _loop_with_cumprods(count: int) -> onnx.ModelProto:
     """A Loop (trip 2) whose body holds ``count`` CumProds of its carried value."""
     body_nodes = [onnx.helper.make_node("Identity", ["c_in"], ["t0"])]
