@@ -992,6 +992,24 @@ MUTANTS = [
         "                pass\n",
     ),
     Mutant(
+        "constant_if: the taken branch's initializers left behind",
+        "rewriter/constant_if.py",
+        "    _move_initializers(branch, graph, node, body)\n",
+        "",
+    ),
+    Mutant(
+        "constant_if: the inlined nodes' names not made unique",
+        "rewriter/constant_if.py",
+        "        common.NameFixPass()(model)\n",
+        "        pass\n",
+    ),
+    Mutant(
+        "constant_if: a main-graph If whose branches hold a CumProd left to onnxruntime",
+        "rewriter/constant_if.py",
+        "        if not read and not any(_holds_cumprod(b) for b in branches):\n",
+        "        if not read:\n",
+    ),
+    Mutant(
         "graphs: an inlined node placed where the inliner put it",
         "rewriter/graphs.py",
         '        where = f"{origin[1]} (inlined into {place.path})" if origin else place.path\n',
@@ -1204,6 +1222,7 @@ TESTED_BY = {
     "rewriter/verify/model.py": ("tests/verify/",),
     "rewriter/checker.py": ("tests/test_wild_models.py", "tests/io/test_external_data_places.py"),
     "rewriter/inline.py": ("tests/test_wild_models.py",),
+    "rewriter/constant_if.py": ("tests/test_structures.py",),
     "rewriter/types.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
     "rewriter/lower.py": (
         "tests/test_decompose.py",
