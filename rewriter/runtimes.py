@@ -92,13 +92,36 @@ IREE_FLAGS = [
 ]
 
 
-def _iree_tool(args: list[str]) -> None:
-    timeout = float(os.environ.get("CUMPROD_IREE_TIMEOUT", "300"))
-    result = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
-    if result.returncode != 0:
-        lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
-        errors = [line for line in lines if "error" in line.lower()] or lines or ["no output"]
-        raise RuntimeError(f"{Path(args[0]).name}: {errors[0]}")
+def _run_tool(
+    label: str,
+    args: list[str],
+    timeout_variable: str,
+    markers: tuple[str, ...],
+    *,
+    done: Path | None = None,
+    cwd: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Runs a converter or compiler in a child process (a crash there fails this model
+    only), for at most ``$timeout_variable`` seconds (300 by default). A nonzero exit, or
+    ``done`` not written, raises RuntimeError naming the first output line with one of
+    ``markers`` (else the last line)."""
+    timeout = float(os.environ.get(timeout_variable, "300"))
+    try:
+        result = subprocess.run(
+            args, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"{label} timed out after {timeout:.0f} s") from exc
+    if result.returncode != 0 or (done is not None and not done.exists()):
+        lines = [ln.strip() for ln in (result.stdout + result.stderr).splitlines() if ln.strip()]
+        errors = [ln for ln in lines if any(m in ln.lower() for m in markers)]
+        detail = (errors or lines[-1:] or ["no output"])[0]
+        raise RuntimeError(f"{label}: exit {result.returncode}: {detail}")
+    return result
+
+
+def _iree_tool(args: list[str], done: Path) -> None:
+    _run_tool(Path(args[0]).name, args, "CUMPROD_IREE_TIMEOUT", ("error",), done=done)
 
 
 def run_iree(model_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -112,8 +135,8 @@ def run_iree(model_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]
     inputs, _, name = _graph_io(model_path)
     with tempfile.TemporaryDirectory() as tmp:
         mlir, vmfb = Path(tmp) / "model.mlir", Path(tmp) / "model.vmfb"
-        _iree_tool([str(tools / "iree-import-onnx"), str(model_path), "-o", str(mlir)])
-        _iree_tool([str(tools / "iree-compile"), *IREE_FLAGS, str(mlir), "-o", str(vmfb)])
+        _iree_tool([str(tools / "iree-import-onnx"), str(model_path), "-o", str(mlir)], mlir)
+        _iree_tool([str(tools / "iree-compile"), *IREE_FLAGS, str(mlir), "-o", str(vmfb)], vmfb)
         driver = os.environ.get("CUMPROD_IREE_DRIVER", "local-task")
         module = rt.load_vm_flatbuffer(vmfb.read_bytes(), driver=driver)
     result = module[name](*[np.asarray(feeds[n]) for n in inputs])
@@ -158,25 +181,13 @@ def _mnn_convert(model_path: Path) -> bytes:
     key = _file_key(model_path)
     if key in _MNN_CONVERTED:
         return _MNN_CONVERTED[key]
-    timeout = float(os.environ.get("CUMPROD_MNN_TIMEOUT", "300"))
     with tempfile.TemporaryDirectory() as tmp:
         mnn_path = Path(tmp) / "model.mnn"
-        try:
-            done = subprocess.run(
-                [sys.executable, "-c", MNN_CONVERT, str(model_path), str(mnn_path)],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise RuntimeError(f"MNN's converter timed out after {timeout:.0f} s") from exc
-        if done.returncode != 0 or not mnn_path.exists() or "Converted Success" not in done.stdout:
-            lines = [ln.strip() for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
-            markers = ("error", "not support", "failed", "can't", "abort", "invalid")
-            errors = [ln for ln in lines if any(m in ln.lower() for m in markers)]
-            detail = (errors or lines or ["no output"])[0]
-            raise RuntimeError(f"MNN's converter: exit {done.returncode}: {detail}")
+        args = [sys.executable, "-c", MNN_CONVERT, str(model_path), str(mnn_path)]
+        markers = ("error", "not support", "failed", "can't", "abort", "invalid")
+        done = _run_tool("MNN's converter", args, "CUMPROD_MNN_TIMEOUT", markers, done=mnn_path)
+        if "Converted Success" not in done.stdout:
+            raise RuntimeError(f"MNN's converter: {(done.stdout.strip() or 'no output')[-200:]}")
         _MNN_CONVERTED[key] = mnn_path.read_bytes()
     return _MNN_CONVERTED[key]
 
@@ -260,28 +271,15 @@ def _ncnn_convert(model_path: Path, feeds: list[np.ndarray]) -> tuple[bytes, byt
         "[" + ",".join(map(str, a.shape)) + "]" + _PNNX_TYPES.get(a.dtype.name, "f32")
         for a in feeds
     )
-    timeout = float(os.environ.get("CUMPROD_PNNX_TIMEOUT", "300"))
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "model.onnx"
         copy.write_bytes(Path(model_path).read_bytes())
-        try:
-            done = subprocess.run(
-                [str(program), copy.name, f"inputshape={shapes}"],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                cwd=tmp,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise RuntimeError(f"pnnx timed out after {timeout:.0f} s") from exc
         param, weights = Path(tmp) / "model.ncnn.param", Path(tmp) / "model.ncnn.bin"
-        if done.returncode != 0 or not param.exists() or not weights.exists():
-            lines = [ln.strip() for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
-            markers = ("error", "not supported", "failed", "unknown", "invalid", "max supported")
-            errors = [ln for ln in lines if any(m in ln.lower() for m in markers)]
-            detail = (errors or lines[-1:] or ["no output"])[0]
-            raise RuntimeError(f"pnnx: exit {done.returncode}: {detail}")
+        args = [str(program), copy.name, f"inputshape={shapes}"]
+        markers = ("error", "not supported", "failed", "unknown", "invalid", "max supported")
+        _run_tool("pnnx", args, "CUMPROD_PNNX_TIMEOUT", markers, done=weights, cwd=tmp)
+        if not param.exists():
+            raise RuntimeError("pnnx: no .param file written")
         _NCNN_CONVERTED[key] = (param.read_bytes(), weights.read_bytes())
     return _NCNN_CONVERTED[key]
 

@@ -515,3 +515,25 @@ def test_tract_in_an_if_branch_warns_where_it_fails(
     with caplog.at_level(logging.WARNING, logger="rewriter"):
         rewriter.decompose_cumprod(cumprod_in_if_model(["N", 8], 0), target="onnxruntime")
     assert not [r for r in caplog.records if "If branch" in r.getMessage()]
+
+
+def test_a_converter_that_fails_or_hangs_is_one_runtime_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rewriter.runtimes runs each converter / compiler in a child process: a nonzero exit names
+    the first line with an error marker, a file it did not write fails too, and a hang is cut
+    at the timeout its variable sets."""
+    import sys
+
+    from rewriter.runtimes import _run_tool
+
+    shout = "import sys; print('step 1'); print('Error: op X not supported'); sys.exit(3)"
+    with pytest.raises(RuntimeError, match=r"^tool: exit 3: Error: op X not supported$"):
+        _run_tool("tool", [sys.executable, "-c", shout], "CUMPROD_T", ("error",))
+    quiet = "print('done')"
+    with pytest.raises(RuntimeError, match=r"^tool: exit 0: done$"):
+        _run_tool("tool", [sys.executable, "-c", quiet], "CUMPROD_T", (), done=tmp_path / "x")
+    monkeypatch.setenv("CUMPROD_T", "1")
+    with pytest.raises(RuntimeError, match=r"^tool timed out after 1 s$"):
+        _run_tool("tool", [sys.executable, "-c", "import time; time.sleep(30)"], "CUMPROD_T", ())
+    assert _run_tool("tool", [sys.executable, "-c", quiet], "CUMPROD_T", ()).stdout == "done\n"
