@@ -30,7 +30,7 @@ step "docs check";            .venv/bin/python scripts/ci/check_docs.py
 # against its module's tests, then the fast tier only if they all pass.
 if [ "${CUMPROD_MUTANTS:-10}" != 0 ]; then
     step "mutation sample"
-    .venv/bin/python scripts/tools/mutation_check.py --sample "${CUMPROD_MUTANTS:-10}" \
+    .venv/bin/python scripts/tools/mutation_check.py --jobs 2 --sample "${CUMPROD_MUTANTS:-10}" \
         --seed "${MUTATION_SEED:-$(date -u +%Y%m%d)}"
 fi
 step pytest

@@ -14,7 +14,9 @@ which stage) / survived; exit status 1 when a mutant survives (or a
 mutation no longer applies: the code it targets moved).
 
     .venv/bin/python scripts/tools/mutation_check.py [--only NAME ...] [--sample N [--seed S]]
-        [--keep]
+        [--jobs J] [--keep]
+
+``--jobs J`` runs J mutants at once, each in its own copy of the project.
 
 ``--sample N`` runs N mutants drawn with ``random.Random(S)`` (S printed, default 0), for a
 check on every CI run; the whole run is the check before a release.
@@ -29,14 +31,17 @@ import dataclasses
 import functools
 import json
 import os
+import queue
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1486,6 +1491,45 @@ def _write_killers(killers: dict[str, str]) -> None:
     KILLERS.write_text(text + "\n")
 
 
+def _run_mutant(
+    mutant: Mutant, project: Path, killers: dict[str, str], common: _Shared
+) -> tuple[str, str, str, float]:
+    """One mutant applied to ``project`` (a copy no other job uses meanwhile), judged, and
+    undone: (name, verdict, the test that killed it, seconds)."""
+    target = project / mutant.path
+    original = target.read_text() if target.is_file() else ""
+    if original.count(mutant.old) != 1:
+        return (mutant.name, "NOT APPLIED", "the code it targets changed", 0.0)
+    target.write_text(original.replace(mutant.old, mutant.new))
+    try:
+        verdict, by, seconds = _verdict(
+            _Applied(project, mutant, original),
+            common.failing_unchanged,
+            project.parent / f"{project.name}-reports",
+            common.timeout,
+            killers,
+            passing_unchanged=common.passing_unchanged,
+        )
+    finally:
+        target.write_text(original)
+    with common.lock:
+        if verdict.startswith("killed") and "::" in by and killers.get(mutant.name) != by:
+            killers[mutant.name] = by
+            _write_killers(killers)
+        print(f"  {verdict:15}  {seconds:5.0f} s  {mutant.name}", flush=True)
+    return (mutant.name, verdict, by, seconds)
+
+
+@dataclasses.dataclass
+class _Shared:
+    """What the jobs share: the tests that fail unchanged, the recorded killers that pass."""
+
+    timeout: int
+    passing_unchanged: frozenset[str]
+    failing_unchanged: set[str] = dataclasses.field(default_factory=set)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
@@ -1493,6 +1537,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per pytest run")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="mutants run at once, each in its own copy"
+    )
     args = parser.parse_args()
     mutants = [m for m in MUTANTS if not args.only or any(s in m.name for s in args.only)]
     if args.sample is not None:
@@ -1500,40 +1547,31 @@ def main() -> int:
         print(f"a sample of {len(mutants)} mutants, seed {args.seed}")
 
     work = Path(tempfile.mkdtemp(prefix="cumprod-mutation-"))
-    project = work / "project"
-    project.mkdir()
     started = time.monotonic()
     try:
-        _copy_project(project)
-        _check_import(project)
-        failing_unchanged: set[str] = set()
+        copies: queue.Queue[Path] = queue.Queue()
+        for k in range(max(1, args.jobs)):
+            project = work / f"project{k}"
+            project.mkdir()
+            (work / f"project{k}-reports").mkdir()
+            _copy_project(project)
+            _check_import(project)
+            copies.put(project)
         killers = _read_killers()
-        passing_unchanged = _passing_unchanged(project, mutants, killers, work, args.timeout)
-        rows = []
-        for mutant in mutants:
-            target = project / mutant.path
-            original = target.read_text() if target.is_file() else ""
-            if original.count(mutant.old) != 1:
-                rows.append((mutant.name, "NOT APPLIED", "the code it targets changed", 0.0))
-                continue
-            target.write_text(original.replace(mutant.old, mutant.new))
+        first = work / "project0"
+        common = _Shared(
+            args.timeout, _passing_unchanged(first, mutants, killers, work, args.timeout)
+        )
+
+        def job(mutant: Mutant) -> tuple[str, str, str, float]:
+            project = copies.get()
             try:
-                applied = _Applied(project, mutant, original)
-                verdict, by, seconds = _verdict(
-                    applied,
-                    failing_unchanged,
-                    work,
-                    args.timeout,
-                    killers,
-                    passing_unchanged=passing_unchanged,
-                )
+                return _run_mutant(mutant, project, killers, common)
             finally:
-                target.write_text(original)
-            if verdict.startswith("killed") and "::" in by and killers.get(mutant.name) != by:
-                killers[mutant.name] = by
-                _write_killers(killers)
-            rows.append((mutant.name, verdict, by, seconds))
-            print(f"  {verdict:15}  {seconds:5.0f} s  {mutant.name}", flush=True)
+                copies.put(project)
+
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            rows = list(pool.map(job, mutants))
 
         width = max([len(r[0]) for r in rows], default=6)
         print()
