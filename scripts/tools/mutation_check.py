@@ -1227,7 +1227,6 @@ TESTED_BY = {
     "rewriter/verify/model.py": ("tests/verify/",),
     "rewriter/checker.py": ("tests/test_wild_models.py", "tests/io/test_external_data_places.py"),
     "rewriter/inline.py": ("tests/test_wild_models.py",),
-    "rewriter/constant_if.py": ("tests/test_structures.py",),
     "rewriter/types.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
     "rewriter/lower.py": (
         "tests/test_decompose.py",
