@@ -486,3 +486,115 @@ def refuses_broadly(target: str) -> bool:
 
     spec = rewriter.TARGETS[target]
     return not spec.shape_arithmetic or spec.element_types is not None or not spec.axis_input
+
+
+# Models as found in the wild (functions, subgraphs, declarations), and the check of their
+# rewrite against onnxruntime's native CumProd (>= 1.25) on the original.
+OPSET = [helper.make_opsetid("", 26)]
+
+
+LOCAL = "local"
+
+
+def native(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The original model on onnxruntime's own CumProd kernel."""
+    assert ort.__version__ >= "1.25", "the main environment must have a native CumProd"
+    return run_ort(model, feeds)
+
+
+VIA = ["pass", "rules"]  # decompose_cumprod, or the onnxscript rule set
+
+
+def rewrite_via(model: onnx.ModelProto, via: str = "pass", **options: object) -> onnx.ModelProto:
+    """The model rewritten by ``decompose_cumprod`` (``via="pass"``) or by the onnxscript rule
+    set (``via="rules"``)."""
+    import onnxscript.rewriter
+
+    import rewriter
+    from rewriter.rules import cumprod_rules
+
+    if via == "rules":
+        rules = cumprod_rules(**options)  # type: ignore[arg-type]
+        return onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules)
+    rewritten = rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
+    assert isinstance(rewritten, onnx.ModelProto)
+    return rewritten
+
+
+def check_against_native(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], via: str = "pass", **options: object
+) -> onnx.ModelProto:
+    """The model and its rewrite pass onnx's full check, and the rewrite gives onnxruntime's
+    native CumProd's results bit for bit (integers, exact float products); returns it."""
+    onnx.checker.check_model(model, full_check=True)
+    rewritten = rewrite_via(model, via, **options)
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert "CumProd" not in op_types(rewritten)
+    expected = native(model, feeds)
+    actual = run_ort(rewritten, feeds)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        np.testing.assert_array_equal(a, e)  # integers / exact float products
+    return rewritten
+
+
+def local_model(nodes, inputs, outputs, functions=(), initializers=()) -> onnx.ModelProto:  # type: ignore[no-untyped-def]
+    """A model at opset 26 and IR 10 importing the model-local domain ``LOCAL``."""
+    graph = helper.make_graph(nodes, "main", inputs, outputs, list(initializers))
+    return helper.make_model(
+        graph,
+        opset_imports=[*OPSET, helper.make_opsetid(LOCAL, 1)],
+        functions=list(functions),
+        ir_version=10,
+    )
+
+
+def loop_model(
+    body_nodes: list[onnx.NodeProto],
+    elem: int,
+    declared: list | None,
+    x_shape: list,
+    y_shape: list | None,
+    *,
+    declared_out: list | None = None,
+) -> onnx.ModelProto:
+    """y = Loop(n, x): the body maps its carried value ``acc`` (declared ``declared``) to
+    ``out`` (declared ``declared_out``, default the same) with ``body_nodes``."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["co"]), *body_nodes],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", elem, declared),
+        ],
+        [
+            helper.make_tensor_value_info("co", TensorProto.BOOL, []),
+            helper.make_tensor_value_info(
+                "out", elem, declared if declared_out is None else declared_out
+            ),
+        ],
+    )
+    return local_model(
+        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)],
+        [
+            helper.make_tensor_value_info("n", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", elem, x_shape),
+        ],
+        [helper.make_tensor_value_info("y", elem, y_shape)],
+    )
+
+
+def cumprod_function(name: str, axis: int = 1) -> onnx.FunctionProto:
+    """A model-local function ``name`` (y = CumProd(x, axis)) in ``LOCAL``."""
+    nodes = [
+        helper.make_node("Constant", [], ["axis"], value_int=axis),
+        helper.make_node("CumProd", ["x", "axis"], ["y"]),
+    ]
+    return helper.make_function(LOCAL, name, ["x"], ["y"], nodes, OPSET)
+
+
+def odd_ints(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Odd int64 in [-9, 9): no product of them is 0."""
+    return np.random.default_rng(seed).integers(-9, 9, shape).astype(np.int64) | 1
