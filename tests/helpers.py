@@ -3,7 +3,8 @@ and numpy, never from the code under test)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -310,6 +311,75 @@ def lower_or_refused(
         return None
 
 
+# -- lowering one model and running it on onnxruntime
+
+
+def lower(
+    model: onnx.ModelProto,
+    strategy: str,
+    *,
+    target: str = "onnxruntime",
+    opset: int | None = None,
+    max_length: int | None = None,
+) -> tuple[onnx.ModelProto, list[str]]:
+    """The model lowered by ``DecomposeCumProdPass`` (no CumProd left) and the lowering
+    chosen for each CumProd; ``logsum32`` names logsum computed in float32: on a target
+    without float64 (portable)."""
+    if strategy == "logsum32":
+        proto, used = lower(model, "logsum", target="portable", opset=opset, max_length=max_length)
+        return proto, ["logsum32" if name == "logsum" else name for name in used]
+    import rewriter
+
+    rewrite = rewriter.DecomposeCumProdPass(
+        strategy, target_opset=opset, target=target, max_length=max_length
+    )
+    ir_model = ir.serde.deserialize_model(model)
+    rewrite(ir_model)
+    proto = ir.serde.serialize_model(ir_model)
+    assert "CumProd" not in op_types(proto)
+    return proto, [plan.lowering.name for plan in rewrite.plans]
+
+
+def session(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """One onnxruntime session of ``model`` (CPU), as a function of the feeds."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda feeds: sess.run(None, feeds)
+
+
+def rng_for(*key: object) -> np.random.Generator:
+    """A generator seeded by ``key`` (the same draws for the same test case in any order)."""
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def run_checked(
+    run: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
+    elem_type: int,
+    lowering: str,
+    shape: tuple[int, ...],
+    axis: int,
+    *,
+    ex: int,
+    rev: int,
+    axis_input: bool = False,
+    key: object = None,
+) -> None:
+    """x drawn by :func:`random_data` (seeded by ``key``), run by ``run``, held to the
+    contract (:func:`check_result`)."""
+    x = random_data(elem_type, shape, rng_for(key, shape, axis, ex, rev))  # odd integers
+    feeds = {"x": feed(elem_type, x)}
+    if axis_input:
+        feeds["axis"] = np.array(axis, np.int64)
+    (y,) = run(feeds)
+    problem = check_result(elem_type, lowering, y, x, axis, exclusive=ex, reverse=rev)
+    assert problem is None, (
+        f"{TYPE_NAMES[elem_type]} {shape} axis {axis} ex{ex} rev{rev}: {problem}"
+    )
+
+
 _CONFORMANCE: list = []
 
 
@@ -598,3 +668,32 @@ def cumprod_function(name: str, axis: int = 1) -> onnx.FunctionProto:
 def odd_ints(shape: tuple[int, ...], seed: int) -> np.ndarray:
     """Odd int64 in [-9, 9): no product of them is 0."""
     return np.random.default_rng(seed).integers(-9, 9, shape).astype(np.int64) | 1
+
+
+def check_lowering(
+    elem_type: int,
+    strategy: str,
+    dims: Sequence[Dim],
+    axis: int,
+    *,
+    exclusive: int,
+    reverse: int,
+    native_bits: bool = False,
+    **options: object,
+) -> None:
+    """CumProd(x, axis) over ``dims`` lowered by ``strategy`` alone (``options``: target,
+    opset, max_length), run on onnxruntime on a seeded :func:`random_data` x (symbolic dims
+    fed 5), held to the contract (:func:`check_result`: onnx.reference, tests/bounds.py)
+    and, with ``native_bits``, equal bit for bit to onnxruntime's native CumProd run on the
+    original."""
+    model = cumprod_model(elem_type, dims, axis, exclusive=exclusive, reverse=reverse)
+    lowered, used = lower(model, strategy, **options)  # type: ignore[arg-type]
+    assert set(used) == {strategy}, used
+    shape = tuple(5 if isinstance(d, str) else d for d in dims)
+    x = random_data(elem_type, shape, rng_for(strategy, elem_type, shape, axis, exclusive, reverse))
+    feeds = {"x": feed(elem_type, x)}
+    (y,) = run_ort(lowered, feeds)
+    problem = check_result(elem_type, strategy, y, x, axis, exclusive=exclusive, reverse=reverse)
+    assert problem is None, f"{TYPE_NAMES[elem_type]} {shape} ex{exclusive} rev{reverse}: {problem}"
+    if native_bits:
+        np.testing.assert_array_equal(y, native(model, feeds)[0])

@@ -12,7 +12,6 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import rewriter
-import rewriter.io
 from tests.helpers import (
     LOCAL,
     OPSET,

@@ -12,7 +12,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
-import rewriter.io
 from tests.helpers import (
     ALL_TYPES,
     INTS,

@@ -11,7 +11,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
-import rewriter.io
 from rewriter.graphs import graphs_of, is_cumprod, walk_model
 from rewriter.protos import model_graphs, node_subgraphs, proto_nodes
 from tests.helpers import (

@@ -10,7 +10,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
-import rewriter.io
 from tests.helpers import (
     LOCAL,
     OPSET,

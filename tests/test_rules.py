@@ -18,7 +18,6 @@ from onnxscript.rewriter import MatchingTracer, MatchStatus, RewriteRuleSet
 from onnxscript.rewriter.rules.common import successive_relu_rule
 
 import rewriter
-import rewriter.io
 from rewriter.rules import cumprod_rule, cumprod_rules
 from tests.bounds import check, factor_counts, ulp_bound
 from tests.helpers import (

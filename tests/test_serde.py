@@ -8,7 +8,6 @@ import onnx
 from onnx import TensorProto, helper
 
 import rewriter
-import rewriter.io
 from tests.helpers import (
     local_model,
     run_ort,

@@ -8,7 +8,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
-import rewriter.io
 from tests.helpers import (
     VIA,
     check_against_native,

@@ -1243,12 +1243,23 @@ TESTED_BY = {
         "tests/lowerings/test_branches.py",
     ),
     "rewriter/lowerings/builder.py": ("tests/lowerings/test_branches.py",),
+    "rewriter/lowerings/chain.py": (
+        "tests/lowerings/test_chain.py",
+        "tests/lowerings/test_branches.py",
+    ),
     "rewriter/lowerings/doubling.py": (
+        "tests/lowerings/test_doubling.py",
         "tests/lowerings/test_tree_accuracy.py",
         "tests/lowerings/test_branches.py",
     ),
-    "rewriter/lowerings/logsum.py": ("tests/test_special_values.py",),
-    "rewriter/lowerings/loop.py": ("tests/lowerings/test_branches.py",),
+    "rewriter/lowerings/logsum.py": (
+        "tests/lowerings/test_logsum.py",
+        "tests/test_special_values.py",
+    ),
+    "rewriter/lowerings/loop.py": (
+        "tests/lowerings/test_loop.py",
+        "tests/lowerings/test_branches.py",
+    ),
     "rewriter/lowerings/near_one.py": ("tests/lowerings/test_tree_accuracy.py",),
     "rewriter/lowerings/wide.py": ("tests/lowerings/test_tree_accuracy.py",),
 }

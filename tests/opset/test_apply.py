@@ -11,7 +11,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
-import rewriter.io
 from tests.helpers import (
     local_model,
     native,
