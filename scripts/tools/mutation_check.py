@@ -1243,10 +1243,6 @@ TESTED_BY = {
         "tests/lowerings/test_branches.py",
     ),
     "rewriter/lowerings/builder.py": ("tests/lowerings/test_branches.py",),
-    "rewriter/lowerings/chain.py": (
-        "tests/lowerings/test_chain.py",
-        "tests/lowerings/test_branches.py",
-    ),
     "rewriter/lowerings/doubling.py": (
         "tests/lowerings/test_doubling.py",
         "tests/lowerings/test_tree_accuracy.py",
