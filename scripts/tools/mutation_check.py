@@ -1242,9 +1242,13 @@ TESTED_BY = {
         "tests/lowerings/test_tree_accuracy.py",
         "tests/lowerings/test_branches.py",
     ),
-    "rewriter/lowerings/builder.py": ("tests/lowerings/test_branches.py",),
+    "rewriter/lowerings/builder.py": (
+        "tests/lowerings/test_builder.py",
+        "tests/lowerings/test_branches.py",
+    ),
     "rewriter/lowerings/doubling.py": (
         "tests/lowerings/test_doubling.py",
+        "tests/lowerings/test_near_one.py",
         "tests/lowerings/test_tree_accuracy.py",
         "tests/lowerings/test_branches.py",
     ),
@@ -1256,8 +1260,14 @@ TESTED_BY = {
         "tests/lowerings/test_loop.py",
         "tests/lowerings/test_branches.py",
     ),
-    "rewriter/lowerings/near_one.py": ("tests/lowerings/test_tree_accuracy.py",),
-    "rewriter/lowerings/wide.py": ("tests/lowerings/test_tree_accuracy.py",),
+    "rewriter/lowerings/near_one.py": (
+        "tests/lowerings/test_near_one.py",
+        "tests/lowerings/test_tree_accuracy.py",
+    ),
+    "rewriter/lowerings/wide.py": (
+        "tests/lowerings/test_wide.py",
+        "tests/lowerings/test_tree_accuracy.py",
+    ),
 }
 
 

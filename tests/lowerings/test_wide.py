@@ -1,0 +1,45 @@
+"""``rewriter.lowerings.wide``: the float32 product trees' block totals and carries taken in
+float64 where the target computes float64, so that a block's own products cannot overflow
+where the sequential product does not: on prefixes that swing by 2^+-70 factors (block
+products up to 2^+-140) every element as onnxruntime's native CumProd gives it, with the
+block totals as ReduceProd (its axes an input from opset 18, an attribute before) and as
+the slices' Muls. The same trees near 1: tests/lowerings/test_tree_accuracy.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto
+
+import rewriter
+from tests.helpers import cumprod_model, native, op_types, run_ort, swinging
+
+
+@pytest.mark.parametrize("opset", [17, 26])
+@pytest.mark.parametrize("strategy", ["carry", "radix", "blocked"])
+@pytest.mark.parametrize("attrs", [(0, 0), (1, 1)], ids=["inclusive", "exclusive-reverse"])
+@pytest.mark.parametrize(("shape", "axis"), [((3, 2048), 1), ((2048, 3), 0)], ids=["last", "first"])
+def test_swinging_prefixes_as_native(
+    opset: int, strategy: str, attrs: tuple[int, int], shape: tuple[int, int], axis: int
+) -> None:
+    x = swinging(shape, axis)
+    if attrs[1]:
+        x = np.ascontiguousarray(np.flip(x, axis))  # the same walk in scan order
+    model = cumprod_model(TensorProto.FLOAT, shape, axis, exclusive=attrs[0], reverse=attrs[1])
+    lowered = rewriter.decompose_cumprod(model, strategy=strategy, target_opset=opset)
+    ops = op_types(lowered)
+    assert "CumProd" not in ops
+    expected = native(model, {"x": x})[0]
+    assert np.isfinite(expected).all() and (expected != 0).all()
+    np.testing.assert_array_equal(run_ort(lowered, {"x": x})[0], expected, err_msg=str(ops))
+
+
+def test_without_float64_the_block_products_overflow() -> None:
+    """The check above can fail: on a target without float64 (portable: the float32 totals
+    of near_one) the same swinging prefixes overflow inside a block."""
+    shape, axis = (3, 2048), 1
+    x = swinging(shape, axis)
+    model = cumprod_model(TensorProto.FLOAT, shape, axis)
+    lowered = rewriter.decompose_cumprod(model, strategy="carry", target="portable")
+    got = run_ort(lowered, {"x": x})[0]
+    assert not np.array_equal(got, native(model, {"x": x})[0])
