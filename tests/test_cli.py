@@ -1,8 +1,15 @@
-"""The command, run as a subprocess on real files in a temporary folder."""
+"""The command line on real files in a temporary folder: ``rewriter.cli.main`` in this process
+as a fresh process runs it (its own stderr handler, stdout and stderr captured), and as a
+subprocess where the process itself is what is tested (``python -m rewriter``, a fresh
+interpreter's imports)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -21,10 +28,10 @@ from tests.helpers import counts, cumprod_model, op_types, reference, run_ort
 EXAMPLE = Path(__file__).resolve().parents[1] / "rewriter" / "examples" / "example.onnx"
 
 
-def cli(
+def cli_process(
     *args: str | Path, cwd: Path | None = None, code: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m rewriter ARGS`` (or ``python -c CODE ARGS``)."""
+    """Run ``python -m rewriter ARGS`` (or ``python -c CODE ARGS``) in a subprocess."""
     command = [sys.executable, "-m", "rewriter"] if code is None else [sys.executable, "-c", code]
     return subprocess.run(
         [*command, *map(str, args)],
@@ -34,6 +41,33 @@ def cli(
         timeout=300,
         check=False,
     )
+
+
+def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``cumprod-rewriter ARGS`` run in this process (``rewriter.cli.main``) as a fresh
+    process runs it: the root logger without handlers (so main adds its own, on stderr),
+    stdout and stderr captured, the working directory ``cwd``; an argparse exit is its
+    exit status."""
+    from rewriter.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    previous = Path.cwd()
+    root.handlers = []
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main([str(a) for a in args])
+            except SystemExit as exited:  # argparse: --help, usage errors
+                status = exited.code if isinstance(exited.code, int) else int(bool(exited.code))
+    finally:
+        os.chdir(previous)
+        root.handlers = handlers
+        root.setLevel(level)
+    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
 
 
 def files(folder: Path) -> list[str]:
@@ -63,7 +97,8 @@ def _weighted_model(size: int = 4096) -> onnx.ModelProto:
 
 
 def test_help_lists_every_option() -> None:
-    result = cli("--help")
+    """``python -m rewriter`` itself, in a subprocess: the entry point runs."""
+    result = cli_process("--help")
     assert result.returncode == 0
     for option in (
         "-o",
@@ -499,7 +534,7 @@ def test_import_rewriter_loads_nothing_heavy_and_reaches_every_module() -> None:
         "print(rewriter.lowerings.STRATEGIES == rewriter.STRATEGIES); "
         "print(rewriter.io.load_model.__module__); print(hasattr(rewriter, 'no_such_name'))"
     )
-    done = cli(code=code)
+    done = cli_process(code=code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [
         "False",
