@@ -3,6 +3,11 @@ and numpy, never from the code under test)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import os
+import subprocess
 import zlib
 from collections.abc import Callable, Sequence
 
@@ -378,6 +383,35 @@ def run_checked(
     assert problem is None, (
         f"{TYPE_NAMES[elem_type]} {shape} axis {axis} ex{ex} rev{rev}: {problem}"
     )
+
+
+def run_cli(
+    *args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``cumprod-rewriter ARGS`` run in this process (``rewriter.cli.main``) as a fresh
+    process runs it: the root logger without handlers (so main adds its own, on stderr),
+    stdout and stderr captured, the working directory ``cwd``; an argparse exit is its
+    exit status."""
+    from rewriter.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    previous = os.getcwd()
+    root.handlers = []
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main([str(a) for a in args])
+            except SystemExit as exited:  # argparse: --help, usage errors
+                status = exited.code if isinstance(exited.code, int) else int(bool(exited.code))
+    finally:
+        os.chdir(previous)
+        root.handlers = handlers
+        root.setLevel(level)
+    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
 
 
 _CONFORMANCE: list = []

@@ -5,11 +5,7 @@ interpreter's imports)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.lowerings import LOWERINGS
 from rewriter.verify import compare
-from tests.helpers import counts, cumprod_model, op_types, reference, run_ort
+from tests.helpers import counts, cumprod_model, op_types, reference, run_cli, run_ort
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "rewriter" / "examples" / "example.onnx"
 
@@ -43,31 +39,7 @@ def cli_process(
     )
 
 
-def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``cumprod-rewriter ARGS`` run in this process (``rewriter.cli.main``) as a fresh
-    process runs it: the root logger without handlers (so main adds its own, on stderr),
-    stdout and stderr captured, the working directory ``cwd``; an argparse exit is its
-    exit status."""
-    from rewriter.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    previous = Path.cwd()
-    root.handlers = []
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                status = main([str(a) for a in args])
-            except SystemExit as exited:  # argparse: --help, usage errors
-                status = exited.code if isinstance(exited.code, int) else int(bool(exited.code))
-    finally:
-        os.chdir(previous)
-        root.handlers = handlers
-        root.setLevel(level)
-    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
+cli = run_cli
 
 
 def files(folder: Path) -> list[str]:
