@@ -25,7 +25,7 @@ SLOW_MODULES = frozenset(
 )
 # Single tests in the slow tier: multi-GiB files, and command-line runs beyond one per
 # command-line path, which the fast tier keeps (in process, tests.helpers.run_cli, but for
-# --help, the README's command and a signal, which run the process): -o FILE, a folder,
+# the README's command and a signal, which run the process): --help, -o FILE, a folder,
 # --in-place, a bad input (exit 2), --list, --report, --verify (exit 0 and exit 1),
 # --target-opset, --max-length.
 SLOW_TESTS = (

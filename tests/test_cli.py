@@ -69,8 +69,8 @@ def _weighted_model(size: int = 4096) -> onnx.ModelProto:
 
 
 def test_help_lists_every_option() -> None:
-    """``python -m rewriter`` itself, in a subprocess: the entry point runs."""
-    result = cli_process("--help")
+    """In process: ``python -m rewriter`` itself runs as a process in tests/test_readme.py."""
+    result = cli("--help")
     assert result.returncode == 0
     for option in (
         "-o",
