@@ -3,7 +3,13 @@ and numpy, never from the code under test)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import io
+import logging
+import os
+import subprocess
+import zlib
+from collections.abc import Callable, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -310,6 +316,104 @@ def lower_or_refused(
         return None
 
 
+# -- lowering one model and running it on onnxruntime
+
+
+def lower(
+    model: onnx.ModelProto,
+    strategy: str,
+    *,
+    target: str = "onnxruntime",
+    opset: int | None = None,
+    max_length: int | None = None,
+) -> tuple[onnx.ModelProto, list[str]]:
+    """The model lowered by ``DecomposeCumProdPass`` (no CumProd left) and the lowering
+    chosen for each CumProd; ``logsum32`` names logsum computed in float32: on a target
+    without float64 (portable)."""
+    if strategy == "logsum32":
+        proto, used = lower(model, "logsum", target="portable", opset=opset, max_length=max_length)
+        return proto, ["logsum32" if name == "logsum" else name for name in used]
+    import rewriter
+
+    rewrite = rewriter.DecomposeCumProdPass(
+        strategy, target_opset=opset, target=target, max_length=max_length
+    )
+    ir_model = ir.serde.deserialize_model(model)
+    rewrite(ir_model)
+    proto = ir.serde.serialize_model(ir_model)
+    assert "CumProd" not in op_types(proto)
+    return proto, [plan.lowering.name for plan in rewrite.plans]
+
+
+def session(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """One onnxruntime session of ``model`` (CPU), as a function of the feeds."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda feeds: sess.run(None, feeds)
+
+
+def rng_for(*key: object) -> np.random.Generator:
+    """A generator seeded by ``key`` (the same draws for the same test case in any order)."""
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def run_checked(
+    run: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
+    elem_type: int,
+    lowering: str,
+    shape: tuple[int, ...],
+    axis: int,
+    *,
+    ex: int,
+    rev: int,
+    axis_input: bool = False,
+    key: object = None,
+) -> None:
+    """x drawn by :func:`random_data` (seeded by ``key``), run by ``run``, held to the
+    contract (:func:`check_result`)."""
+    x = random_data(elem_type, shape, rng_for(key, shape, axis, ex, rev))  # odd integers
+    feeds = {"x": feed(elem_type, x)}
+    if axis_input:
+        feeds["axis"] = np.array(axis, np.int64)
+    (y,) = run(feeds)
+    problem = check_result(elem_type, lowering, y, x, axis, exclusive=ex, reverse=rev)
+    assert problem is None, (
+        f"{TYPE_NAMES[elem_type]} {shape} axis {axis} ex{ex} rev{rev}: {problem}"
+    )
+
+
+def run_cli(
+    *args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``cumprod-rewriter ARGS`` run in this process (``rewriter.cli.main``) as a fresh
+    process runs it: the root logger without handlers (so main adds its own, on stderr),
+    stdout and stderr captured, the working directory ``cwd``; an argparse exit is its
+    exit status."""
+    from rewriter.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    previous = os.getcwd()
+    root.handlers = []
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main([str(a) for a in args])
+            except SystemExit as exited:  # argparse: --help, usage errors
+                status = exited.code if isinstance(exited.code, int) else int(bool(exited.code))
+    finally:
+        os.chdir(previous)
+        root.handlers = handlers
+        root.setLevel(level)
+    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
+
+
 _CONFORMANCE: list = []
 
 
@@ -486,3 +590,144 @@ def refuses_broadly(target: str) -> bool:
 
     spec = rewriter.TARGETS[target]
     return not spec.shape_arithmetic or spec.element_types is not None or not spec.axis_input
+
+
+# Models as found in the wild (functions, subgraphs, declarations), and the check of their
+# rewrite against onnxruntime's native CumProd (>= 1.25) on the original.
+OPSET = [helper.make_opsetid("", 26)]
+
+
+LOCAL = "local"
+
+
+def native(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The original model on onnxruntime's own CumProd kernel."""
+    assert ort.__version__ >= "1.25", "the main environment must have a native CumProd"
+    return run_ort(model, feeds)
+
+
+VIA = ["pass", "rules"]  # decompose_cumprod, or the onnxscript rule set
+
+
+def rewrite_via(model: onnx.ModelProto, via: str = "pass", **options: object) -> onnx.ModelProto:
+    """The model rewritten by ``decompose_cumprod`` (``via="pass"``) or by the onnxscript rule
+    set (``via="rules"``)."""
+    import onnxscript.rewriter
+
+    import rewriter
+    from rewriter.rules import cumprod_rules
+
+    if via == "rules":
+        rules = cumprod_rules(**options)  # type: ignore[arg-type]
+        return onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules)
+    rewritten = rewriter.decompose_cumprod(model, **options)  # type: ignore[arg-type]
+    assert isinstance(rewritten, onnx.ModelProto)
+    return rewritten
+
+
+def check_against_native(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], via: str = "pass", **options: object
+) -> onnx.ModelProto:
+    """The model and its rewrite pass onnx's full check, and the rewrite gives onnxruntime's
+    native CumProd's results bit for bit (integers, exact float products); returns it."""
+    onnx.checker.check_model(model, full_check=True)
+    rewritten = rewrite_via(model, via, **options)
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert "CumProd" not in op_types(rewritten)
+    expected = native(model, feeds)
+    actual = run_ort(rewritten, feeds)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        np.testing.assert_array_equal(a, e)  # integers / exact float products
+    return rewritten
+
+
+def local_model(nodes, inputs, outputs, functions=(), initializers=()) -> onnx.ModelProto:  # type: ignore[no-untyped-def]
+    """A model at opset 26 and IR 10 importing the model-local domain ``LOCAL``."""
+    graph = helper.make_graph(nodes, "main", inputs, outputs, list(initializers))
+    return helper.make_model(
+        graph,
+        opset_imports=[*OPSET, helper.make_opsetid(LOCAL, 1)],
+        functions=list(functions),
+        ir_version=10,
+    )
+
+
+def loop_model(
+    body_nodes: list[onnx.NodeProto],
+    elem: int,
+    declared: list | None,
+    x_shape: list,
+    y_shape: list | None,
+    *,
+    declared_out: list | None = None,
+) -> onnx.ModelProto:
+    """y = Loop(n, x): the body maps its carried value ``acc`` (declared ``declared``) to
+    ``out`` (declared ``declared_out``, default the same) with ``body_nodes``."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["co"]), *body_nodes],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", elem, declared),
+        ],
+        [
+            helper.make_tensor_value_info("co", TensorProto.BOOL, []),
+            helper.make_tensor_value_info(
+                "out", elem, declared if declared_out is None else declared_out
+            ),
+        ],
+    )
+    return local_model(
+        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)],
+        [
+            helper.make_tensor_value_info("n", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", elem, x_shape),
+        ],
+        [helper.make_tensor_value_info("y", elem, y_shape)],
+    )
+
+
+def cumprod_function(name: str, axis: int = 1) -> onnx.FunctionProto:
+    """A model-local function ``name`` (y = CumProd(x, axis)) in ``LOCAL``."""
+    nodes = [
+        helper.make_node("Constant", [], ["axis"], value_int=axis),
+        helper.make_node("CumProd", ["x", "axis"], ["y"]),
+    ]
+    return helper.make_function(LOCAL, name, ["x"], ["y"], nodes, OPSET)
+
+
+def odd_ints(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Odd int64 in [-9, 9): no product of them is 0."""
+    return np.random.default_rng(seed).integers(-9, 9, shape).astype(np.int64) | 1
+
+
+def check_lowering(
+    elem_type: int,
+    strategy: str,
+    dims: Sequence[Dim],
+    axis: int,
+    *,
+    exclusive: int,
+    reverse: int,
+    native_bits: bool = False,
+    **options: object,
+) -> None:
+    """CumProd(x, axis) over ``dims`` lowered by ``strategy`` alone (``options``: target,
+    opset, max_length), run on onnxruntime on a seeded :func:`random_data` x (symbolic dims
+    fed 5), held to the contract (:func:`check_result`: onnx.reference, tests/bounds.py)
+    and, with ``native_bits``, equal bit for bit to onnxruntime's native CumProd run on the
+    original."""
+    model = cumprod_model(elem_type, dims, axis, exclusive=exclusive, reverse=reverse)
+    lowered, used = lower(model, strategy, **options)  # type: ignore[arg-type]
+    assert set(used) == {strategy}, used
+    shape = tuple(5 if isinstance(d, str) else d for d in dims)
+    x = random_data(elem_type, shape, rng_for(strategy, elem_type, shape, axis, exclusive, reverse))
+    feeds = {"x": feed(elem_type, x)}
+    (y,) = run_ort(lowered, feeds)
+    problem = check_result(elem_type, strategy, y, x, axis, exclusive=exclusive, reverse=reverse)
+    assert problem is None, f"{TYPE_NAMES[elem_type]} {shape} ex{exclusive} rev{reverse}: {problem}"
+    if native_bits:
+        np.testing.assert_array_equal(y, native(model, feeds)[0])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib.util
-import subprocess
+import io
 import sys
 from pathlib import Path
 
@@ -11,6 +13,31 @@ import numpy as np
 import pytest
 
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "bench.py"
+
+
+@dataclasses.dataclass
+class _Ran:
+    code: int
+    out: str
+    err: str
+
+
+def _main(module, *argv: str) -> _Ran:  # type: ignore[no-untyped-def]
+    """``python scripts/bench/bench.py ARGV`` as ``module.main()`` in this process: its exit
+    status (0, or argparse's / ``sys.exit``'s), stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv
+    sys.argv = [str(_PATH), *argv]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                module.main()
+                code = 0
+            except SystemExit as exited:
+                code = exited.code if isinstance(exited.code, int) else int(bool(exited.code))
+    finally:
+        sys.argv = saved
+    return _Ran(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -304,13 +331,9 @@ def test_the_band_takes_the_cells_near_4x_by_auto_or_by_floor(bench, tmp_path) -
     assert [r["position"] for r in bench.band_cells(rows)] == ["last", "first"]
     grid = tmp_path / "grid.json"
     grid.write_text(bench.json.dumps([dict(r) for r in rows]))
-    printed = subprocess.run(
-        [sys.executable, str(_PATH), "--floors", "--from-json", str(grid), "--band-cells"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    assert printed == [
+    printed = _main(bench, "--floors", "--from-json", str(grid), "--band-cells")
+    assert printed.code == 0, printed.err
+    assert printed.out.splitlines() == [
         "--dtypes int32 --totals 1 --lengths 8 --positions last",
         "--dtypes int32 --totals 1 --lengths 8 --positions first",
     ]
@@ -338,13 +361,8 @@ def test_a_views_cell_has_its_own_shape_and_is_selected_by_it(bench, tmp_path) -
     table = bench.floors_markdown(rows)
     assert "| int32 | 1,440,000 | 3000 | middle 12×3000×40 |" in table
     assert "| int32 | 1M | 8 | first |" in table
-    refused = subprocess.run(
-        [sys.executable, str(_PATH), "--views", "12x3000x40", "--out", str(tmp_path / "x")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert refused.returncode != 0 and "--views is for --floors" in refused.stderr
+    refused = _main(bench, "--views", "12x3000x40", "--out", str(tmp_path / "x"))
+    assert refused.code != 0 and "--views is for --floors" in refused.err
 
 
 def test_the_chain_routes_data_movement_is_modelled_up_to_nway_up_to(  # type: ignore[no-untyped-def]

@@ -1,4 +1,7 @@
-"""The command, run as a subprocess on real files in a temporary folder."""
+"""The command line on real files in a temporary folder: ``rewriter.cli.main`` in this process
+as a fresh process runs it (its own stderr handler, stdout and stderr captured), and as a
+subprocess where the process itself is what is tested (``python -m rewriter``, a fresh
+interpreter's imports)."""
 
 from __future__ import annotations
 
@@ -16,15 +19,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.lowerings import LOWERINGS
 from rewriter.verify import compare
-from tests.helpers import counts, cumprod_model, op_types, reference, run_ort
+from tests.helpers import counts, cumprod_model, op_types, reference, run_cli, run_ort
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "rewriter" / "examples" / "example.onnx"
 
 
-def cli(
+def cli_process(
     *args: str | Path, cwd: Path | None = None, code: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m rewriter ARGS`` (or ``python -c CODE ARGS``)."""
+    """Run ``python -m rewriter ARGS`` (or ``python -c CODE ARGS``) in a subprocess."""
     command = [sys.executable, "-m", "rewriter"] if code is None else [sys.executable, "-c", code]
     return subprocess.run(
         [*command, *map(str, args)],
@@ -34,6 +37,9 @@ def cli(
         timeout=300,
         check=False,
     )
+
+
+cli = run_cli
 
 
 def files(folder: Path) -> list[str]:
@@ -63,6 +69,7 @@ def _weighted_model(size: int = 4096) -> onnx.ModelProto:
 
 
 def test_help_lists_every_option() -> None:
+    """In process: ``python -m rewriter`` itself runs as a process in tests/test_readme.py."""
     result = cli("--help")
     assert result.returncode == 0
     for option in (
@@ -499,7 +506,7 @@ def test_import_rewriter_loads_nothing_heavy_and_reaches_every_module() -> None:
         "print(rewriter.lowerings.STRATEGIES == rewriter.STRATEGIES); "
         "print(rewriter.io.load_model.__module__); print(hasattr(rewriter, 'no_such_name'))"
     )
-    done = cli(code=code)
+    done = cli_process(code=code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [
         "False",

@@ -7,9 +7,16 @@ from __future__ import annotations
 import onnx
 import onnx.parser
 import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper
 
+import rewriter
 from rewriter.graphs import graphs_of, is_cumprod, walk_model
 from rewriter.protos import model_graphs, node_subgraphs, proto_nodes
+from tests.helpers import (
+    LOCAL,
+    local_model,
+)
 
 MODEL = """
 <ir_version: 10, opset_import: ["" : 26, "pkg" : 1]>
@@ -89,3 +96,76 @@ def test_proto_walkers_and_is_cumprod() -> None:
     assert [g.name for g in node_subgraphs(if_node)] == ["then_g", "else_g"]
     other = onnx.helper.make_node("CumProd", ["x", "a"], ["y"], domain="com.other")
     assert not is_cumprod(other) and not node_subgraphs(other)
+
+
+def test_subgraph_initializer_named_like_a_generated_value() -> None:
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3])],
+        [helper.make_tensor("cumprod_Constant_0", TensorProto.FLOAT, [1], [1.0])],
+    )
+    model = local_model(
+        [
+            helper.make_node("Constant", [], ["axis"], value_int=0),
+            helper.make_node("CumProd", ["x", "axis"], ["c"], name="cumprod"),
+            helper.make_node("If", ["b"], ["y"], then_branch=then, else_branch=then),
+            helper.make_node("Add", ["y", "c"], ["z"]),
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("b", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3])],
+    )
+    rewritten = rewriter.decompose_cumprod(model, strategy="chain")
+    assert isinstance(rewritten, onnx.ModelProto)
+    onnx.checker.check_model(rewritten, full_check=True)
+
+
+def _called_twice(second_rank: int) -> onnx.ModelProto:
+    """y = F(F(x)[..]) with F(a) = CumProd(a, 1) (node 'cp'): the second call on a tensor of
+    rank ``second_rank`` (rank 1: the axis is out of range for that call only)."""
+    f = helper.make_function(
+        LOCAL,
+        "F",
+        ["a"],
+        ["b"],
+        [
+            helper.make_node("Constant", [], ["ax"], value=helper.make_tensor("v", 7, [], [1])),
+            helper.make_node("CumProd", ["a", "ax"], ["b"], name="cp"),
+        ],
+        [helper.make_opsetid("", 26)],
+    )
+    shape = helper.make_tensor("shape", TensorProto.INT64, [second_rank], [6, 1][:second_rank])
+    return local_model(
+        [
+            helper.make_node("F", ["x"], ["f1"], domain=LOCAL, name="first"),
+            helper.make_node("Reshape", ["f1", "shape"], ["r"]),
+            helper.make_node("F", ["r"], ["y"], domain=LOCAL, name="second"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 1][:second_rank])],
+        [f],
+        [shape],
+    )
+
+
+@pytest.mark.parametrize("target", ["tract", "openvino"])
+def test_an_inlined_node_is_named_as_in_the_input_model(target: str) -> None:
+    """The inliner names a function's node anew in its second copy ('cp_2'), a name the
+    input model lacks, and the message placed it in the main graph (session-32 note): errors,
+    warnings and plans name the function's node and say it was inlined."""
+    with pytest.raises(
+        rewriter.InvalidCumProdError,
+        match=r"^CumProd node 'cp' in function 'local\.F' \(inlined into graph 'main'\): axis 1 "
+        r"is out of range \[-1, 0\] for rank 1$",
+    ):
+        rewriter.decompose_cumprod(_called_twice(1), target=target)
+    model = ir.from_proto(_called_twice(2))
+    rewrite = rewriter.DecomposeCumProdPass(target=target)
+    rewrite(model)
+    assert [(p.site.name, p.site.location) for p in rewrite.plans] == [
+        ("cp", "function 'local.F' (inlined into graph 'main')")
+    ] * 2

@@ -22,10 +22,14 @@ from rewriter.rules import cumprod_rule, cumprod_rules
 from tests.bounds import check, factor_counts, ulp_bound
 from tests.helpers import (
     ALL_TYPES,
+    LOCAL,
     TYPE_NAMES,
+    check_against_native,
     check_result,
+    cumprod_function,
     cumprod_model,
     feed,
+    local_model,
     lower_or_refused,
     op_types,
     ort_strategies,
@@ -538,3 +542,20 @@ def test_the_pass_refuses_each_node_the_rule_leaves(case: str) -> None:
     with pytest.raises(rewriter.CumProdError) as refused:
         rewriter.decompose_cumprod(model, strategy=strategy)
     assert problem in str(refused.value), str(refused.value)
+
+
+def test_rules_say_the_functions_stay(caplog: pytest.LogCaptureFixture) -> None:
+    model = local_model(
+        [helper.make_node("B", ["x"], ["y"], domain=LOCAL)],
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [3, 4])],
+        [cumprod_function("B")],
+    )
+    x = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    with caplog.at_level("WARNING", logger="rewriter.rules"):
+        check_against_native(model, {"x": x}, "rules", target="tract")
+    assert "the model's functions stay functions, which tract does not load" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="rewriter.rules"):
+        check_against_native(model, {"x": x}, "rules", target="onnxruntime")
+    assert "functions stay" not in caplog.text

@@ -1225,16 +1225,36 @@ TESTED_BY = {
     "rewriter/cli.py": ("tests/test_cli.py", "tests/io/test_file_safety_in_process.py"),
     "rewriter/io/atomic.py": ("tests/io/",),
     "rewriter/verify/model.py": ("tests/verify/",),
-    "rewriter/checker.py": ("tests/test_wild_models.py", "tests/io/test_external_data_places.py"),
-    "rewriter/inline.py": ("tests/test_wild_models.py",),
-    "rewriter/types.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
+    "rewriter/checker.py": (
+        "tests/io/test_external_data_places.py",
+        "tests/opset/test_apply.py",
+        "tests/test_decompose.py",
+    ),
+    "rewriter/inline.py": ("tests/test_inline.py",),
+    "rewriter/types.py": (
+        "tests/test_types.py",
+        "tests/test_declarations.py",
+        "tests/test_specialize.py",
+        "tests/test_structures.py",
+    ),
+    "rewriter/site.py": (
+        "tests/test_site.py",
+        "tests/test_bad_input.py",
+        "tests/lowerings/test_scan.py",
+        "tests/lowerings/test_masked.py",
+    ),
     "rewriter/lower.py": (
+        "tests/test_lower.py",
         "tests/test_decompose.py",
         "tests/test_targets.py",
         "tests/test_structures.py",
     ),
-    "rewriter/declarations.py": ("tests/test_wild_models.py", "tests/test_structures.py"),
-    "rewriter/serde.py": ("tests/test_wild_models.py", "tests/test_structure_interface.py"),
+    "rewriter/declarations.py": ("tests/test_declarations.py", "tests/test_structures.py"),
+    "rewriter/serde.py": (
+        "tests/test_serde.py",
+        "tests/test_types.py",
+        "tests/test_structure_interface.py",
+    ),
     "rewriter/lowerings/__init__.py": (
         "tests/lowerings/test_auto.py",
         "tests/test_targets.py",
@@ -1245,15 +1265,32 @@ TESTED_BY = {
         "tests/lowerings/test_tree_accuracy.py",
         "tests/lowerings/test_branches.py",
     ),
-    "rewriter/lowerings/builder.py": ("tests/lowerings/test_branches.py",),
+    "rewriter/lowerings/builder.py": (
+        "tests/lowerings/test_builder.py",
+        "tests/lowerings/test_branches.py",
+    ),
     "rewriter/lowerings/doubling.py": (
+        "tests/lowerings/test_doubling.py",
+        "tests/lowerings/test_near_one.py",
         "tests/lowerings/test_tree_accuracy.py",
         "tests/lowerings/test_branches.py",
     ),
-    "rewriter/lowerings/logsum.py": ("tests/test_special_values.py",),
-    "rewriter/lowerings/loop.py": ("tests/lowerings/test_branches.py",),
-    "rewriter/lowerings/near_one.py": ("tests/lowerings/test_tree_accuracy.py",),
-    "rewriter/lowerings/wide.py": ("tests/lowerings/test_tree_accuracy.py",),
+    "rewriter/lowerings/logsum.py": (
+        "tests/lowerings/test_logsum.py",
+        "tests/test_special_values.py",
+    ),
+    "rewriter/lowerings/loop.py": (
+        "tests/lowerings/test_loop.py",
+        "tests/lowerings/test_branches.py",
+    ),
+    "rewriter/lowerings/near_one.py": (
+        "tests/lowerings/test_near_one.py",
+        "tests/lowerings/test_tree_accuracy.py",
+    ),
+    "rewriter/lowerings/wide.py": (
+        "tests/lowerings/test_wide.py",
+        "tests/lowerings/test_tree_accuracy.py",
+    ),
 }
 
 

@@ -27,7 +27,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.helpers import cumprod_model
+from tests.helpers import cumprod_model, run_cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "rewriter" / "examples" / "example.onnx"
 NOBODY = 65534
@@ -154,7 +154,7 @@ def test_in_place_keeps_mode_and_owner_of_model_and_data(tmp_path: Path) -> None
     for path in (source, tmp_path / "m.bin"):
         os.chown(path, NOBODY, NOBODY)
         path.chmod(0o600)
-    result = cli(source, "--in-place")
+    result = run_cli(source, "--in-place")  # in process: modes and owners, not the process
     assert result.returncode == 0, result.stderr
     (data,) = tmp_path.glob("m.onnx.*.data")
     assert f"kept {tmp_path / 'm.bin'}" in result.stderr  # the replaced model's: kept

@@ -5,7 +5,8 @@ Each cell lowers one model, runs it on onnxruntime and holds the result to the c
 Where a lowering's code branches on the length (rewriter/lowerings/*.py), the cells sit on
 both sides of the branch:
 
-- chain: n = 1, 2, 17, 1024 (MAX_LENGTH; 1025 is refused); Split's three forms (opsets 11, 13, 18+)
+- chain: n = 1, 2, 17, 1024 (MAX_LENGTH; 1025 is refused: tests/lowerings/test_chain.py);
+  Split's three forms (opsets 11, 13, 18+)
 - scan / loop: the scanned axis first (a Reshape instead of Transpose) or not; n = 1
 - blocked (block_sizes): n = 2 (one block), 3 (padded), 255 / 256 / 257 (B = 16: m = 16
   chained, m = 17 scanned), 8192 (one level, B = 64) and 8193 (two levels of 16)
@@ -14,8 +15,8 @@ both sides of the branch:
 - dynamic: static 513 / 1025 (blocks of 32, one and two levels); a symbolic length fed
   0, 1, 512, 513, 1024, 1025, 2049 through one graph (its If and the run-time padding)
 - doubling: 1 (no step), 2, 4 / 5 (2^k +- 1), 1025; a run-time length up to its bound,
-  and past it (a run-time failure, not a wrong result); blocked (OpenVINO, IREE) at and
-  below its first length, padded or not, m = 4 ... 257, inner > 1
+  and past it (a run-time failure, not a wrong result); its blocked form (OpenVINO, IREE):
+  tests/lowerings/test_doubling.py
 - the view: static, rank-3 axis-1 (no Reshape), symbolic outer dims, run-time axis (every
   axis, negative too), unknown rank; empty axes and empty outer dims at opsets 11, 13, 14
   and 26 (below 14 the If around the lowering)
@@ -28,13 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import zlib
-from collections.abc import Callable
 
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
@@ -56,75 +54,20 @@ from tests.helpers import (
     declared_refusal,
     feed,
     io_type,
+    lower,
     np_dtype,
     op_types,
     ort_strategies,
     random_data,
     refuses_broadly,
+    rng_for,
+    run_checked,
+    session,
 )
-
-
-def lower(
-    model: onnx.ModelProto,
-    strategy: str,
-    *,
-    target: str = "onnxruntime",
-    opset: int | None = None,
-    max_length: int | None = None,
-) -> tuple[onnx.ModelProto, list[str]]:
-    """The model lowered (no CumProd left) and the lowering chosen for each CumProd;
-    ``logsum32`` names logsum computed in float32: on a target without float64 (portable)."""
-    if strategy == "logsum32":
-        proto, used = lower(model, "logsum", target="portable", opset=opset, max_length=max_length)
-        return proto, ["logsum32" if name == "logsum" else name for name in used]
-    rewrite = rewriter.DecomposeCumProdPass(
-        strategy, target_opset=opset, target=target, max_length=max_length
-    )
-    ir_model = ir.serde.deserialize_model(model)
-    rewrite(ir_model)
-    proto = ir.serde.serialize_model(ir_model)
-    assert "CumProd" not in op_types(proto)
-    return proto, [plan.lowering.name for plan in rewrite.plans]
-
-
-def session(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    sess = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return lambda feeds: sess.run(None, feeds)
 
 
 def _pair_id(value: object) -> str:
     return TYPE_NAMES.get(value, str(value)) if isinstance(value, int) else str(value)
-
-
-def _rng(*key: object) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
-
-def run_checked(
-    run: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
-    elem_type: int,
-    lowering: str,
-    shape: tuple[int, ...],
-    axis: int,
-    *,
-    ex: int,
-    rev: int,
-    axis_input: bool = False,
-    key: object = None,
-) -> None:
-    x = random_data(elem_type, shape, _rng(key, shape, axis, ex, rev))  # odd integers
-    feeds = {"x": feed(elem_type, x)}
-    if axis_input:
-        feeds["axis"] = np.array(axis, np.int64)
-    (y,) = run(feeds)
-    problem = check_result(elem_type, lowering, y, x, axis, exclusive=ex, reverse=rev)
-    assert problem is None, (
-        f"{TYPE_NAMES[elem_type]} {shape} axis {axis} ex{ex} rev{rev}: {problem}"
-    )
 
 
 # -- static lengths: each lowering on both sides of each branch --------------------------------
@@ -208,82 +151,6 @@ def test_static_length(cell: tuple) -> None:
     run_checked(run, elem, strategy, shape, axis, ex=ex, rev=rev, key=_static_id(cell))
 
 
-# doubling's blocked form (doubling.BLOCKED_FROM: OpenVINO from n = 2000, IREE from 128; B =
-# 32): the first length of each target, padded and unpadded blocks, 257 blocks, inner > 1
-# (first and middle axes), a symbolic outer dim; run here on onnxruntime (the graphs are the
-# targets'), on the runtimes themselves in tests/test_runtime_tables.py
-BLOCKED_DOUBLING = [
-    ("openvino", F32, (2, 2048), 1, 1, 1),  # m = 64, nothing padded
-    ("openvino", I32, (3, 2000), 1, 1, 0),  # m = 63, padded
-    ("openvino", F16, (2, 8193), 1, 0, 1),  # m = 257 (the carries take 9 steps)
-    ("openvino", F32, ("B", 2100), 1, 0, 0),  # outer known only at run time
-    ("iree", I64, (129, 2), 0, 1, 1),  # first axis, inner 2, padded
-    ("iree", U32, (2, 128, 3), 1, 0, 0),  # middle axis, m = 4
-    ("iree", F64, (2, 1000), 1, 0, 1),
-    ("iree", BF16, (2, 300), 1, 1, 1),
-]
-
-
-def _blocked_id(cell: tuple) -> str:
-    target, elem, shape, axis, ex, rev = cell
-    return f"{target}-{TYPE_NAMES[elem]}-{'x'.join(map(str, shape))}-ax{axis}-ex{ex}rev{rev}"
-
-
-@pytest.mark.parametrize("cell", BLOCKED_DOUBLING, ids=_blocked_id)
-def test_doubling_blocked(cell: tuple) -> None:
-    target, elem, dims, axis, ex, rev = cell
-    lowered, used = lower(
-        cumprod_model(elem, dims, axis, exclusive=ex, reverse=rev), "doubling", target=target
-    )
-    assert used == ["doubling"]
-    shape = tuple(5 if isinstance(d, str) else d for d in dims)
-    run_checked(session(lowered), elem, "doubling", shape, axis, ex=ex, rev=rev, key=cell)
-
-
-def test_doubling_blocks_from_its_length_on_its_targets() -> None:
-    """Blocked: log2(32) in-block Muls, ceil(log2 m) for the carries and one to put them in;
-    plain: ceil(log2 n). int32 blocks from the target's length (speed), and on no other
-    target; float32 beyond 64 on every target, on the 2-D view too (tflite), with the
-    accurate totals: 5 Muls more, of the offsets' pairs."""
-    muls = {}
-    for elem, target, n in (
-        (I32, "openvino", 1999),
-        (I32, "openvino", 2000),
-        (I32, "iree", 127),
-        (I32, "iree", 128),
-        (I32, "tflite", 4096),
-        (I32, "onnxruntime", 4096),
-        (F32, "onnxruntime", 64),
-        (F32, "onnxruntime", 65),
-        (F32, "openvino", 1999),
-        (F32, "tflite", 64),
-        (F32, "tflite", 4096),
-    ):
-        lowered, _ = lower(cumprod_model(elem, (2, n), 1), "doubling", target=target)
-        muls[(elem, target, n)] = op_types(lowered).count("Mul")
-    assert muls == {
-        (I32, "openvino", 1999): 11,
-        (I32, "openvino", 2000): 5 + 6 + 1,  # m = 63
-        (I32, "iree", 127): 7,
-        (I32, "iree", 128): 5 + 2 + 1,  # m = 4
-        (I32, "tflite", 4096): 12,
-        (I32, "onnxruntime", 4096): 12,
-        (F32, "onnxruntime", 64): 6,
-        (F32, "onnxruntime", 65): 5 + 2 + 1 + 5,  # m = 3
-        (F32, "openvino", 1999): 5 + 6 + 1 + 5,  # m = 63
-        (F32, "tflite", 64): 6,
-        (F32, "tflite", 4096): 5 + 7 + 1 + 5,  # m = 128, on the 2-D view
-    }
-
-
-def test_chain_refuses_more_than_its_maximum() -> None:
-    model = cumprod_model(F32, (2, 1025), 1)
-    with pytest.raises(
-        rewriter.StrategyError, match="unrolls at most 1024 steps, the axis has 1025"
-    ):
-        lower(model, "chain")
-
-
 def test_radix_and_blocked_build_their_levels() -> None:
     """The cells above reach the levels they are meant to: count the in-block scans."""
     counts = {}
@@ -349,7 +216,7 @@ def test_length_known_at_run_time(case: tuple) -> None:
         run_checked(run, elem, strategy, shape, axis, ex=ex, rev=rev, key=case[:3])
     if too_long is not None:
         shape = tuple(too_long if d == "N" else (2 if isinstance(d, str) else d) for d in dims)
-        x = feed(elem, random_data(elem, shape, _rng("long", case[:3])))
+        x = feed(elem, random_data(elem, shape, rng_for("long", case[:3])))
         with pytest.raises(Exception, match=r"(?i)reshape|shape|size|dimension"):
             run({"x": x})
 
@@ -363,7 +230,7 @@ def test_dynamic_is_the_sequential_scan_up_to_512() -> None:
     lowered, used = lower(model, "dynamic")
     assert used == ["dynamic"]
     run, native = session(lowered), session(model)
-    rng = _rng("dynamic threshold")
+    rng = rng_for("dynamic threshold")
     for n in (511, 512):
         x = rng.uniform(0.9, 1.1, (3, n)).astype(np.float32)
         np.testing.assert_array_equal(run({"x": x})[0], native({"x": x})[0], err_msg=f"n={n}")
@@ -503,7 +370,7 @@ def test_unknown_rank(strategy: str, elem: int, bound: int | None, opset: int) -
         assert used == [strategy]
         run = session(lowered)
         for shape in ((7,), (3, 5), (2, 3, 4), (2, 0, 3))[: 4 if opset >= 14 else 3]:
-            x = random_data(elem, shape, _rng(strategy, shape, axis))
+            x = random_data(elem, shape, rng_for(strategy, shape, axis))
             feeds = {"x": feed(elem, x).reshape(-1), "shape": np.array(shape, np.int64)}
             (y,) = run(feeds)
             y = y.reshape(shape)

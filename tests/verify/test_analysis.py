@@ -8,8 +8,6 @@ other output and each CumProd alone is checked as before."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ from onnx import TensorProto, helper
 
 from rewriter.convert import convert_file
 from rewriter.verify import random_outputs
+from tests.helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOAT = TensorProto.FLOAT
@@ -69,20 +68,13 @@ DRAWS = {
 
 
 def test_verify_skips_an_output_from_a_random_draw_naming_the_node(tmp_path: Path) -> None:
-    """Through the command line (one run: the fast tier keeps one per path), a seeded draw at
+    """Through the command line (in process), a seeded draw at
     --target-opset 21, so that the rewrite runs in onnxruntime and the original in
     onnx.reference, which draw other numbers from one seed."""
     source = tmp_path / "m.onnx"
     onnx.save(_model(DRAWS["RandomNormal, seed 3"]), source)
     out = tmp_path / "out.onnx"
-    result = subprocess.run(
-        [sys.executable, "-m", "rewriter", source, "-o", out, "--verify", "--target-opset", "21"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=ROOT,
-    )
+    result = run_cli(source, "-o", out, "--verify", "--target-opset", "21", cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert out.is_file()
     assert (

@@ -349,48 +349,45 @@ def test_feeds_fall_back_when_the_original_needs_them(tmp_path: Path) -> None:
 # -- the command -------------------------------------------------------------------------------
 
 
-CORRUPT_SAVE = """
-import sys
-from onnx import helper, TensorProto
-import onnx_ir as ir
-import rewriter.io as io
-real = io.save_model
-def capped(model, target, **kwargs):  # the rewrite, every float output clipped to +-1000
-    proto = ir.serde.serialize_model(model)
-    proto.graph.initializer.append(helper.make_tensor("cap", TensorProto.FLOAT, [], [1000.0]))
-    proto.graph.initializer.append(helper.make_tensor("low", TensorProto.FLOAT, [], [-1000.0]))
-    for out in proto.graph.output:
-        if out.type.tensor_type.elem_type == TensorProto.FLOAT:
-            for node in proto.graph.node:
-                node.output[:] = [n + "_inner" if n == out.name else n for n in node.output]
-            proto.graph.node.append(
-                helper.make_node("Clip", [out.name + "_inner", "low", "cap"], [out.name])
-            )
-    return real(ir.serde.deserialize_model(proto), target, **kwargs)
-io.save_model = capped
-from rewriter.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
+def _capped(real: Callable[..., object]) -> Callable[..., object]:
+    """``rewriter.io.save_model`` that saves the rewrite with every float output clipped to
+    +-1000: a wrong rewrite for --verify to find."""
+
+    def capped(model: ir.Model, target: object, **kwargs: object) -> object:
+        proto = ir.serde.serialize_model(model)
+        proto.graph.initializer.append(helper.make_tensor("cap", TensorProto.FLOAT, [], [1000.0]))
+        proto.graph.initializer.append(helper.make_tensor("low", TensorProto.FLOAT, [], [-1000.0]))
+        for out in proto.graph.output:
+            if out.type.tensor_type.elem_type == TensorProto.FLOAT:
+                for node in proto.graph.node:
+                    node.output[:] = [n + "_inner" if n == out.name else n for n in node.output]
+                proto.graph.node.append(
+                    helper.make_node("Clip", [out.name + "_inner", "low", "cap"], [out.name])
+                )
+        return real(ir.serde.deserialize_model(proto), target, **kwargs)
+
+    return capped
 
 
-def test_cli_verify_mismatch_exit_1_one_line_each_nothing_written(tmp_path: Path) -> None:
+def test_cli_verify_mismatch_exit_1_one_line_each_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import rewriter.io
+    from rewriter.cli import main
+
+    monkeypatch.setattr(rewriter.io, "save_model", _capped(rewriter.io.save_model))
     source = shutil.copy(EXAMPLE, tmp_path / "model.onnx")
-    result = subprocess.run(
-        [sys.executable, "-c", CORRUPT_SAVE, source, "-o", tmp_path / "out.onnx", "--verify"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 1, result.stdout + result.stderr
-    bad = [line for line in result.stdout.splitlines() if "[MISMATCH]" in line]
+    status = main([str(source), "-o", str(tmp_path / "out.onnx"), "--verify"])
+    out, err = capsys.readouterr()
+    assert status == 1, out + err
+    bad = [line for line in out.splitlines() if "[MISMATCH]" in line]
     # the three float outputs are capped; strides (int64) and the CumProd alone are right
     assert sorted(line.split()[1] for line in bad) == [
         "alphas_cumprod",
         "transmittance",
         "weights",
-    ], result.stdout
-    assert "--verify found a mismatch; nothing written" in result.stderr
+    ], out
+    assert "--verify found a mismatch; nothing written" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
 
 
