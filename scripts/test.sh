@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): installs everything, then runs the static
 # checks and the whole test suite.
-#   .venv          the project with its test extra, and torch for tests/test_pytorch.py
+#   .venv          the project with its test extra, and torch for tests/pytorch/test_dynamo.py
 #   .venv-ort120   onnxruntime 1.20.1 + onnx 1.17.0, a runtime without CumProd (max opset 21)
 #                  that tests/test_legacy_runtime.py runs the rewritten models on
 set -euo pipefail
@@ -14,7 +14,7 @@ pip_install() { "$1" -m pip install -q --disable-pip-version-check "${@:2}"; }
 step "install .venv"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 pip_install .venv/bin/python -e ".[test]"
-pip_install .venv/bin/python "torch==2.13.0"   # tests/test_pytorch.py (the [torch] extra)
+pip_install .venv/bin/python "torch==2.13.0"   # tests/pytorch/test_dynamo.py (the [torch] extra)
 step "install .venv-ort120"
 [ -x .venv-ort120/bin/python ] || "$python" -m venv .venv-ort120
 pip_install .venv-ort120/bin/python "onnxruntime==1.20.1" "onnx==1.17.0" "numpy>=1.26,<3"

@@ -19,7 +19,7 @@ SLOW_MODULES = frozenset(
         "test_runtimes_iree_tflite.py",  # IREE, TFLite environments
         "test_runtime_tables.py",  # OpenVINO, tract, IREE: auto's tables at long axes
         "test_runtime_accuracy.py",  # tract, IREE, tinygrad, OpenVINO: factors near 1
-        "test_pytorch.py",  # torch
+        "test_dynamo.py",  # torch (tests/pytorch/)
         "test_runtimes_new.py",  # MNN, TVM, ncnn environments
     }
 )

@@ -42,7 +42,7 @@ LEGACY_PYTHON = Path(
 )
 OPSETS = tuple(range(11, 21))
 # The fast tier's opsets: the lowest (the most forms converted down) and the issue's; the
-# others, and every onnxruntime 1.20.1 run, are in the slow tier with tests/test_pytorch.py.
+# others, and every onnxruntime 1.20.1 run, are in the slow tier with tests/pytorch/test_dynamo.py.
 FAST_OPSETS = (11, 17)
 
 
@@ -426,7 +426,7 @@ def legacy_outputs(exports: Exports, tmp_path_factory: pytest.TempPathFactory) -
     return folder
 
 
-@pytest.mark.slow  # where tests/test_pytorch.py's onnxruntime 1.20.1 runs are (slow tier)
+@pytest.mark.slow  # where tests/pytorch/test_dynamo.py's onnxruntime 1.20.1 runs are (slow tier)
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_onnxruntime_1_20_matches_torch_eager(
     exports: Exports, legacy_outputs: Path, name: str
