@@ -35,7 +35,7 @@ from rewriter.lowerings import LOWERINGS
 from rewriter.verify import compare, factor_counts
 from tests.helpers import cumprod_model, op_types, run_ort, wide_reference
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LEGACY_PYTHON = Path(
     os.environ.get("CUMPROD_LEGACY_PYTHON", ROOT / ".venv-ort120" / "bin" / "python")
 )

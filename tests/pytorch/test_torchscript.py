@@ -36,7 +36,7 @@ import pytest
 from tests import bounds
 from tests.helpers import op_types, run_ort, wide_reference
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LEGACY_PYTHON = Path(
     os.environ.get("CUMPROD_LEGACY_PYTHON", ROOT / ".venv-ort120" / "bin" / "python")
 )
