@@ -97,3 +97,24 @@ def test_each_recorded_killer_names_a_mutant_and_a_test_file() -> None:
     for name, test in HARNESS._read_killers().items():
         assert name in names, name
         assert (ROOT / test.split("::")[0]).is_file(), (name, test)
+
+
+def test_every_module_has_its_tests_by_its_path() -> None:
+    """A maintainer finds the tests of any module under rewriter/ from its path alone: its own
+    file (tests/test_NAME.py, tests/PACKAGE/test_NAME.py), its package's test folder, or the
+    files TESTED_BY names for it; never only by searching the tests for its imports."""
+    root = HARNESS.ROOT
+    for path in sorted((root / "rewriter").rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        if path.name == "__init__.py" and module not in HARNESS.TESTED_BY:
+            continue  # a package's own tests are its folder's
+        parts = Path(module).with_suffix("").parts[1:]
+        own = Path("tests", *parts[:-1], f"test_{parts[-1]}.py")
+        folder = root / "tests" / parts[0] if len(parts) > 1 else None
+        by_path = (
+            module in HARNESS.TESTED_BY
+            or (root / own).is_file()
+            or bool(folder and folder.is_dir())
+        )
+        assert by_path, f"{module}: no tests/{own.name}, no folder, not in TESTED_BY"
+        assert all((root / t).exists() for t in HARNESS.module_tests(module, root)), module

@@ -1225,6 +1225,14 @@ TESTED_BY = {
     "rewriter/cli.py": ("tests/test_cli.py", "tests/io/test_file_safety_in_process.py"),
     "rewriter/io/atomic.py": ("tests/io/",),
     "rewriter/verify/model.py": ("tests/verify/",),
+    "rewriter/__main__.py": ("tests/test_cli.py", "tests/test_readme.py"),
+    "rewriter/convert.py": (
+        "tests/test_cli.py",
+        "tests/io/test_file_safety_in_process.py",
+        "tests/io/test_atomic.py",
+    ),
+    "rewriter/errors.py": ("tests/test_bad_input.py", "tests/test_cli.py"),
+    "rewriter/protos.py": ("tests/test_graphs.py",),
     "rewriter/checker.py": (
         "tests/io/test_external_data_places.py",
         "tests/opset/test_apply.py",
