@@ -5,6 +5,7 @@ onnxruntime."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,3 +96,44 @@ def test_fresh_first_runs_one_process_and_kills_it_past_the_timeout(bench, tmp_p
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not a model")
     assert "error" in bench.fresh_first(python, "onnxruntime", broken, x, timeout=600.0)
+
+
+# A process that burns 0.3 s of its own CPU time (however loaded the machine), says so, and
+# waits for its stdin to close.
+_BURN = (
+    "import sys, time\n"
+    "while time.process_time() < 0.3:\n"
+    "    pass\n"
+    "print('burnt', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+# A process that starts _BURN as its own child (sharing its stdout) and waits for its stdin.
+_PARENT_OF_BURN = (
+    "import subprocess, sys\n"
+    f"g = subprocess.Popen([sys.executable, '-c', {_BURN!r}], stdin=subprocess.PIPE)\n"
+    "sys.stdin.read()\n"
+    "g.stdin.close()\n"
+    "g.wait()\n"
+)
+
+
+def test_cpu_clock_counts_descendants_still_running() -> None:
+    """tinygrad compiles in a pool of worker processes alive until exit: the CPU clock of
+    ``--first`` must count them (getrusage's RUSAGE_CHILDREN counts only reaped children)."""
+    child = _load("bench_runtime_child")
+    before = child._cpu_s()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PARENT_OF_BURN],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == "burnt"
+        during = child._cpu_s()
+    finally:
+        proc.stdin.close()
+        proc.wait()
+    # the grandchild's 0.3 s, in clock ticks of 10 ms or less (two roundings at most)
+    assert during - before >= 0.28

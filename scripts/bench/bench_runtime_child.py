@@ -325,15 +325,43 @@ IMPORTS = {
 }
 
 
+def _live_descendants_cpu_s(root: int) -> float:
+    """CPU seconds (user + system, their own finished children included) of the processes
+    still running below ``root``, from ``/proc/PID/stat`` (0 where there is no ``/proc``).
+    tinygrad compiles its kernels in a pool of worker processes that live until exit, so
+    ``RUSAGE_CHILDREN``, which counts only children already waited for, misses that work."""
+    parent_of: dict[int, int] = {}
+    cpu_of: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = entry.read_text()
+        except OSError:  # the process ended meanwhile
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # fields from the 3rd (state) on
+        pid = int(entry.parent.name)
+        parent_of[pid] = int(fields[1])
+        cpu_of[pid] = sum(int(v) for v in fields[11:15]) / ticks  # utime stime cutime cstime
+    total = 0.0
+    for pid, seconds in cpu_of.items():
+        ancestor = parent_of.get(pid)
+        while ancestor is not None and ancestor != root:
+            ancestor = parent_of.get(ancestor)
+        if ancestor == root:
+            total += seconds
+    return total
+
+
 def _cpu_s() -> float:
-    """CPU seconds (user + system) of this process's threads and of its finished children
-    (clang, iree-compile)."""
+    """CPU seconds (user + system) of this process's threads, of its finished children
+    (clang, iree-compile) and of its descendants still running (tinygrad's compile pool)."""
     import resource
 
     own, children = (
         resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
     )
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    finished = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return finished + _live_descendants_cpu_s(os.getpid())
 
 
 def first_run(runtime: str, model_path: Path, x: np.ndarray) -> dict[str, float]:
