@@ -3,6 +3,7 @@ and numpy, never from the code under test)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import ml_dtypes
@@ -10,9 +11,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
+from rewriter.targets import TARGETS
 from tests import bounds
 
 Dim = int | str | None
@@ -486,3 +489,12 @@ def refuses_broadly(target: str) -> bool:
 
     spec = rewriter.TARGETS[target]
     return not spec.shape_arithmetic or spec.element_types is not None or not spec.axis_input
+
+
+def set_pieces(monkeypatch: pytest.MonkeyPatch, tile: int | None, chunk: int | None) -> None:
+    """``cached``'s most tile and chunk bytes (``Target.cache_pieces``; None: as it is) on
+    every target that offers it."""
+    for name, target in list(TARGETS.items()):
+        if target.cache_pieces is not None:
+            sizes = (tile or target.cache_pieces[0], chunk or target.cache_pieces[1])
+            monkeypatch.setitem(TARGETS, name, dataclasses.replace(target, cache_pieces=sizes))

@@ -376,7 +376,7 @@ def _wanted(
         return strategy, _refused(LOWERINGS[strategy], spec, runtime, opset)
     compute = runtime.compute_type(loop.compute_dtype(spec.dtype))
     wanted, refused = auto.pick(
-        spec, runtime.auto, compute, lambda name: _refused(LOWERINGS[name], spec, runtime, opset)
+        spec, runtime, compute, lambda name: _refused(LOWERINGS[name], spec, runtime, opset)
     )
     return wanted, _auto_refusal(refused, spec, runtime, opset) if not wanted else None
 

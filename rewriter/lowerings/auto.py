@@ -24,6 +24,7 @@ import onnx_ir as ir
 
 from rewriter.lowerings import cached, tree
 from rewriter.site import ScanSpec
+from rewriter.targets import Target
 
 __all__ = ["POSITIONS", "TABLES", "Facts", "Row", "facts_of", "pick"]
 
@@ -272,8 +273,8 @@ TABLES: dict[str, tuple[Row, ...]] = {
 }
 
 
-def facts_of(spec: ScanSpec, compute: ir.DataType | None) -> Facts:
-    """The facts the rows match on, for ``spec`` computed in ``compute``."""
+def facts_of(spec: ScanSpec, compute: ir.DataType | None, target: Target) -> Facts:
+    """The facts the rows match on, for ``spec`` computed in ``compute`` on ``target``."""
     o, n, i = spec.outer, spec.length, spec.inner
     if n is None:
         bound = spec.max_length if spec.static_dims else None
@@ -293,7 +294,7 @@ def facts_of(spec: ScanSpec, compute: ir.DataType | None) -> Facts:
     pads = n is not None and n > 1 and tree.pads(n, tree.carry_levels(n, position == LAST))
     piece = None
     if o is not None and n is not None and i is not None:
-        piece = cached.pieces((o, n, i), itemsize)
+        piece = cached.pieces((o, n, i), itemsize, target.cache_pieces)
     return Facts(
         position=position,
         n=n,
@@ -310,19 +311,19 @@ def facts_of(spec: ScanSpec, compute: ir.DataType | None) -> Facts:
 
 def pick(
     spec: ScanSpec,
-    table: str,
+    target: Target,
     compute: ir.DataType | None,
     refusal: Callable[[str], str | None],
 ) -> tuple[str, list[tuple[str, str]]]:
-    """``(lowering, refusals)``: the first matching row of ``table`` whose lowering
+    """``(lowering, refusals)``: the first matching row of the target's table whose lowering
     ``refusal`` accepts, and the ``(lowering, reason)`` of each matching row refused before
     it; lowering "" where every matching row is refused."""
     refused: list[tuple[str, str]] = []
-    facts = facts_of(spec, compute)
-    for row in (row for row in TABLES[table] if row.matches(facts)):
+    facts = facts_of(spec, compute, target)
+    for row in (row for row in TABLES[target.auto] if row.matches(facts)):
         reason = refusal(row.lowering)
         if reason is None:
             return row.lowering, refused
         refused.append((row.lowering, reason))
-    assert refused, f"table {table!r} has no row for {spec}"
+    assert refused, f"table {target.auto!r} has no row for {spec}"
     return "", refused

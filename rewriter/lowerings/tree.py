@@ -55,9 +55,7 @@ from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
 __all__ = [
-    "NARROW_FROM_ELEMENTS",
     "NARROW_RADIX",
-    "NARROW_RUN_BYTES",
     "RADIX",
     "block_sizes",
     "blocks_shape",
@@ -73,10 +71,7 @@ __all__ = [
 
 # carry's r: 8 and 32 measured slower on first / middle axes (bench-2026-11-30-carry, b8eeb4e)
 RADIX = 16
-NARROW_RADIX = 4  # carry's r on narrow runs; when i = 1, 2, 3, 6, 8 and 16 measured slower
-# runs of at most this many bytes are narrow (results/carry-radix-2026-12-03 at b8eeb4e)
-NARROW_RUN_BYTES = 24
-NARROW_FROM_ELEMENTS = 1 << 21  # ... in tensors this large (below, r = 4 gained nothing)
+NARROW_RADIX = 4  # carry's r on narrow runs (Target.narrow_runs)
 _CHAIN_BELOW = 16  # with scan_blocks, a top scan this short is unrolled all the same
 SHORT = 512  # dynamic: up to this length the plain Scan is as fast as anything
 _DYNAMIC_LEVELS = (32, 32)
@@ -119,20 +114,21 @@ def pads(n: int, levels: list[int]) -> bool:
     return False
 
 
-def narrow(dims: tuple[Dim, int, Dim], dtype: ir.DataType | None) -> bool:
+def narrow(dims: tuple[Dim, int, Dim], dtype: ir.DataType | None, target: Target) -> bool:
     """Whether the (o, n, i) view's runs of i elements are narrow: i = 1 (the last axis), or
-    the dims static, i times the compute type's size at most :data:`NARROW_RUN_BYTES` and
-    o * n * i at least :data:`NARROW_FROM_ELEMENTS`."""
+    the dims static, i times the compute type's size at most the target's ``narrow_runs``
+    bytes and o * n * i at least its elements."""
     o, n, i = dims
     if isinstance(i, ir.Value):
         return False
     if i == 1:
         return True
+    most_bytes, least_elements = target.narrow_runs
     return (
         isinstance(o, int)
         and dtype is not None
-        and i * dtype.itemsize <= NARROW_RUN_BYTES
-        and o * n * i >= NARROW_FROM_ELEMENTS
+        and i * dtype.itemsize <= most_bytes
+        and o * n * i >= least_elements
     )
 
 
@@ -414,7 +410,7 @@ def build_carry(
     if any(d == 0 for d in v.dims()):
         return b.op("Identity", x3)  # empty: the result is x itself
     if narrow_runs is None:
-        narrow_runs = narrow((o, n, i), v.dtype)
+        narrow_runs = narrow((o, n, i), v.dtype, v.target)
     y = scan3(
         b,
         x3,
