@@ -142,53 +142,42 @@ def _scan_static(b: Builder, y: ir.Value, length: int, v: View, *, exclusive: bo
 
 
 def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
-    """The blocked form (module docstring) of the scan along axis 1 of ``x3``; n static."""
-    m = -(-n // BLOCK)
-    padded = m * BLOCK
-    if padded != n:
-        x3 = b.op("Pad", x3, b.const([0, 0, 0, 0, padded - n, 0]), v.one)
-    om = times(b, v.outer, m)
-    blocks = b.reshape(x3, shape_of(b, om, BLOCK, v.inner))
-    yb = _scan_static(b, blocks, BLOCK, v, exclusive=False)
-    last = 0 if v.reverse else BLOCK - 1
-    totals = b.slice_axis(yb, 1, last, last + 1)
-    if near_one.wanted(v):
-        totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks)
-    totals = b.reshape(totals, shape_of(b, v.outer, m, v.inner))
-    carries = _scan_static(b, totals, m, v, exclusive=True)
-    if v.exclusive:
-        yb = _shift(b, yb, 1, None, v)
-    y = b.op("Mul", yb, b.reshape(carries, shape_of(b, om, 1, v.inner)))
-    y = b.reshape(y, shape_of(b, v.outer, padded, v.inner))
-    return y if padded == n else b.slice_axis(y, 1, 0, n)
-
-
-def _blocked_flat(b: Builder, x2: ir.Value, v: View, n: int) -> ir.Value:
-    """The blocked form on the 2-D view (o, n * i), i static: the same steps, every tensor of
-    rank 2 (a block is B * i columns, a shift by s positions one by s * i columns, and the
-    carries, (o * m, i), are tiled B times along the columns to meet the block)."""
+    """The blocked form (module docstring) of the scan along axis 1 of ``x3``; n static. On
+    the 2-D view (o, n * i), i static, every tensor has rank 2: a position is i columns (a
+    block B * i, a shift by s one by s * i) and the carries (o * m, i) are tiled B times."""
     i = v.inner
-    assert isinstance(i, int), i
+    w = i if v.flat else 1  # columns per position
+    assert isinstance(w, int), w
     m = -(-n // BLOCK)
     padded = m * BLOCK
     if padded != n:
-        x2 = b.op("Pad", x2, b.const([0, 0, 0, (padded - n) * i]), v.one)
+        pads = [0, 0, 0, (padded - n) * w] if v.flat else [0, 0, 0, 0, padded - n, 0]
+        x3 = b.op("Pad", x3, b.const(pads), v.one)
     om = times(b, v.outer, m)
     in_block = dataclasses.replace(v, outer=om, length=BLOCK)
-    blocks = b.reshape(x2, shape_of(b, om, BLOCK * i))
+    blocks = b.reshape(x3, shape_of(b, om, BLOCK * w) if v.flat else shape_of(b, om, BLOCK, i))
     yb = _scan_static(b, blocks, BLOCK, in_block, exclusive=False)
     last = 0 if v.reverse else BLOCK - 1
-    totals = b.slice_axis(yb, 1, last * i, (last + 1) * i)  # (o * m, i)
+    totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)
     if near_one.wanted(v):
-        totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks, run=i)
+        totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks, run=w)
     across = dataclasses.replace(v, length=m)
-    totals = b.reshape(totals, shape_of(b, v.outer, m * i))
-    carries = b.reshape(_scan_static(b, totals, m, across, exclusive=True), shape_of(b, om, i))
+    totals = b.reshape(
+        totals, shape_of(b, v.outer, m * w) if v.flat else shape_of(b, v.outer, m, i)
+    )
+    carries = _scan_static(b, totals, m, across, exclusive=True)
+    if v.flat:
+        carries = b.reshape(carries, shape_of(b, om, i))
     if v.exclusive:
         yb = _shift(b, yb, 1, None, in_block)
-    y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))
-    y = b.reshape(y, shape_of(b, v.outer, padded * i))
-    return y if padded == n else b.slice_axis(y, 1, 0, n * i)
+    if v.flat:
+        y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))
+    else:
+        y = b.op("Mul", yb, b.reshape(carries, shape_of(b, om, 1, i)))
+    y = b.reshape(
+        y, shape_of(b, v.outer, padded * w) if v.flat else shape_of(b, v.outer, padded, i)
+    )
+    return y if padded == n else b.slice_axis(y, 1, 0, n * w)
 
 
 def _blocks(v: View, n: int) -> bool:
@@ -204,11 +193,8 @@ def _blocks(v: View, n: int) -> bool:
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
     static = v.static_length
-    if static is not None and _blocks(v, static):
-        if not v.flat:
-            return _blocked(b, x3, v, static)
-        if isinstance(v.inner, int):
-            return _blocked_flat(b, x3, v, static)
+    if static is not None and _blocks(v, static) and (not v.flat or isinstance(v.inner, int)):
+        return _blocked(b, x3, v, static)
     bound = static if static is not None else v.spec.max_length
     assert bound is not None
     n = v.tensor(b, v.length)

@@ -229,14 +229,14 @@ MUTANTS = [
     Mutant(
         "doubling._blocked: block totals from the last position in reverse too",
         "rewriter/lowerings/doubling.py",
-        "    totals = b.slice_axis(yb, 1, last, last + 1)\n",
-        "    totals = b.slice_axis(yb, 1, BLOCK - 1, BLOCK)\n",
+        "    totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)\n",
+        "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * w, BLOCK * w)\n",
     ),
     Mutant(
         "doubling._blocked_flat: block totals from the last position in reverse too",
         "rewriter/lowerings/doubling.py",
-        "    totals = b.slice_axis(yb, 1, last * i, (last + 1) * i)  # (o * m, i)\n",
-        "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * i, BLOCK * i)  # (o * m, i)\n",
+        "    totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)\n",
+        "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * w, BLOCK * w)\n",
     ),
     Mutant(
         "doubling._blocked_flat: the carries not tiled over the block (one column each)",
@@ -247,8 +247,8 @@ MUTANTS = [
     Mutant(
         "doubling._blocked: the block carries inclusive",
         "rewriter/lowerings/doubling.py",
-        "    carries = _scan_static(b, totals, m, v, exclusive=True)\n",
-        "    carries = _scan_static(b, totals, m, v, exclusive=False)\n",
+        "    carries = _scan_static(b, totals, m, across, exclusive=True)\n",
+        "    carries = _scan_static(b, totals, m, across, exclusive=False)\n",
     ),
     Mutant(
         "inline: no NameFixPass after the inliner",
