@@ -34,20 +34,17 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.lowerings import loop
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import Dim, View, shape_of, times
 from rewriter.lowerings.wide import wide_view
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["BLOCK", "build", "compute_dtype", "max_ulps", "unsupported"]
+__all__ = ["BLOCK", "build", "unsupported"]
 
 logger = logging.getLogger(__name__)
 
 BLOCK = 64  # B: the tile's side; the blocks' count m is scanned by the same scheme
-compute_dtype = loop.compute_dtype
-max_ulps = loop.max_ulps
 _FLOATS = frozenset(
     {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
 )
