@@ -185,8 +185,18 @@ class Target:
             Reshape back into a graph output, which onnxruntime copies): measured faster on
             onnxruntime; on tract 1.2-2.2x the view's time (float32, large slabs, rank-1
             slices), so false elsewhere (the view).
-        cache_pieces: Whether ``cached`` (``carry`` on cache-sized pieces, one Scan step
-            each) is offered: measured and tested on onnxruntime only.
+        cache_pieces: ``(tile, chunk)``: the most bytes of ``cached``'s tiles of rows and of
+            its chunks of an outermost axis (``carry`` on cache-sized pieces, one Scan step
+            each: 0.52-0.92x carry's time on 4-32 MiB, against-2026-12-06-without-cached.md);
+            None: ``cached`` is not offered (measured and tested on onnxruntime only).
+        cache_halves: ``(tile bytes, least run bytes, most run bytes)``: a 4-byte tile of
+            ``cached`` at least this large (the L2 cache measured) whose runs of i elements
+            take from least to most bytes has carry's first Split in two steps (0.77-1.06x
+            the one Split's time, median 0.90x; 8-byte types 0.84-1.19x, so not there).
+        narrow_runs: ``(bytes, elements)``: ``carry`` takes r = 4 on runs of i elements of at
+            most this many bytes in tensors of at least this many elements (and on the last
+            axis), r = 16 elsewhere (results/carry-radix-2026-12-03; below 2^21 elements
+            r = 4 gained nothing).
         reduce_totals_above: Blocks of more positions than this take their float64 totals
             (``wide.block_totals``) by a ReduceProd of the blocks cast, fewer from their
             slices cast and multiplied: onnxruntime 1.32's ReduceProd over blocks of 4 took
@@ -233,7 +243,9 @@ class Target:
     reduce_prod_wraps: bool = False
     where_keeps_negative_zero: bool = False
     scan_over_x: bool = False
-    cache_pieces: bool = False
+    cache_pieces: tuple[int, int] | None = None
+    cache_halves: tuple[int, int, int] | None = None
+    narrow_runs: tuple[int, int] = (24, 1 << 21)
     reduce_totals_above: int | None = None
 
     def compute_type(self, dtype: ir.DataType | None) -> ir.DataType | None:
@@ -265,6 +277,8 @@ class Target:
 
 
 _NO_CONTROL_FLOW = frozenset({"Loop", "Scan", "If"})
+_CACHE_PIECES = (2 << 20, 4 << 20)  # onnxruntime: 2 MiB tiles, 4 MiB chunks
+_CACHE_HALVES = (2 << 20, 32, 64)
 
 TARGETS: dict[str, Target] = {
     target.name: target
@@ -276,14 +290,16 @@ TARGETS: dict[str, Target] = {
             integer_compute=_UINT_AS_INT64,
             bfloat16_math=False,
             scan_over_x=True,
-            cache_pieces=True,
+            cache_pieces=_CACHE_PIECES,
+            cache_halves=_CACHE_HALVES,
             reduce_totals_above=4,
         ),
         Target(  # onnxruntime's table and forms, integers in their own type
             "spec",
             "every kernel the ONNX spec lists: integers in their own type",
             scan_over_x=True,
-            cache_pieces=True,
+            cache_pieces=_CACHE_PIECES,
+            cache_halves=_CACHE_HALVES,
             reduce_totals_above=4,
         ),
         Target(

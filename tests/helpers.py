@@ -4,6 +4,7 @@ and numpy, never from the code under test)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import logging
 import os
@@ -16,9 +17,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
+from rewriter.targets import TARGETS
 from tests import bounds
 
 Dim = int | str | None
@@ -731,3 +734,12 @@ def check_lowering(
     assert problem is None, f"{TYPE_NAMES[elem_type]} {shape} ex{exclusive} rev{reverse}: {problem}"
     if native_bits:
         np.testing.assert_array_equal(y, native(model, feeds)[0])
+
+
+def set_pieces(monkeypatch: pytest.MonkeyPatch, tile: int | None, chunk: int | None) -> None:
+    """``cached``'s most tile and chunk bytes (``Target.cache_pieces``; None: as it is) on
+    every target that offers it."""
+    for name, target in list(TARGETS.items()):
+        if target.cache_pieces is not None:
+            sizes = (tile or target.cache_pieces[0], chunk or target.cache_pieces[1])
+            monkeypatch.setitem(TARGETS, name, dataclasses.replace(target, cache_pieces=sizes))

@@ -249,7 +249,8 @@ def _refused_at(lowering: Lowering, spec: ScanSpec, target: Target, opset: int) 
         )
     if target.element_types is not None and spec.dtype not in target.element_types:
         types = ", ".join(sorted(t.name.lower() for t in target.element_types))
-        return f"{target.name} computes only {types}, not {_type_name(spec.dtype)}"
+        got = "an element type not known statically" if spec.dtype is None else spec.dtype.name
+        return f"{target.name} computes only {types}, not {got.lower()}"
     if not target.axis_input and spec.axis is None:
         return (
             f"{target.name} cannot take a run-time axis (the select over the axes needs "
@@ -276,10 +277,6 @@ def _refused_at(lowering: Lowering, spec: ScanSpec, target: Target, opset: int) 
             "(opset 15)"
         )
     return None
-
-
-def _type_name(dtype: ir.DataType | None) -> str:
-    return "an element type not known statically" if dtype is None else dtype.name.lower()
 
 
 def _plain_view(spec: ScanSpec, lowering: str) -> bool:
@@ -376,7 +373,7 @@ def _wanted(
         return strategy, _refused(LOWERINGS[strategy], spec, runtime, opset)
     compute = runtime.compute_type(loop.compute_dtype(spec.dtype))
     wanted, refused = auto.pick(
-        spec, runtime.auto, compute, lambda name: _refused(LOWERINGS[name], spec, runtime, opset)
+        spec, runtime, compute, lambda name: _refused(LOWERINGS[name], spec, runtime, opset)
     )
     return wanted, _auto_refusal(refused, spec, runtime, opset) if not wanted else None
 
@@ -414,11 +411,10 @@ def _axis_select(
     b: Builder, axis: ir.Value, spec: ScanSpec, emit: Callable[[Builder, ScanSpec], ir.Value]
 ) -> ir.Value:
     """``Gather(Concat(y_0, ..., y_{r-1}), a)``: each ``y_k`` the lowering at the static axis
-    k (given a new leading axis), one picked at run time, for runtimes that cannot take a
-    shape computed from a run-time value (tract, IREE, TFLite) or have no If (portable).
-    Gather copies the chosen slab bit for bit (Where would not: onnxruntime's turns -0.0 into
-    +0.0). The axis is normalised by ``Gather(range(r), axis)``, which fails outside
-    [-r, r - 1] like the native op. No control flow; it computes r lowerings."""
+    k (given a new leading axis), one picked at run time, where ``Target.runtime_view`` is
+    false. Gather copies the chosen slab bit for bit (Where turns -0.0 into +0.0); the axis
+    is normalised by ``Gather(range(r), axis)``, which fails outside [-r, r - 1] like the
+    native op. No control flow; it computes r lowerings."""
     rank = spec.rank
     assert rank is not None
     table = b.const(list(range(rank)))
@@ -434,10 +430,9 @@ def _axis_select(
 
 
 def _rank_checked(b: Builder, axis: ir.Value) -> ir.Value:
-    """``axis`` as int64, failing at run time unless it has rank 0 or 1 (as the native op,
-    which takes a 0-D or a one-element 1-D axis; the view's Reshape of the axis to one
-    element would take [[1]] too): ``axis + Gather([0, 0], rank(axis))``, a Gather out of
-    bounds for rank >= 2. For an axis whose shape is not declared or inferred."""
+    """``axis`` as int64, failing at run time unless it has rank 0 or 1 like the native op:
+    ``axis + Gather([0, 0], rank(axis))``, out of bounds for rank >= 2. For an axis whose
+    shape is not declared or inferred."""
     rank = b.op("Size", b.op("Shape", axis))
     return b.op(
         "Add", b.cast(axis, ir.DataType.INT64), b.op("Gather", b.const([0, 0]), rank, axis=0)

@@ -1,18 +1,15 @@
 """``auto``: one table per target, rows of (where, how long, how large) -> lowering.
 
-A row matches on the (o, n, i) view's axis position, the compute type (or its item size), a
-range of n, the slab (elements per position: i on a first axis, o * i elsewhere), the
-tensor's bytes, the direction, whether ``carry``'s levels pad n, the row count o and the
-size of ``cached``'s pieces. The first row that matches *and* whose lowering the target
-accepts (:func:`rewriter.lowerings.refusal`) wins: row order is preference order, and a
-refused lowering falls through to the next matching row; every table ends in rows that
-match everything. Each row carries its one-line reason and the results file behind it (in
-``scripts/results/``); ``tests/lowerings/test_auto.py`` iterates the same rows.
-
-Positions: ``first`` (o = 1), ``last`` (i = 1), ``middle`` (i known), ``unknown`` (i not
-static), ``run-time axis`` (n: the longest dim, to which x is padded) and ``run-time length``
-(n = None). Every lowering named is exact for integers and within the sequential kernel's
-k - 1 ulps for floats: the tables decide speed (and compile time), never correctness.
+A row matches on the (o, n, i) view's axis position (``first``: o = 1, ``last``: i = 1,
+``middle``, ``unknown``: i not static, ``run-time axis``: n the longest dim, to which x is
+padded, ``run-time length``: n = None), the compute type or its item size, a range of n, the
+slab (elements per position), the tensor's bytes, the direction, whether ``carry``'s levels
+pad n, the row count o and the size of ``cached``'s pieces. The first row that matches and
+whose lowering the target accepts (:func:`rewriter.lowerings.refusal`) wins; every table
+ends in rows that match everything. Each row has its one-line reason and its results file
+(``scripts/results/``); tests/lowerings/test_auto.py iterates the same rows. Every lowering
+named is exact for integers and within the sequential kernel's k - 1 ulps for floats: the
+tables decide speed and compile time, never correctness.
 """
 
 from __future__ import annotations
@@ -24,6 +21,7 @@ import onnx_ir as ir
 
 from rewriter.lowerings import cached, tree
 from rewriter.site import ScanSpec
+from rewriter.targets import Target
 
 __all__ = ["POSITIONS", "TABLES", "Facts", "Row", "facts_of", "pick"]
 
@@ -37,7 +35,7 @@ _F, _L, _M = frozenset({FIRST}), frozenset({LAST}), frozenset({MIDDLE})
 _FM, _MU, _FLM = _F | _M, _M | {UNKNOWN}, _F | _L | _M
 _RTL = frozenset({RUN_TIME_LENGTH})
 _RT = _RTL | {RUN_TIME_AXIS}
-_F32 = ir.DataType.FLOAT
+_F32, _I32 = ir.DataType.FLOAT, ir.DataType.INT32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +45,7 @@ class Facts:
     position: str
     n: int | None  # the static length, the padded one for a run-time axis, or None
     compute: ir.DataType | None  # the type the exact lowerings compute in
-    slab: int  # elements per position (0 where not static)
+    slab: int  # elements per position: i on a first axis, o * i elsewhere (0: not static)
     nbytes: int  # the tensor's size in the compute type (0 where not static)
     reverse: bool
     rows: int  # o (1 where not static)
@@ -83,10 +81,7 @@ class Row:
 
     def matches(self, f: Facts) -> bool:
         lo, hi = self.n
-        if f.n is None:
-            in_range = lo == 0 and hi is None
-        else:
-            in_range = lo <= f.n and (hi is None or f.n <= hi)
+        in_range = (lo, hi) == (0, None) if f.n is None else lo <= f.n and (hi is None or f.n <= hi)
         direction = "reverse" if f.reverse else "forward"
         return (
             f.position in self.at
@@ -105,14 +100,12 @@ class Row:
 
 
 # fmt: off
-# -- onnxruntime (and the ``spec`` target): scripts/bench.py, one intra-op thread -----------
+# -- onnxruntime (and ``spec``): scripts/bench.py, one intra-op thread ------------------------
 _ORT = "bench-2026-12-05-round29.md"
 _FIRST_HELD = "bench-2026-12-01-first-heldout.md"
 _CACHED = "against-2026-12-06-without-cached.md"  # auto with cached against without
 _4MIB, _16MIB = 4 * _MIB - 1, 16 * _MIB - 1  # "over" these: 4 MiB or more, 16 MiB or more
 _COMPILE = "compile-2026-12-06-summary.md"  # load / compile + first run against CumSum
-_COMPILE_TG = "compile-tinygrad-masked-2026-12-06.md"  # masked against carry and CumSum
-_COMPILE_OV = "compile-openvino-float32-2026-12-06.md"  # float32 forms against CumSum
 ONNXRUNTIME = (
     Row("dynamic", "an If on n at run time: scan to 512, a padded blocked scan beyond", _ORT,
         at=_RT),
@@ -155,7 +148,6 @@ ONNXRUNTIME = (
         piece_up_to=16 * _MIB),
     Row("carry", "log levels of unrolled blocks", _ORT, at=_MU),
 )
-
 # -- every target without a table of its own (portable), and the others' last rows ---------
 STATIC_RULES = (
     Row("chain", "short: n - 1 Muls, no loop", at=STATIC | {RUN_TIME_AXIS}, n=(0, 16)),
@@ -163,40 +155,35 @@ STATIC_RULES = (
     Row("scan", "one graph for every length, where the target has Scan", at=_RTL),
     Row("doubling", "no control flow, over a length bounded by max_length", at=_RTL),
 )
-
 # -- the runtimes' own: scripts/bench_runtime.py --runtime NAME, against its own CumSum -------
 _OV = "bench-runtime-openvino-2026-12-05-round29.md"
 # float32 first / middle axes keep the trees: loop compiles within 2x of CumSum where they take
-# 1.9-5.6x, but runs 2.8-80x CumSum against their 0.06-0.9x (_COMPILE_OV): a second of
-# compile is not worth that on every run.
+# 1.9-5.6x, but runs 2.8-80x CumSum against their 0.06-0.9x (compile-openvino-float32-2026-12-06)
 OPENVINO = (
     Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis", _OV, at=_L,
         n=(2, None)),
     Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x", _COMPILE,
-        at=_FM, n=(256, None), dtype=ir.DataType.INT32),
+        at=_FM, n=(256, None), dtype=_I32),
     Row("chain", "0.31-0.92x radix's time; its compile time grows with its nodes",
         "bench-runtime-openvino-2026-12-01-chain.md", at=_FM, n=(2, 512)),
     *STATIC_RULES,
 )
-
 _TG = "bench-runtime-tinygrad-2026-12-05-round29.md"
 TINYGRAD = (
-    Row("masked", "carry's fused unrolled tree compiled > 4.3x CumSum's time, masked "
-        "0.95-1.21x (runs 0.26-0.45x CumSum)", _COMPILE_TG, at=_F | _L, n=(1024, 8192),
-        itemsize=4, under_bytes=_MIB),
+    Row("masked", "carry's fused unrolled tree compiled > 4.3x CumSum's time, masked 0.95-1.21x "
+        "(runs 0.26-0.45x CumSum)", "compile-tinygrad-masked-2026-12-06.md", at=_F | _L,
+        n=(1024, 8192), itemsize=4, under_bytes=_MIB),
     Row("carry", "0.36-1.10x radix's time (median 0.96x)", _TG, at=_FLM, n=(17, None)),
     Row("carry", "padded to max_length: doubling compiled 5-10x longer",
         "tinygrad-run-time-length-2026-12-01.md", at=_RTL),
     *STATIC_RULES,
 )
-
 _TRACT = "bench-runtime-tract-2026-12-05-round29.md"
+_FEW_ROWS = "few rows: Scan's n steps cost more than unrolled levels"
 TRACT = (
     Row("chain", "short last axes", _TRACT, at=_L, n=(2, 64)),
-    Row("radix", "few rows: Scan's n steps cost more than unrolled levels", _TRACT, at=_L,
-        n=(8193, None), dtype=_F32),
-    Row("carry", "few rows: Scan's n steps cost more than unrolled levels", _TRACT, at=_L,
-        n=(8193, None)),
+    Row("radix", _FEW_ROWS, _TRACT, at=_L, n=(8193, None), dtype=_F32),
+    Row("carry", _FEW_ROWS, _TRACT, at=_L, n=(8193, None)),
     Row("carry", "8-byte: carry where its levels pad nothing", _TRACT, at=_L, n=(2, None),
         itemsize=8, pads=False),
     Row("carry", "tract's Scan is slow at powers of two from 1024; carry pads nothing there",
@@ -214,7 +201,6 @@ TRACT = (
     Row("radix", "beyond 1024", _TRACT, at=_FM, n=(2, None)),
     *STATIC_RULES,
 )
-
 _IREE = "bench-runtime-iree-2026-12-05-round29.md"
 IREE = (
     Row("doubling", "1.3-6.8x its CumSum against chain / radix's 2.2-7.9x", _IREE, at=_L,
@@ -235,16 +221,13 @@ IREE = (
     Row("carry", "0.62-1.12x radix's time at n = 512-4096", _IREE, at=_FM, n=(2, None)),
     *STATIC_RULES,
 )
-
 # -- MNN 3.6: bench_runtime.py --runtime mnn --compile 1, float32, N = 65536, a loaded machine
-_MNN = "bench-runtime-mnn-2026-12-06-auto.md"
 MNN = (
     Row("doubling", "radix ran 2.7-118x MNN's CumSum, doubling 0.23-11.5x, at 1.4-3.6x "
-        "CumSum's convert + first run (0.2-0.4 s; radix 0.8-2.5x)", _MNN, at=STATIC,
-        n=(17, None)),
+        "CumSum's convert + first run (0.2-0.4 s; radix 0.8-2.5x)",
+        "bench-runtime-mnn-2026-12-06-auto.md", at=STATIC, n=(17, None)),
     *STATIC_RULES,
 )
-
 # -- ncnn via pnnx: which lowerings load and run right, float32 (4 direction pairs a shape)
 NCNN = (
     Row("chain", "the one lowering ncnn loads and runs right at every static length tried "
@@ -252,77 +235,55 @@ NCNN = (
         "ncnn-lowerings-2026-12-06.md", at=STATIC, n=(0, 1024)),
     *STATIC_RULES,
 )
-
 TFLITE = (
     Row("chain", "short static axes", at=STATIC | {RUN_TIME_AXIS}, n=(0, 16), static_dims=True),
     Row("doubling", "onnx2tf converts it on any view; radix's padded blocks came out wrong"),
 )
-# fmt: on
-
 TABLES: dict[str, tuple[Row, ...]] = {
-    "onnxruntime": ONNXRUNTIME,
-    "static": STATIC_RULES,
-    "openvino": OPENVINO,
-    "tinygrad": TINYGRAD,
-    "tract": TRACT,
-    "iree": IREE,
-    "tflite": TFLITE,
-    "mnn": MNN,
+    "onnxruntime": ONNXRUNTIME, "static": STATIC_RULES, "openvino": OPENVINO,
+    "tinygrad": TINYGRAD, "tract": TRACT, "iree": IREE, "tflite": TFLITE, "mnn": MNN,
     "ncnn": NCNN,
 }
+# fmt: on
 
 
-def facts_of(spec: ScanSpec, compute: ir.DataType | None) -> Facts:
-    """The facts the rows match on, for ``spec`` computed in ``compute``."""
+def facts_of(spec: ScanSpec, compute: ir.DataType | None, target: Target) -> Facts:
+    """The facts the rows match on, for ``spec`` computed in ``compute`` on ``target``."""
     o, n, i = spec.outer, spec.length, spec.inner
     if n is None:
-        bound = spec.max_length if spec.static_dims else None
-        position = RUN_TIME_AXIS if bound is not None else RUN_TIME_LENGTH
-        n = bound
-    elif i == 1:
-        position = LAST
-    elif o == 1:
-        position = FIRST
-    elif i is None:
-        position = UNKNOWN
+        n = spec.max_length if spec.static_dims else None
+        position = RUN_TIME_AXIS if n is not None else RUN_TIME_LENGTH
     else:
-        position = MIDDLE
+        position = LAST if i == 1 else FIRST if o == 1 else UNKNOWN if i is None else MIDDLE
     itemsize = int(compute.itemsize) if compute is not None else 4
-    slab = (i or 0) if position == FIRST else (o or 0) * (i or 0)
-    size = o * n * i if o is not None and n is not None and i is not None else 0
-    pads = n is not None and n > 1 and tree.pads(n, tree.carry_levels(n, position == LAST))
-    piece = None
-    if o is not None and n is not None and i is not None:
-        piece = cached.pieces((o, n, i), itemsize)
+    static = o is not None and n is not None and i is not None
+    piece = cached.pieces((o, n, i), itemsize, target.cache_pieces) if static else None  # type: ignore[arg-type]
     return Facts(
         position=position,
         n=n,
         compute=compute,
-        slab=slab,
-        nbytes=size * itemsize,
+        slab=(i or 0) if position == FIRST else (o or 0) * (i or 0),
+        nbytes=o * n * i * itemsize if static else 0,  # type: ignore[operator]
         reverse=spec.reverse,
         rows=o if o is not None else 1,
         static_dims=spec.static_dims,
-        carry_pads=pads,
+        carry_pads=n is not None and n > 1 and tree.pads(n, tree.carry_levels(n, position == LAST)),
         piece_bytes=0 if piece is None else itemsize * piece[0][0] * piece[0][1] * piece[0][2],
     )
 
 
 def pick(
-    spec: ScanSpec,
-    table: str,
-    compute: ir.DataType | None,
-    refusal: Callable[[str], str | None],
+    spec: ScanSpec, target: Target, compute: ir.DataType | None, refusal: Callable[..., str | None]
 ) -> tuple[str, list[tuple[str, str]]]:
-    """``(lowering, refusals)``: the first matching row of ``table`` whose lowering
+    """``(lowering, refusals)``: the first matching row of the target's table whose lowering
     ``refusal`` accepts, and the ``(lowering, reason)`` of each matching row refused before
     it; lowering "" where every matching row is refused."""
     refused: list[tuple[str, str]] = []
-    facts = facts_of(spec, compute)
-    for row in (row for row in TABLES[table] if row.matches(facts)):
+    facts = facts_of(spec, compute, target)
+    for row in (row for row in TABLES[target.auto] if row.matches(facts)):
         reason = refusal(row.lowering)
         if reason is None:
             return row.lowering, refused
         refused.append((row.lowering, reason))
-    assert refused, f"table {table!r} has no row for {spec}"
+    assert refused, f"table {target.auto!r} has no row for {spec}"
     return "", refused

@@ -1,6 +1,7 @@
 """``cached``: ``carry`` run on cache-sized pieces of x, one Scan step per piece.
 
-Formula, on the (o, n, i) view of x, all three static::
+Formula, on the (o, n, i) view of x, all three static, for the target's piece sizes
+(``Target.cache_pieces``: at most ``tile`` bytes a tile, ``chunk`` bytes a chunk)::
 
     o >= 2, T = tile_rows (a divisor of o, at most o / 2):   tiles of independent rows
         Scan over the (o / T, T, n, i) view (no state): y_tile = carry(tile)
@@ -9,17 +10,14 @@ Formula, on the (o, n, i) view of x, all three static::
         chunks scanned so far (ones at first; in reverse the Scan runs from the end):
         y_chunk = carry(chunk) seeded with P;  P' = y_chunk at the chunk's last position
         in scan order (exclusive: times the chunk's own factor there)
-    else (a dim not static, tiles under an eighth of :data:`TILE_BYTES`, chunks under a
-    quarter of :data:`CHUNK_BYTES`): ``carry``
+    else (a dim not static, tiles under an eighth of ``tile``, chunks under a quarter of
+    ``chunk``): ``carry``
 
-Rows of the view are independent scans, so tiles change no product; along an outermost
-axis each chunk's products are seeded with the product of the chunks before it, as
-``carry`` seeds its blocks: the same products, bounds and special values as ``carry``.
+Accuracy: rows are independent scans and each chunk is seeded with the product before it,
+as ``carry`` seeds its blocks: the same products, bounds and special values as ``carry``.
 
-Cost: ``carry``'s passes, each over a piece that stays in cache (about 2 MiB tiles, 4 MiB
-chunks) instead of over the whole tensor, plus one Scan step per piece. On onnxruntime it
-took 0.52-0.92x carry's time on tensors of 4-32 MiB (``auto``'s rows say where). Needs
-Scan, and ``Target.cache_pieces`` (onnxruntime: the other runtimes were not measured).
+Cost: ``carry``'s passes, each over a piece that stays in cache, plus one Scan step per
+piece. Needs Scan and ``Target.cache_pieces``.
 """
 
 from __future__ import annotations
@@ -34,27 +32,11 @@ from rewriter.lowerings.view import Dim, View, one_for
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = [
-    "CHUNK_BYTES",
-    "HALVES_FROM_BYTES",
-    "HALVES_RUN_BYTES",
-    "TILE_BYTES",
-    "build",
-    "chunk_length",
-    "halves",
-    "pieces",
-    "tile_rows",
-    "unsupported",
-]
-
-TILE_BYTES = 2 << 20  # bytes per tile at most
-CHUNK_BYTES = 4 << 20  # bytes per chunk of an outermost axis at most
-HALVES_FROM_BYTES = 2 << 20  # tiles this large with runs of HALVES_RUN_BYTES: Split in halves
-HALVES_RUN_BYTES = (32, 64)  # (least, most) bytes of a run of i elements
+__all__ = ["build", "chunk_length", "halves", "pieces", "tile_rows", "unsupported"]
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
-    if not target.cache_pieces:
+    if target.cache_pieces is None:
         return (
             f"strategy 'cached' was measured and tested on onnxruntime only, not on "
             f"{target.name} (use 'carry')"
@@ -73,61 +55,62 @@ def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
     return None if k == 0 or k * unit < least else k
 
 
-def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
+def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int) -> int | None:
     """T, the rows per tile: the largest divisor of o up to o / 2 whose tile of T * n * i
-    elements takes at most :data:`TILE_BYTES` (a single row may take more); None where the
-    view does not tile: a dim not static, o < 2, or tiles under an eighth of TILE_BYTES."""
+    elements takes at most ``limit`` bytes (a single row may take more); None where the
+    view does not tile: a dim not static, o < 2, or tiles under an eighth of ``limit``."""
     o, n, i = dims
     if not (isinstance(o, int) and isinstance(n, int) and isinstance(i, int)):
         return None
-    return _divisor_piece(o, n * i * itemsize, TILE_BYTES, TILE_BYTES // 8)
+    return _divisor_piece(o, n * i * itemsize, limit, limit // 8)
 
 
-def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int) -> int | None:
+def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int) -> int | None:
     """C, the positions per chunk of an outermost axis (o = 1): the largest divisor of n up to
-    n / 2 whose chunk of C * i elements takes at most :data:`CHUNK_BYTES`; None where the
-    view does not chunk: o is not 1, a dim not static, or chunks under a quarter of
-    CHUNK_BYTES."""
+    n / 2 whose chunk of C * i elements takes at most ``limit`` bytes; None where the view
+    does not chunk: o is not 1, a dim not static, or chunks under a quarter of ``limit``."""
     o, n, i = dims
     if o != 1 or not (isinstance(n, int) and isinstance(i, int)):
         return None
-    return _divisor_piece(n, i * itemsize, CHUNK_BYTES, CHUNK_BYTES // 4)
+    return _divisor_piece(n, i * itemsize, limit, limit // 4)
 
 
-def pieces(dims: tuple[Dim, Dim, Dim], itemsize: int) -> tuple[tuple[int, int, int], int] | None:
+def pieces(
+    dims: tuple[Dim, Dim, Dim], itemsize: int, sizes: tuple[int, int] | None
+) -> tuple[tuple[int, int, int], int] | None:
     """``carry``'s view of one piece and how many there are: a tile (T, n, i) of
-    :func:`tile_rows`, or a chunk (1, C, i) of :func:`chunk_length`; None where :func:`build`
+    :func:`tile_rows`, or a chunk (1, C, i) of :func:`chunk_length`, for the target's
+    ``(tile, chunk)`` byte ``sizes`` (``Target.cache_pieces``); None where :func:`build`
     runs ``carry`` on the whole view."""
+    if sizes is None:
+        return None
     o, n, i = dims
-    rows = tile_rows(dims, itemsize)
+    rows = tile_rows(dims, itemsize, sizes[0])
     if rows is not None:
         assert isinstance(o, int) and isinstance(n, int) and isinstance(i, int)
         return (rows, n, i), o // rows
-    length = chunk_length(dims, itemsize)
+    length = chunk_length(dims, itemsize, sizes[1])
     if length is not None:
         assert isinstance(n, int) and isinstance(i, int)
         return (1, length, i), n // length
     return None
 
 
-def halves(tile: tuple[int, int, int], itemsize: int) -> bool:
-    """Whether carry's first level cuts the (T, n, i) ``tile`` into its slices in two
-    steps (``carry``'s ``halves``): 4-byte compute types, tiles of
-    :data:`HALVES_FROM_BYTES` or more (the L2 cache of the machine measured) whose
-    runs of i elements take :data:`HALVES_RUN_BYTES` (4-byte cells took 0.77-1.06x the one
-    Split's time, median 0.90x; 8-byte ones 0.84-1.19x, so not there)."""
+def halves(tile: tuple[int, int, int], itemsize: int, rule: tuple[int, int, int] | None) -> bool:
+    """Whether carry's first level cuts the (T, n, i) ``tile`` into its slices in two steps
+    (``carry``'s ``halves``): 4-byte compute types, by the target's ``rule``
+    (``Target.cache_halves``: least tile bytes, least and most bytes of a run of i)."""
+    if rule is None:
+        return False
     rows, n, i = tile
-    least, most = HALVES_RUN_BYTES
-    return (
-        itemsize == 4
-        and rows * n * i * itemsize >= HALVES_FROM_BYTES
-        and least <= i * itemsize <= most
-    )
+    least_tile, least, most = rule
+    return itemsize == 4 and rows * n * i * itemsize >= least_tile and least <= i * itemsize <= most
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
-    piece = pieces(v.dims(), int(v.dtype.itemsize)) if v.dtype is not None else None
+    sizes = v.target.cache_pieces
+    piece = pieces(v.dims(), int(v.dtype.itemsize), sizes) if v.dtype is not None else None
     if piece is None:
         return tree.build_carry(b, x3, v)
     (rows, length, _), _ = piece
@@ -143,10 +126,10 @@ def _tiles(b: Builder, x3: ir.Value, v: View, rows: int) -> ir.Value:
     tile = body.value("tile", v.dtype, ir.Shape([rows, n, i]))
     # the body's own 1 (a Constant there), so that it reads nothing from the outer graph
     inside = dataclasses.replace(v, outer=rows, one=one_for(body, tile, v.dtype))
-    narrow_runs = tree.narrow((o, n, i), v.dtype)  # judged on x, not on the tile
+    narrow_runs = tree.narrow((o, n, i), v.dtype, v.target)  # judged on x, not on the tile
     # the blocks of carry's first level, not viewed (rows, n, i): the Scan's output slice
     # is then written by the Concat itself, where a Reshape's result would be copied there
-    split_in_halves = halves((rows, n, i), int(v.dtype.itemsize))
+    split_in_halves = halves((rows, n, i), int(v.dtype.itemsize), v.target.cache_halves)
     out = tree.build_carry(
         body, tile, inside, narrow_runs=narrow_runs, blocks=True, halves=split_in_halves
     )
@@ -166,7 +149,7 @@ def _chunks(b: Builder, x3: ir.Value, v: View, length: int) -> ir.Value:
     state = body.value("before", v.dtype, ir.Shape([1, 1, i]))
     chunk = body.value("chunk", v.dtype, ir.Shape([1, length, i]))
     inside = dataclasses.replace(v, length=length, one=one_for(body, chunk, v.dtype))
-    narrow_runs = tree.narrow((1, n, i), v.dtype)  # judged on x, not on the chunk
+    narrow_runs = tree.narrow((1, n, i), v.dtype, v.target)  # judged on x, not on the chunk
     # the blocks of carry's first level, as in _tiles (a Reshape of them is no body output)
     out = tree.build_carry(body, chunk, inside, seed=state, narrow_runs=narrow_runs, blocks=True)
     if out is state:  # an exclusive chunk of one position: a body output of its own

@@ -7,23 +7,20 @@ Formula, on the (o, n, i) view of x, with K = ceil(log2(N)) steps for a bound N 
     shift(y, s)[:, j] = y[:, j - s] for j >= s, 1 before    (reverse: y[:, j + s], 1 after)
                       = Slice(Pad(Slice(y, 0, -s), s ones before), 0, n)
 
-Exclusive shifts the input, not the products (IREE does not compile the products' shift of
-an 8-byte type over a run-time length). Every shift's end is n itself, so one graph serves
-every length up to N: for a length known only at run time N is ``max_length``, and a guard
-in the final Reshape makes a longer input fail at run time. On the 2-D view (``View.flat``,
-onnx2tf) a shift by s is one by s * i columns, Pad first (no negative Slice bound).
+Every shift's end is n itself, so one graph serves every length up to N (a run-time length:
+N = ``max_length``, and a guard in the final Reshape fails a longer input). On the 2-D view
+(``View.flat``) a shift by s is one by s * i columns, Pad first.
 
-Blocked (static n; from ``Target.doubling_blocked_from`` for speed, and for a float32
-computation beyond :data:`ACCURATE_BLOCKED_ABOVE` for accuracy): the same steps inside
-blocks of :data:`BLOCK` positions, then the blocks' exclusive carries P (doubling of the
-block totals, 1/B of the data), y = yb * P broadcast over the block.
+Blocked (static n, from ``Target.doubling_blocked_from`` for speed, and for float32 beyond
+:data:`ACCURATE_BLOCKED_ABOVE` for accuracy): the steps inside blocks of :data:`BLOCK`
+positions, then the blocks' exclusive carries P (doubling of the block totals), y = yb * P.
 
 Accuracy: each output is a product tree of its k factors: integers bit-exact with
 wraparound; floats within the sequential kernel's k - 1 ulps; float16 / bfloat16 multiplied
-in float32 and rounded once. Float32 block totals come from :func:`.near_one.totals`, and
-the plain form's first :data:`WINDOW_STEPS` steps from :func:`.near_one.windows`, so the
-error on factors near 1 does not grow with n (tests/lowerings/test_tree_accuracy.py holds it
-to 1.25x the native kernel's).
+in float32 and rounded once. float32 block totals come from :func:`.near_one.totals` and the
+plain form's first :data:`WINDOW_STEPS` steps from :func:`.near_one.windows`, so the error
+on factors near 1 does not grow with n (within 1.25x the native kernel's:
+tests/lowerings/test_tree_accuracy.py).
 
 Cost: K steps of (Slice, Pad, Slice, Mul) over the whole tensor: about 4K passes and 4K + 4
 nodes (K = 16 for n = 65536); blocked, about 4 log2(B) + 2 full-size passes.
@@ -54,12 +51,8 @@ __all__ = [
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
 BLOCK = 32  # B: positions per block of the blocked form
-# float32 computations take the blocked form beyond this length, for its accurate totals
-# (:mod:`.near_one`): the plain form's error grows with n (module docstring, Accuracy)
-ACCURATE_BLOCKED_ABOVE = 64
-# plain doubling's first steps taken in offset windows (of 2^WINDOW_STEPS factors) where the
-# blocked form is not taken, for a float32 computation beyond ACCURATE_BLOCKED_ABOVE
-WINDOW_STEPS = 5
+ACCURATE_BLOCKED_ABOVE = 64  # float32 beyond: blocked (or windows), for accuracy
+WINDOW_STEPS = 5  # the plain form's first steps in offset windows of 2^5 factors
 
 
 def steps(bound: int) -> int:
@@ -101,11 +94,8 @@ def _shift_flat(b: Builder, y: ir.Value, s: int, v: View) -> ir.Value:
 def _shift_padded_first(b: Builder, y: ir.Value, s: int, n: ir.Value, v: View) -> ir.Value:
     """``_shift`` by a Pad of ``s`` ones first, then a Slice back to ``n`` with bounds in
     [0, n + s]: ``Slice(Pad(y, s before), 0, n)`` (reverse: ``Slice(Pad(y, s after), s, s +
-    n)``). For targets whose Slice does not clamp an end below -dim (``slice_clamps``: MNN 3.6
-    kept a column of a 3-wide dim for an end of -5) or whose Pad of an empty tensor gives 0
-    (``empty_pad``): the plain shift slices ``[0, -s)`` and pads what is left, both wrong
-    there when s >= n, which a length known only at run time reaches. Nothing here pads an
-    empty tensor whose values are kept (an n of 0 is sliced back to 0)."""
+    n)``), for targets without ``slice_clamps`` or ``empty_pad``, where the plain shift (a
+    Slice to -s, then a Pad) goes wrong when s >= n at run time."""
     pads = [0, 0, 0, 0, s, 0] if v.reverse else [0, s, 0, 0, 0, 0]
     padded = b.op("Pad", y, b.const(pads), v.one)
     if v.reverse:
@@ -152,53 +142,42 @@ def _scan_static(b: Builder, y: ir.Value, length: int, v: View, *, exclusive: bo
 
 
 def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
-    """The blocked form (module docstring) of the scan along axis 1 of ``x3``; n static."""
-    m = -(-n // BLOCK)
-    padded = m * BLOCK
-    if padded != n:
-        x3 = b.op("Pad", x3, b.const([0, 0, 0, 0, padded - n, 0]), v.one)
-    om = times(b, v.outer, m)
-    blocks = b.reshape(x3, shape_of(b, om, BLOCK, v.inner))
-    yb = _scan_static(b, blocks, BLOCK, v, exclusive=False)
-    last = 0 if v.reverse else BLOCK - 1
-    totals = b.slice_axis(yb, 1, last, last + 1)
-    if near_one.wanted(v):
-        totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks)
-    totals = b.reshape(totals, shape_of(b, v.outer, m, v.inner))
-    carries = _scan_static(b, totals, m, v, exclusive=True)
-    if v.exclusive:
-        yb = _shift(b, yb, 1, None, v)
-    y = b.op("Mul", yb, b.reshape(carries, shape_of(b, om, 1, v.inner)))
-    y = b.reshape(y, shape_of(b, v.outer, padded, v.inner))
-    return y if padded == n else b.slice_axis(y, 1, 0, n)
-
-
-def _blocked_flat(b: Builder, x2: ir.Value, v: View, n: int) -> ir.Value:
-    """The blocked form on the 2-D view (o, n * i), i static: the same steps, every tensor of
-    rank 2 (a block is B * i columns, a shift by s positions one by s * i columns, and the
-    carries, (o * m, i), are tiled B times along the columns to meet the block)."""
+    """The blocked form (module docstring) of the scan along axis 1 of ``x3``; n static. On
+    the 2-D view (o, n * i), i static, every tensor has rank 2: a position is i columns (a
+    block B * i, a shift by s one by s * i) and the carries (o * m, i) are tiled B times."""
     i = v.inner
-    assert isinstance(i, int), i
+    w = i if v.flat else 1  # columns per position
+    assert isinstance(w, int), w
     m = -(-n // BLOCK)
     padded = m * BLOCK
     if padded != n:
-        x2 = b.op("Pad", x2, b.const([0, 0, 0, (padded - n) * i]), v.one)
+        pads = [0, 0, 0, (padded - n) * w] if v.flat else [0, 0, 0, 0, padded - n, 0]
+        x3 = b.op("Pad", x3, b.const(pads), v.one)
     om = times(b, v.outer, m)
     in_block = dataclasses.replace(v, outer=om, length=BLOCK)
-    blocks = b.reshape(x2, shape_of(b, om, BLOCK * i))
+    blocks = b.reshape(x3, shape_of(b, om, BLOCK * w) if v.flat else shape_of(b, om, BLOCK, i))
     yb = _scan_static(b, blocks, BLOCK, in_block, exclusive=False)
     last = 0 if v.reverse else BLOCK - 1
-    totals = b.slice_axis(yb, 1, last * i, (last + 1) * i)  # (o * m, i)
+    totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)
     if near_one.wanted(v):
-        totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks, run=i)
+        totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks, run=w)
     across = dataclasses.replace(v, length=m)
-    totals = b.reshape(totals, shape_of(b, v.outer, m * i))
-    carries = b.reshape(_scan_static(b, totals, m, across, exclusive=True), shape_of(b, om, i))
+    totals = b.reshape(
+        totals, shape_of(b, v.outer, m * w) if v.flat else shape_of(b, v.outer, m, i)
+    )
+    carries = _scan_static(b, totals, m, across, exclusive=True)
+    if v.flat:
+        carries = b.reshape(carries, shape_of(b, om, i))
     if v.exclusive:
         yb = _shift(b, yb, 1, None, in_block)
-    y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))
-    y = b.reshape(y, shape_of(b, v.outer, padded * i))
-    return y if padded == n else b.slice_axis(y, 1, 0, n * i)
+    if v.flat:
+        y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))
+    else:
+        y = b.op("Mul", yb, b.reshape(carries, shape_of(b, om, 1, i)))
+    y = b.reshape(
+        y, shape_of(b, v.outer, padded * w) if v.flat else shape_of(b, v.outer, padded, i)
+    )
+    return y if padded == n else b.slice_axis(y, 1, 0, n * w)
 
 
 def _blocks(v: View, n: int) -> bool:
@@ -214,11 +193,8 @@ def _blocks(v: View, n: int) -> bool:
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
     static = v.static_length
-    if static is not None and _blocks(v, static):
-        if not v.flat:
-            return _blocked(b, x3, v, static)
-        if isinstance(v.inner, int):
-            return _blocked_flat(b, x3, v, static)
+    if static is not None and _blocks(v, static) and (not v.flat or isinstance(v.inner, int)):
+        return _blocked(b, x3, v, static)
     bound = static if static is not None else v.spec.max_length
     assert bound is not None
     n = v.tensor(b, v.length)

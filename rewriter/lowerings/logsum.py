@@ -1,38 +1,24 @@
 """``logsum``: the product as the exponential of a running sum of logarithms.
 
 Formula (on the (o, n, i) view of x, along axis 1, with CumSum's own ``exclusive`` /
-``reverse``; the CumSum axis is the constant 1 whatever the CumProd's axis)::
+``reverse``)::
 
     y = sign * Exp(CumSum(Log(Abs(x)))) * nonzero
     sign    = 1 - 2 * Mod(CumSum(Cast(signbit(x))), 2)     signbit(x) = x < 0  or  1/x < 0
     nonzero = Cast(CumSum(Cast(x == 0)) == 0)
 
-computed in float64 (Cast in, Cast out). ``signbit`` counts -0.0 and -inf as negative, so the
-sign of a zero comes out as the sequential product gives it; the sign is applied by Mul, not
-Where (Where is slow and turns -0.0 into +0.0). Zeros are handled explicitly by ``nonzero``
-(a product with a zero factor is 0 whatever Exp(-inf) returns: onnxruntime 1.20.1's
-vectorised float64 Exp(-inf) gives 5.6e-309); a zero followed by an infinity gives NaN
-(-inf + inf, then NaN * 0), as 0 * inf does; NaN propagates.
+computed in float64, or float32 on a target without float64 (:func:`build32`). ``signbit``
+counts -0.0 and -inf as negative, so a zero's sign comes out as the sequential product
+gives it; the sign is applied by Mul, not Where (slow, and it turns -0.0 into +0.0). A zero
+factor gives 0 through ``nonzero`` whatever Exp(-inf) returns; 0 then inf gives NaN.
 
-Accuracy: float32, float16 and bfloat16 inputs come out correctly rounded up to a rare
-double-rounding tie: at most 1 ulp of the input type while every prefix product stays inside
-that type's normal range (the float64 sum's error, about k * max|log prefix| * 2^-53, is far
-below half an ulp of float32 for any practical length). Where the true product leaves the
-range the result is inf or 0 as rounding gives it, while a sequential product may already
-have saturated earlier. For float64 inputs the error is relative, about
-(k + 1) * max_j |log|prefix_j|| * 2^-53: looser than the sequential kernel (k ulps), so
-``auto`` does not pick this for float64. Integers are not exact past 2^53: refused.
+Accuracy (prefix products inside the type's normal range): in float64, float32 / float16 /
+bfloat16 inputs are correctly rounded up to a rare double-rounding tie (1 ulp); float64
+inputs within 1490 k + 2 ulps (:func:`max_ulps`), looser than the sequential kernel. In
+float32, 178 k + 2 ulps of float32 (:func:`max_ulps32`); float64 inputs refused. Integers
+are not exact past 2^53: refused. ``auto`` never picks it.
 
-Cost: 15 elementwise nodes and 3 CumSum; about 12 passes over memory in float64. No control
-flow; works for a run-time axis and an unknown rank (through the view).
-
-On a target without float64 (TFLite, ``portable``; OpenVINO computes float64 in float32)
-the same formula is computed in float32 (:func:`build32`). Its bound, for a
-product of k float32 factors whose prefix products stay in the normal range: each Log is
-within 1 ulp of |log x| <= 88.8 and each CumSum addition within half an ulp of a partial sum
-<= k * 88.8, so the exponent is off by at most k * 178 * 2^-24 and Exp adds 1 ulp:
-178 * k + 2 ulps of float32 (far less when the factors are near 1); float64 inputs are
-refused there. ``auto`` never picks ``logsum``: it is not within the sequential kernel's bound.
+Cost: 15 elementwise nodes and 3 CumSum; about 12 passes over memory. No control flow.
 """
 
 from __future__ import annotations

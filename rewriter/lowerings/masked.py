@@ -5,38 +5,26 @@ Formula, on the (o, n, i) view of x, n static, blocks of B = :data:`BLOCK`::
     n <= B:  T[o, k, j, i] = x[o, j, i] where mask[k, j] else 1      (a (o, n, n, i) tile)
              y[o, k, i]    = ReduceProd_j T
              mask[k, j]: j <= k (inclusive), j < k (exclusive); reverse: j >= k, j > k
-    else:    pad n to m * B with ones (ones change no product, in either direction)
-             view (o * m, B, i); P = the in-block scan above (exclusive or not)
+    else:    pad n to m * B with ones; view (o * m, B, i); P = the in-block scan above
              t = the block totals (o, m, i): P's last position (reverse: its first), or for
                  an exclusive P a ReduceProd over the block
              C = the EXCLUSIVE scan of t along m (same direction), by this same scheme
              y = P viewed (o, m, B, i) * C viewed (o, m, 1, i), viewed (o, m * B, i), [0, n)
 
-Accuracy: every output is the product of its k factors (the mask's and the padding's ones
-multiply exactly), in the runtime's ReduceProd order inside a block, times one carry formed
-the same way from the block totals. Integers: bit-exact with wraparound where the runtime's
-integer ReduceProd wraps like Mul (``Target.reduce_prod_wraps``; onnxruntime 1.32's
-saturates over a middle axis). float32, float16 and bfloat16 are multiplied in float64 and
-rounded once to float32 at the end (refused on targets without float64 compute): about 0.5
-ulp plus k * 2^-53 relative, within the sequential kernel's k - 1 ulps and with no bias on
-factors near 1; a product of a contiguous run of float32 factors whose prefixes stay in range
-lies within 2^+-277, so a ReduceProd that multiplies in order (tinygrad's: the swinging
-prefixes of the tests come out as the sequential kernel's) leaves float64's range nowhere the
-sequential product does not. float64 is multiplied from 1 in each block: as in the other
-product trees, a block's own partial products can overflow where the sequential product does
-not. Zeros keep their sign only where Where returns a selected -0.0 as it is
-(``Target.where_keeps_negative_zero``; onnxruntime 1.32's gives +0.0).
+Accuracy: every output is the product of its k factors, in the runtime's ReduceProd order
+inside a block, times one carry formed the same way. Integers: bit-exact with wraparound
+where the integer ReduceProd wraps like Mul (``Target.reduce_prod_wraps``). float32,
+float16 and bfloat16 are multiplied in float64 and rounded once (refused without float64):
+about 0.5 ulp plus k * 2^-53 relative, within the sequential kernel's k - 1 ulps. float64
+from 1 in each block: a block's own partial products can overflow where the sequential
+product does not. Zeros keep their sign where ``Target.where_keeps_negative_zero``.
 
 Cost: per level a tile of B times the elements (a compiler that fuses the Where into the
-reduction, as tinygrad does, never materialises it) and B multiplications per element; 2
-levels up to n = B * B, 3 up to B^3 (31-54 nodes with their Constants for n = 256-8192).
-No control flow and few, small kernels: on tinygrad, whose code generator takes minutes on
-the unrolled trees (``carry``, ``radix``) fused into one kernel, this compiled in 0.95-1.21x
-the CumSum model's time and ran in 0.26-0.45x CumSum's (4-byte types, 65536 elements;
-scripts/results/compile-tinygrad-masked-2026-12-06.md). On runtimes that materialise the
-tile it runs far slower (IREE 16-472x CumSum, OpenVINO 88x, onnxruntime 6939x in
-compile-2026-12-06-summary.md); ``auto`` takes it on tinygrad only. Needs n static (padded to
-``max_length`` where it is known only at run time) and x's element type.
+reduction never materialises it) and B multiplications per element; 31-54 nodes for
+n = 256-8192. No control flow and few, small kernels: fast to compile where the unrolled
+trees are slow to (compile-tinygrad-masked-2026-12-06.md); slow where the tile is
+materialised (compile-2026-12-06-summary.md). Needs n static (padded to ``max_length``
+otherwise) and x's element type.
 """
 
 from __future__ import annotations
@@ -46,20 +34,17 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.lowerings import loop
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import Dim, View, shape_of, times
 from rewriter.lowerings.wide import wide_view
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["BLOCK", "build", "compute_dtype", "max_ulps", "unsupported"]
+__all__ = ["BLOCK", "build", "unsupported"]
 
 logger = logging.getLogger(__name__)
 
 BLOCK = 64  # B: the tile's side; the blocks' count m is scanned by the same scheme
-compute_dtype = loop.compute_dtype
-max_ulps = loop.max_ulps
 _FLOATS = frozenset(
     {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
 )

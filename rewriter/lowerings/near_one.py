@@ -1,12 +1,10 @@
 """float32 block totals that stay accurate on factors near 1, in float32 alone.
 
-A float32 product tree (``carry``, ``radix``, ``blocked``, blocked ``doubling``) starts each
-block's product at 1. On factors within about 2^-12 of 1, fl((1 + a)(1 + b)) rounds down
-more often than up, so block totals and the carries built from them lean one way and the
-error grows with n. Where the target computes float64, :mod:`.wide` takes the totals in
-float64; this module serves the targets that cannot (OpenVINO, TFLite, ``portable``) and
-``doubling``: the blocked form's totals, and the windows of the plain form's first steps
-(:func:`windows`).
+A float32 product tree starts each block's product at 1. On factors within about 2^-12 of
+1, fl((1 + a)(1 + b)) rounds down more often than up, so block totals and the carries built
+from them lean one way and the error grows with n. Where the target computes float64,
+:mod:`.wide` takes the totals in float64; this module serves the others and ``doubling``:
+the blocked form's totals, and the windows of the plain form's first steps (:func:`windows`).
 
 Formula, for a block of r factors x_1 .. x_r (float32; r a power of two, 4 or more) whose
 plain float32 total is T32::
@@ -19,8 +17,7 @@ Accuracy: where every |e_j| < 1 / (8 r), every partial product lies within [0.88
 every offset within 0.134 of 0, so each pair's three roundings add at most 0.48 eps to the
 relative error and the last Add one eps: at most (0.48 (r - 1) + 1) eps <= (r - 1) eps, the
 float32 product's own bound. Elsewhere (a factor further from 1, or 0, -0.0, inf, NaN) T32
-is taken as it is, with its special values. tests/lowerings/test_tree_accuracy.py and
-tests/test_runtime_accuracy.py hold the trees to 1.25x the native kernel's error near 1.
+is taken as it is, with its special values.
 
 Cost: a Sub, an Abs and a ReduceMax over x, Splits in halves and (r - 1) / r of x again in
 Add, Mul, Add, then a Less, an Add and a Where on 1 / r of the data: about six passes of

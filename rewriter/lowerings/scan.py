@@ -13,21 +13,13 @@ Accuracy: the multiplications of the sequential kernel in its order: integers bi
 wraparound, float32 / float64 bitwise equal to onnxruntime's native kernel (at most k - 1 ulps
 at position k); float16 / bfloat16 multiplied in float32, rounded once.
 
-Cost: n Scan iterations, each one Mul over an (o, i) slab (vectorised); two Transposes unless
-o = 1. Good for short and medium n; n iterations of per-step overhead make it slow for long
-axes with small slabs (see ``blocked``). Any rank, run-time axis and dims (an If skips the
-Scan when n = 0 at run time: onnxruntime's Scan fails on zero iterations; on targets without
-If a slab of ones is scanned first instead, and sliced off).
+Cost: n Scan iterations, each one Mul over an (o, i) slab; two Transposes unless o = 1. A
+run-time n gets an If that skips the Scan when n = 0 (onnxruntime's Scan fails on zero
+iterations), or on targets without If a slab of ones scanned first and sliced off.
 
-The first axis (``build_first_axis``, called by :func:`rewriter.lowerings.lower` when the
-axis is statically 0): the Scan runs over x itself, whose slices x[k] are the slabs, and its
-stacked output already has x's shape: no view, no Reshape back. A Reshape that writes a graph
-output is a full copy in onnxruntime (float32 1M: 102 us for a Mul alone, 235 us followed by
-a Reshape to the output). Same products in the same order, the same
-n = 0 guard (If, or the ones slab on targets without If) and the same flip where Scan
-ignores directions; x's other dims may be anything, known or not (a slice of an empty x is
-empty, and Scan steps over empty slices). Only where ``Target.scan_over_x`` (onnxruntime;
-on tract it was slower), elsewhere the view.
+On a static first axis where ``Target.scan_over_x`` (:func:`build_first_axis`) the Scan runs
+over x itself: no view and no Reshape back, which onnxruntime copies into a graph output
+(float32 1M: 102 us for a Mul alone, 235 us with the Reshape); the same products.
 """
 
 from __future__ import annotations
@@ -53,44 +45,20 @@ def scan_front(
     slice_rank: int,
     init: ir.Value | None = None,
 ) -> tuple[ir.Value, ir.Value]:
-    """Scan along axis 0 of ``x``: (the running products, the product of all slices).
+    """Scan along axis 0 of ``x`` in ``v``'s type: (the running products, the product of
+    all slices).
 
     ``init`` (broadcastable to a slice) seeds the running product; ones by default. The body's
     values get the slice's rank (``slice_rank``) as their shape: onnxruntime's Scan-9/11
     refuses a body output without a shape when the input's dims are symbolic. Where the
     target ignores Scan directions, ``reverse`` flips the input and the outputs instead.
     """
-    return _scan_axis0(
-        b,
-        x,
-        dtype=v.dtype,
-        one=v.one,
-        target=v.target,
-        exclusive=exclusive,
-        reverse=reverse,
-        slice_rank=slice_rank,
-        init=init,
-    )
-
-
-def _scan_axis0(
-    b: Builder,
-    x: ir.Value,
-    *,
-    dtype: ir.DataType | None,
-    one: ir.Value,
-    target: Target,
-    exclusive: bool,
-    reverse: bool,
-    slice_rank: int,
-    init: ir.Value | None = None,
-) -> tuple[ir.Value, ir.Value]:
-    """:func:`scan_front` on its parts: the compute type, a 0-D one in it, the target."""
+    dtype = v.dtype
     if init is None:
         shape = b.op("Shape", x)
         rest = b.op("Slice", shape, b.const([1]), b.const([np.iinfo(np.int64).max]))
-        init = b.op("Expand", one, rest)
-    flip = reverse and not target.scan_directions
+        init = b.op("Expand", v.one, rest)
+    flip = reverse and not v.target.scan_directions
     if flip:
         x = b.flip(x, 0)
     body = b.child()
@@ -115,54 +83,18 @@ def _scan_axis0(
     return y, total
 
 
-def _scan_padded(b: Builder, front: ir.Value, v: View) -> ir.Value:
-    """The scan of ``front`` (n, o, i) without an If for n = 0, for targets without If: one
-    slab of ones is put before the first item scanned (after the last when reverse), so the
-    Scan always runs at least once; the inclusive scan of that is [1, y_0, ..., y_{n-1}],
-    whose first n slabs are the exclusive result and last n the inclusive one (in scan
-    order). One extra slab copy (Pad) and a Slice."""
-    n = v.tensor(b, v.length)  # a run-time length here: no node made
-    return _padded_axis0(
-        b,
-        front,
-        3,
-        n,
-        dtype=v.dtype,
-        one=v.one,
-        target=v.target,
-        exclusive=v.exclusive,
-        reverse=v.reverse,
-    )
-
-
-def _padded_axis0(
-    b: Builder,
-    x: ir.Value,
-    rank: int,
-    n: ir.Value,
-    *,
-    dtype: ir.DataType | None,
-    one: ir.Value,
-    target: Target,
-    exclusive: bool,
-    reverse: bool,
-) -> ir.Value:
-    """:func:`_scan_padded` along axis 0 of a rank-``rank`` ``x``, whose length along axis 0
-    is ``n`` (a 1-element int64 tensor)."""
+def _padded(b: Builder, x: ir.Value, rank: int, n: ir.Value, v: View) -> ir.Value:
+    """The scan along axis 0 of a rank-``rank`` ``x`` of run-time length ``n`` (a 1-element
+    int64 tensor) without an If for n = 0, for targets without If: one slab of ones is put
+    before the first item scanned (after the last when reverse), so the Scan always runs at
+    least once; the inclusive scan of that is [1, y_0, ..., y_{n-1}], whose first n slabs
+    are the exclusive result and last n the inclusive one (in scan order). One extra slab
+    copy (Pad) and a Slice."""
     pads = [0] * (2 * rank)
-    pads[rank if reverse else 0] = 1
-    padded = b.op("Pad", x, b.const(pads), one)
-    y, _ = _scan_axis0(
-        b,
-        padded,
-        dtype=dtype,
-        one=one,
-        target=target,
-        exclusive=False,
-        reverse=reverse,
-        slice_rank=rank - 1,
-    )
-    drop_first = exclusive == reverse  # forward inclusive / reverse exclusive
+    pads[rank if v.reverse else 0] = 1
+    padded = b.op("Pad", x, b.const(pads), v.one)
+    y, _ = scan_front(b, padded, v, exclusive=False, reverse=v.reverse, slice_rank=rank - 1)
+    drop_first = v.exclusive == v.reverse  # forward inclusive / reverse exclusive
     if drop_first:
         return b.op("Slice", y, b.const([1]), b.op("Add", n, b.const([1])), b.const([0]))
     return b.op("Slice", y, b.const([0]), n, b.const([0]))
@@ -191,7 +123,7 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
             else_branch=b.subgraph(scanned, v.dtype, "cumprod_scan"),
         )
     elif v.static_length is None:
-        y = _scan_padded(b, front, v)
+        y = _padded(b, front, 3, length, v)
     else:
         y = scanned(b)
     if v.outer == 1:
@@ -213,18 +145,12 @@ def build_first_axis(
     if spec.empty:
         return b.op("Identity", x)
     rank = len(spec.dims)
-    one = one_for(b, x, dtype)
+    # the scan reads only the view's type, one and target (x is not viewed)
+    v = View(spec, dtype, 1, 1, 1, one_for(b, x, dtype), target)
 
     def scanned(sb: Builder) -> ir.Value:
-        y, _ = _scan_axis0(
-            sb,
-            x,
-            dtype=dtype,
-            one=one,
-            target=target,
-            exclusive=spec.exclusive,
-            reverse=spec.reverse,
-            slice_rank=rank - 1,
+        y, _ = scan_front(
+            sb, x, v, exclusive=spec.exclusive, reverse=spec.reverse, slice_rank=rank - 1
         )
         return y
 
@@ -239,14 +165,4 @@ def build_first_axis(
             then_branch=b.subgraph(lambda sb: sb.op("Identity", x), dtype, "cumprod_empty"),
             else_branch=b.subgraph(scanned, dtype, "cumprod_scan"),
         )
-    return _padded_axis0(
-        b,
-        x,
-        rank,
-        n,
-        dtype=dtype,
-        one=one,
-        target=target,
-        exclusive=spec.exclusive,
-        reverse=spec.reverse,
-    )
+    return _padded(b, x, rank, n, v)

@@ -2,42 +2,33 @@
 
 Formula, on the (o, n, i) view of x, for block sizes r_1, r_2, ... (one per level)::
 
-    n <= r (or no level left): the top scan: a chain (Split into the n slices, n - 1 Muls,
-        Concat, as ``chain``), or with ``scan_blocks`` past 16 positions a Transpose + Scan
-    else: pad n to m * r with ones (ones change no product; a run-time n: padded at run time)
+    n <= r (or no level left): the top scan: a chain (Split, n - 1 Muls, Concat), or with
+        ``scan_blocks`` past 16 positions a Transpose + Scan
+    else: pad n to m * r with ones (a run-time n: padded at run time)
         view (o * m, r, i); in-block scan along r: unrolled over the r slices of a Split
-            (``scan_blocks``: a Transpose and a Scan over r) -> c_0 .. c_{r-1} and the
-            block totals t, viewed (o, m, i)
-        P = the EXCLUSIVE scan of t along m, by the next level (recursively)
-        y = Concat_b(c_b * P) (``carry_each``: the carry multiplied into each slice), or
-            Concat_b(c_b) * P (one Mul after the Concat); viewed (o, m * r, i), Slice [0, n)
+            (``scan_blocks``: a Transpose and a Scan over r) -> c_0 .. c_{r-1}, totals t
+        P = the EXCLUSIVE scan of t (o, m, i) along m, by the next level
+        y = Concat_b(c_b * P) (``carry_each``), or Concat_b(c_b) * P; viewed back, [0, n)
         exclusive: the in-block scan is exclusive;  reverse: every scan runs from the end
 
-The strategies are parameters of it:
-
 - ``carry``: unrolled, ``carry_each``, r = :data:`RADIX` (:data:`NARROW_RADIX` on narrow
-  runs, :func:`narrow`). A length known only at run time is padded to ``max_length``, or
-  without one lowered as ``dynamic``.
+  runs, :func:`narrow`); a run-time length padded to ``max_length``, else ``dynamic``.
 - ``radix``: unrolled, one Mul after the Concat, r = 8 on the last axis or up to 512, 16
   above: r Muls per level against ``carry``'s 2r - 1, fewer nodes for compiling runtimes.
 - ``blocked``: ``scan_blocks``, one or two levels of power-of-two blocks (:func:`block_sizes`).
 - ``dynamic`` (any length): ``If(n <= 512 or x empty, scan, blocked with levels (32, 32))``
-  padded at run time: one model for every length, long ones about 64 + n / 1024 Scan steps.
+  padded at run time: one model for every length.
 
-Accuracy: every output is its k factors multiplied through a tree of k - 1 multiplications
-(padding and exclusive ones multiply by 1 exactly): integers bit-exact with wraparound; floats
-within the sequential kernel's k - 1 ulps, not bitwise its result; float16 / bfloat16
-multiplied in float32 and rounded once. A float32 computation on a target that computes
-float64 takes its block totals and carries in float64 and starts each block's scan from its
-carry (a chain's seed, the Scan's initial state) in place of the Mul after it (:mod:`.wide`:
-no partial product leaves the range where the sequential one does not); elsewhere float32
-totals come from :mod:`.near_one`: either way the error does not grow with n. ``dynamic``
-below 513 positions is ``scan``: bitwise the sequential kernel.
+Accuracy: each output is its k factors multiplied through a tree of k - 1 multiplications:
+integers bit-exact with wraparound; floats within the sequential kernel's k - 1 ulps;
+float16 / bfloat16 multiplied in float32 and rounded once. float32 block totals and carries
+come from :mod:`.wide` (float64, each block's scan started from its carry) or, without
+float64, :mod:`.near_one`: the error does not grow with n. ``dynamic`` to 512 is ``scan``.
 
-Cost: per unrolled level a Split and a Concat (the passes that cost most), r - 1 (``radix``)
-or 2r - 1 (``carry``) Muls over a slice each, a Pad and a Slice where r does not divide the
-length; each level after the first on 1 / r of the data. ``carry`` about 3r + 6 nodes per
-level (125-150 at n = 65536), ``radix`` 70-80; ``blocked`` B + m Scan steps, two Transposes.
+Cost: per unrolled level a Split and a Concat, r - 1 (``radix``) or 2r - 1 (``carry``)
+Muls over a slice each, a Pad and a Slice where r does not divide the length; each level
+after the first on 1 / r of the data. ``carry`` about 3r + 6 nodes per level (125-150 at
+n = 65536), ``radix`` 70-80; ``blocked`` B + m Scan steps and two Transposes.
 """
 
 from __future__ import annotations
@@ -55,9 +46,7 @@ from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
 __all__ = [
-    "NARROW_FROM_ELEMENTS",
     "NARROW_RADIX",
-    "NARROW_RUN_BYTES",
     "RADIX",
     "block_sizes",
     "blocks_shape",
@@ -71,12 +60,8 @@ __all__ = [
     "pads",
 ]
 
-# carry's r: 8 and 32 measured slower on first / middle axes (bench-2026-11-30-carry, b8eeb4e)
-RADIX = 16
-NARROW_RADIX = 4  # carry's r on narrow runs; when i = 1, 2, 3, 6, 8 and 16 measured slower
-# runs of at most this many bytes are narrow (results/carry-radix-2026-12-03 at b8eeb4e)
-NARROW_RUN_BYTES = 24
-NARROW_FROM_ELEMENTS = 1 << 21  # ... in tensors this large (below, r = 4 gained nothing)
+RADIX = 16  # carry's r: 8 and 32 measured slower on first / middle axes
+NARROW_RADIX = 4  # carry's r on narrow runs (Target.narrow_runs)
 _CHAIN_BELOW = 16  # with scan_blocks, a top scan this short is unrolled all the same
 SHORT = 512  # dynamic: up to this length the plain Scan is as fast as anything
 _DYNAMIC_LEVELS = (32, 32)
@@ -119,20 +104,21 @@ def pads(n: int, levels: list[int]) -> bool:
     return False
 
 
-def narrow(dims: tuple[Dim, int, Dim], dtype: ir.DataType | None) -> bool:
+def narrow(dims: tuple[Dim, int, Dim], dtype: ir.DataType | None, target: Target) -> bool:
     """Whether the (o, n, i) view's runs of i elements are narrow: i = 1 (the last axis), or
-    the dims static, i times the compute type's size at most :data:`NARROW_RUN_BYTES` and
-    o * n * i at least :data:`NARROW_FROM_ELEMENTS`."""
+    the dims static, i times the compute type's size at most the target's ``narrow_runs``
+    bytes and o * n * i at least its elements."""
     o, n, i = dims
     if isinstance(i, ir.Value):
         return False
     if i == 1:
         return True
+    most_bytes, least_elements = target.narrow_runs
     return (
         isinstance(o, int)
         and dtype is not None
-        and i * dtype.itemsize <= NARROW_RUN_BYTES
-        and o * n * i >= NARROW_FROM_ELEMENTS
+        and i * dtype.itemsize <= most_bytes
+        and o * n * i >= least_elements
     )
 
 
@@ -414,7 +400,7 @@ def build_carry(
     if any(d == 0 for d in v.dims()):
         return b.op("Identity", x3)  # empty: the result is x itself
     if narrow_runs is None:
-        narrow_runs = narrow((o, n, i), v.dtype)
+        narrow_runs = narrow((o, n, i), v.dtype, v.target)
     y = scan3(
         b,
         x3,

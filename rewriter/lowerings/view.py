@@ -6,23 +6,18 @@
     y3 = lowering(x3)                      inner = prod(dims after it)
     y  = Reshape(y3, Shape(x))
 
-When the rank, the axis and the dims are static the two shapes are constants; symbolic dims
-are read from ``Shape(x)`` and multiplied. With a run-time axis or an unknown rank they are
-computed at run time from ``Shape(x)`` and the axis: ``n = Gather(Shape(x), axis)``
-(Gather refuses an axis outside [-r, r-1], as the native op does), the axis normalised by
-``Mod(axis + r, r)``, ``outer`` and ``inner`` the ReduceProd of the dims on either side (1
-for none). A Reshape copies nothing, so the view costs no pass over memory; every lowering
-works at any rank, with a run-time axis or an unknown rank, without an If over the axes.
+Static dims make the shapes constants; symbolic ones are read from ``Shape(x)`` and
+multiplied. A run-time axis or an unknown rank computes them at run time:
+``n = Gather(Shape(x), axis)`` (which refuses an axis outside [-r, r-1], as the native op
+does), the axis normalised by ``Mod(axis + r, r)``, ``outer`` / ``inner`` the ReduceProd of
+the dims on either side. A Reshape copies nothing: the view costs no pass over memory.
 
-Targets whose converter re-lays out rank-3 tensors (``symbolic_rank3`` false: onnx2tf, with
-symbolic dims, and with static ones: a view (1, n, n) came out transposed) get, when the
-lowering takes one, the 2-D view
-``(outer, n * inner)`` instead: slice k along n is then the columns [k * inner, (k + 1) *
-inner), and no rank-3 tensor is made at all (``View.flat``).
+Where ``Target.symbolic_rank3`` is false (onnx2tf re-lays out rank-3 tensors) a lowering
+that takes one gets the 2-D view ``(outer, n * inner)``: slice k along n is the columns
+[k * inner, (k + 1) * inner) (``View.flat``).
 
-Empty tensors: Reshape keeps zeros from opset 14 (``allowzero=1``). Below 14 a 0 in the
-target shape would copy an input dim, so when a dim can be 0 at run time the whole lowering
-sits in ``If(Size(x) == 0, x, lowering)``.
+Below opset 14 a 0 in a Reshape's shape copies an input dim, so where a dim can be 0 at run
+time the lowering sits in ``If(Size(x) == 0, x, lowering)``.
 """
 
 from __future__ import annotations
@@ -92,9 +87,8 @@ class View:
 
     def pad_ones_after(self, b: Builder, t: ir.Value, count: int, n: int) -> ir.Value:
         """``t``, (o, n, i), with ``count`` (< n) ones after it along axis 1: a Pad, or where
-        the target's Pad of an 8-byte tensor breaks (``pad_shifts`` false: IREE 3.13 did not
-        compile two such Pads on separate inputs, "'stream.yield' op used resource not listed
-        in explicit captures") the first ``count`` positions' ones Concat-ed after it."""
+        the target's Pad of an 8-byte tensor breaks (``Target.pad_shifts``) the first
+        ``count`` positions' ones Concat-ed after it."""
         if self.target.pad_shifts or (self.dtype is not None and self.dtype.itemsize < 8):
             return b.op("Pad", t, b.const([0, 0, 0, 0, count, 0]), self.one)
         assert 0 < count < n, (count, n)
@@ -104,11 +98,11 @@ class View:
 def ones_like(
     b: Builder, like: ir.Value, one: ir.Value, dtype: ir.DataType | None, target: Target
 ) -> ir.Value:
-    """A tensor of ones shaped like ``like``: ``Expand(one, Shape(like))``, or on targets that
-    fold that into a constant they cannot use (``constant_ones`` false: onnx2tf)
-    ``Cast(Equal(c, c))`` with ``c = Less(like, like)``: it depends on ``like``'s values, so
-    nothing folds it, and it is true whatever ``c`` is (TFLite's float64 ``Less(v, v)`` is
-    not false for every special value: ``Not(c)`` gave zeros there)."""
+    """A tensor of ones shaped like ``like``: ``Expand(one, Shape(like))``, or where the
+    target folds that into a constant it cannot use (``Target.constant_ones``)
+    ``Cast(Equal(c, c))`` with ``c = Less(like, like)``: nothing folds it, and it is true
+    whatever ``c`` is (``Not(c)`` is not: TFLite's float64 ``Less(v, v)`` is not always
+    false)."""
     if target.constant_ones:
         return b.op("Expand", one, b.op("Shape", like))
     test = b.op("Less", like, like)
@@ -212,15 +206,9 @@ def padded(
 def guarded_length(b: Builder, v: View, n: ir.Value, bound: int) -> ir.Value:
     """The scanned length for the final Reshape of a lowering that computed a run-time
     length ``n`` padded to ``bound``: ``n + 1 - (n < bound + 1)``, i.e. n when it fits and
-    n + 1 (a size the data does not have: the Reshape fails, as the native op gives no
-    partial product) when it does not.
-
-    On a target whose Reshape does not check sizes (``run_time_checks`` False: IREE 3.13)
-    the guard fails nothing, and it makes the output's dim a value computed on the device
-    that the runtime must read back: IREE 3.13's ``local-task`` driver read it wrong under
-    load (a rank-1 output of 5 elements came back with shape (3,), 12 runs in 4,500 of a
-    28-CumProd model, 3 processes on 2 cores; none in 9,000 without the guard). There ``n`` is
-    returned as it is (the bound warning says the length is not checked)."""
+    n + 1 (the Reshape then fails, as the native op gives no partial product) when it does
+    not. Where Reshape checks nothing (``Target.run_time_checks`` False) ``n`` as it is: the
+    guard would fail nothing and its device-computed dim was read back wrong under load."""
     if v.target.run_time_checks is False:
         return n
     fits = b.cast(b.op("Less", n, b.const([bound + 1])), ir.DataType.INT64)
@@ -229,11 +217,9 @@ def guarded_length(b: Builder, v: View, n: ir.Value, bound: int) -> ir.Value:
 
 def takes_flat_view(spec: ScanSpec, target: Target, flat_view: str, opset: int) -> bool:
     """Whether a lowering whose ``Lowering.flat_view`` is ``flat_view`` runs on the 2-D view
-    (module docstring): on targets without ``symbolic_rank3`` (static dims too: onnx2tf
-    swapped the last two dims of a static 3-D view whose n equals inner, e.g. (1, 4, 4),
-    silently), ``"always"`` (``doubling``), or ``"static length"`` (``chain``: a Split into
-    the n column blocks) over a static length with inner static or from opset 18 (n equal
-    parts). Other lowerings keep the 3-D view."""
+    (module docstring), on targets without ``symbolic_rank3``: ``"always"``, or ``"static
+    length"`` (a Split into the n column blocks) over a static length with inner static or
+    from opset 18 (n equal parts)."""
     if target.symbolic_rank3 or flat_view == "never":
         return False
     if flat_view == "always":
@@ -244,9 +230,8 @@ def takes_flat_view(spec: ScanSpec, target: Target, flat_view: str, opset: int) 
 def _before_cast(b: Builder, x: ir.Value) -> tuple[ir.Value, ir.DataType | None]:
     """``(source, to)`` when ``x`` is ``Cast(source, to)`` that ``b`` has just made (the
     compute cast of :func:`rewriter.lowerings.lower`) and nothing uses yet: that Cast is taken
-    out again, so that the 2-D view casts after its Reshape (onnx2tf gets a rank-3 / rank-4
-    float16 input cast to float32 with symbolic dims re-laid out: wrong values). Else
-    ``(x, None)``."""
+    out again, so that the 2-D view casts after its Reshape (onnx2tf re-laid out a cast
+    rank-3 float16 input with symbolic dims: wrong values). Else ``(x, None)``."""
     node = x.producer()
     if node is None or node.op_type != "Cast" or x.uses() or not b.nodes or b.nodes[-1] is not node:
         return x, None
@@ -277,9 +262,8 @@ def in_view(
     if spec.empty:
         return b.op("Identity", x)
     if spec.length == 1:
-        # A scan of length 1 is x itself (exclusive: ones), with no view: IREE 3.13 failed
-        # at run time on Reshape(x, (o, 1, 1)) followed by the Reshape back when the other
-        # dims are symbolic ("mismatching contracting dimension").
+        # x itself (exclusive: ones), with no view: IREE failed at run time on a (o, 1, 1)
+        # view of symbolic dims and the Reshape back
         if not spec.exclusive:
             return b.op("Identity", x)
         one = one_for(b, x, dtype)

@@ -1,9 +1,7 @@
 """float64 block totals and carries for the float32 product trees.
 
-A float32 product tree whose blocks start at 1 piles up an error on factors near 1 that
-grows with n / r (:mod:`.near_one`), and a block's own products can overflow where the
-sequential product does not. For a float32 computation on a target that computes float64
-(``Target.float64``; elsewhere :mod:`.near_one`)::
+For a float32 computation on a target that computes float64 (``Target.float64``; elsewhere
+:mod:`.near_one`)::
 
     t64 = the block totals taken from x in float64 (the block's r factors cast and multiplied)
     P64 = the exclusive scan of t64 along the blocks, in float64 (the upper levels)
@@ -11,17 +9,14 @@ sequential product does not. For a float32 computation on a target that computes
           each block's running product started from its prefix: a chain seeded by it
           (``carry``, ``radix``) or the Scan's initial state (``blocked``)
 
-Accuracy: P64's relative error is at most about (factors) * 2^-53, so its rounding to
-float32 adds 0.5 ulp; then at most r multiplications in float32: about r + 1 ulps whatever
-n, never more than the float32 tree's k - 1. Every partial product the float32 level forms
-is a prefix of x (no overflow or underflow where the sequential product has none); the
-float64 totals cannot leave float64's range (a block of float32 factors is at most 2^277).
-tests/lowerings/test_tree_accuracy.py and tests/test_runtime_accuracy.py hold every tree to the
-native kernel's bits on swinging prefixes and to 1.25x its error near 1.
+Accuracy: P64's relative error is at most about k * 2^-53, so its rounding to float32 adds
+0.5 ulp; then at most r multiplications in float32: about r + 1 ulps whatever n, never more
+than the float32 tree's k - 1. Every partial product formed in float32 is a prefix of x (no
+overflow or underflow where the sequential product has none); a block of float32 factors is
+at most 2^277, inside float64's range.
 
 Cost: a Cast of x to float64 and a product over each block (a ReduceProd, or r Casts and
-r - 1 Muls of the slices: :func:`block_totals`); the upper levels on 1 / r of the data in
-float64.
+r - 1 Muls of the slices: :func:`block_totals`); the upper levels on 1 / r of the data.
 """
 
 from __future__ import annotations

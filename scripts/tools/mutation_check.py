@@ -234,14 +234,14 @@ MUTANTS = [
     Mutant(
         "doubling._blocked: block totals from the last position in reverse too",
         "rewriter/lowerings/doubling.py",
-        "    totals = b.slice_axis(yb, 1, last, last + 1)\n",
-        "    totals = b.slice_axis(yb, 1, BLOCK - 1, BLOCK)\n",
+        "    totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)\n",
+        "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * w, BLOCK * w)\n",
     ),
     Mutant(
         "doubling._blocked_flat: block totals from the last position in reverse too",
         "rewriter/lowerings/doubling.py",
-        "    totals = b.slice_axis(yb, 1, last * i, (last + 1) * i)  # (o * m, i)\n",
-        "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * i, BLOCK * i)  # (o * m, i)\n",
+        "    totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)\n",
+        "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * w, BLOCK * w)\n",
     ),
     Mutant(
         "doubling._blocked_flat: the carries not tiled over the block (one column each)",
@@ -252,8 +252,8 @@ MUTANTS = [
     Mutant(
         "doubling._blocked: the block carries inclusive",
         "rewriter/lowerings/doubling.py",
-        "    carries = _scan_static(b, totals, m, v, exclusive=True)\n",
-        "    carries = _scan_static(b, totals, m, v, exclusive=False)\n",
+        "    carries = _scan_static(b, totals, m, across, exclusive=True)\n",
+        "    carries = _scan_static(b, totals, m, across, exclusive=False)\n",
     ),
     Mutant(
         "inline: no NameFixPass after the inliner",
@@ -1023,7 +1023,7 @@ MUTANTS = [
     Mutant(
         "carry: narrow runs of more than one element take r = 16",
         "rewriter/lowerings/tree.py",
-        "        and i * dtype.itemsize <= NARROW_RUN_BYTES\n",
+        "        and i * dtype.itemsize <= most_bytes\n",
         "        and False\n",
     ),
     Mutant(
@@ -1047,8 +1047,8 @@ MUTANTS = [
     Mutant(
         "cached: tiles under a quarter of TILE_BYTES left uncut (the 1 MiB tiles' rule)",
         "rewriter/lowerings/cached.py",
-        "    return _divisor_piece(o, n * i * itemsize, TILE_BYTES, TILE_BYTES // 8)\n",
-        "    return _divisor_piece(o, n * i * itemsize, TILE_BYTES, TILE_BYTES // 4)\n",
+        "    return _divisor_piece(o, n * i * itemsize, limit, limit // 8)\n",
+        "    return _divisor_piece(o, n * i * itemsize, limit, limit // 4)\n",
     ),
     Mutant(
         "cached: a single tile of every row allowed",
@@ -1089,8 +1089,8 @@ MUTANTS = [
     Mutant(
         "cached: the tiles' runs judged narrow on the tile",
         "rewriter/lowerings/cached.py",
-        "    narrow_runs = tree.narrow((o, n, i), v.dtype)  # judged on x, not on the tile\n",
-        "    narrow_runs = tree.narrow((rows, n, i), v.dtype)\n",
+        "    narrow_runs = tree.narrow((o, n, i), v.dtype, v.target)",
+        "    narrow_runs = tree.narrow((rows, n, i), v.dtype, v.target)",
     ),
     Mutant(
         "cached: the tiles' result viewed as the tile (a Reshape copied into the Scan's output)",
@@ -1122,27 +1122,27 @@ MUTANTS = [
     ),
     Mutant(
         "cached: halves from runs of 24 bytes (carry's narrow runs)",
-        "rewriter/lowerings/cached.py",
-        "HALVES_RUN_BYTES = (32, 64)  # (least, most) bytes of a run of i elements\n",
-        "HALVES_RUN_BYTES = (24, 64)\n",
+        "rewriter/targets.py",
+        "_CACHE_HALVES = (2 << 20, 32, 64)\n",
+        "_CACHE_HALVES = (2 << 20, 24, 64)\n",
     ),
     Mutant(
         "cached: halves under 2 MiB too",
         "rewriter/lowerings/cached.py",
-        "        and rows * n * i * itemsize >= HALVES_FROM_BYTES\n",
-        "        and rows * n * i * itemsize >= HALVES_FROM_BYTES // 2\n",
+        "rows * n * i * itemsize >= least_tile and",
+        "rows * n * i * itemsize >= least_tile // 2 and",
     ),
     Mutant(
         "cached: halves on 8-byte types too",
         "rewriter/lowerings/cached.py",
-        "        itemsize == 4\n",
-        "        itemsize in (4, 8)\n",
+        "    return itemsize == 4 and rows",
+        "    return itemsize in (4, 8) and rows",
     ),
     Mutant(
         "cached: the chunks' runs judged narrow on the chunk",
         "rewriter/lowerings/cached.py",
-        "    narrow_runs = tree.narrow((1, n, i), v.dtype)  # judged on x, not on the chunk\n",
-        "    narrow_runs = tree.narrow((1, length, i), v.dtype)\n",
+        "    narrow_runs = tree.narrow((1, n, i), v.dtype, v.target)",
+        "    narrow_runs = tree.narrow((1, length, i), v.dtype, v.target)",
     ),
     Mutant(
         "near_one: offset totals taken on factors within 1 / (4r) of 1, not 1 / (8r)",

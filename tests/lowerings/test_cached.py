@@ -37,6 +37,7 @@ from tests.helpers import (
     random_data,
     refuses_broadly,
     run_ort,
+    set_pieces,
 )
 
 
@@ -44,8 +45,7 @@ from tests.helpers import (
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiles and chunks of 256 bytes, so that the small models here are cut into pieces
     (a test that needs the shipped sizes sets them itself)."""
-    monkeypatch.setattr(cached, "TILE_BYTES", 256)
-    monkeypatch.setattr(cached, "CHUNK_BYTES", 256)
+    set_pieces(monkeypatch, 256, 256)
 
 
 def _scans(model: onnx.ModelProto) -> list[onnx.NodeProto]:
@@ -75,8 +75,7 @@ def test_tile_rows(
     rows: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(cached, "TILE_BYTES", tile_bytes)
-    assert cached.tile_rows(dims, itemsize) == rows
+    assert cached.tile_rows(dims, itemsize, tile_bytes) == rows
 
 
 def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
@@ -85,7 +84,6 @@ def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
     """The twenty-sixth round measured tiles of 2 MiB against 1 MiB on views both tile: the
     least tile (an eighth of TILE_BYTES) keeps every view the 1 MiB tiles cut (tiles of a
     quarter of 1 MiB or more, written out here) cut, in tiles at least as large."""
-    monkeypatch.setattr(cached, "TILE_BYTES", 2 << 20)  # as shipped (the fixture makes 256)
 
     def rows_in_1_mib(o: int, row: int) -> int | None:
         most = min(o // 2, max(1, (1 << 20) // row))
@@ -100,13 +98,13 @@ def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
         before = rows_in_1_mib(o, n * i * itemsize)
         if before is not None:
             checked += 1
-            now = cached.tile_rows((o, n, i), itemsize)
+            now = cached.tile_rows((o, n, i), itemsize, 2 << 20)  # as shipped
             assert now is not None and now >= before, (o, n, i, itemsize)
     assert checked > 300
 
 
 def test_tile_rows_needs_static_dims() -> None:
-    assert cached.tile_rows((ir.Value(name="o"), 512, 1), 8) is None
+    assert cached.tile_rows((ir.Value(name="o"), 512, 1), 8, 1 << 20) is None
 
 
 @pytest.mark.parametrize(
@@ -128,9 +126,8 @@ def test_chunk_length(
     length: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(cached, "CHUNK_BYTES", chunk_bytes)
-    assert cached.chunk_length(dims, itemsize) == length
-    assert cached.chunk_length((1, ir.Value(name="n"), 8), itemsize) is None
+    assert cached.chunk_length(dims, itemsize, chunk_bytes) == length
+    assert cached.chunk_length((1, ir.Value(name="n"), 8), itemsize, chunk_bytes) is None
 
 
 CELLS = [
@@ -187,7 +184,7 @@ def test_each_tile_is_scanned_on_its_own_rows() -> None:
 def test_real_tiles_on_a_32_mib_tensor_match_native(monkeypatch: pytest.MonkeyPatch) -> None:
     """auto's pick at the benchmark's int64 4M last-axis size, with the shipped tile size:
     bit-exact against onnxruntime's native CumProd and numpy (wraparound included)."""
-    monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
+    set_pieces(monkeypatch, 1 << 20, None)
     shape = (8192, 512)
     model = cumprod_model(I64, shape, 1, reverse=1)
     (plan,) = plan_cumprods(ir.serde.deserialize_model(model), "auto")
@@ -255,7 +252,7 @@ def test_the_scan_writes_carrys_blocks_in_place(
     ],
 )
 def test_halves(tile: tuple[int, int, int], itemsize: int, expected: bool) -> None:
-    assert cached.halves(tile, itemsize) is expected
+    assert cached.halves(tile, itemsize, TARGETS["onnxruntime"].cache_halves) is expected
 
 
 def _halving_splits(lowered: onnx.ModelProto) -> list[onnx.NodeProto]:
@@ -278,7 +275,7 @@ def test_halves_are_exact_on_every_type_and_attribute(
 ) -> None:
     """carry's first level cut in halves (here on every tile of 256 bytes, whatever its
     type), every exclusive / reverse pair; the halves in the body."""
-    monkeypatch.setattr(cached, "halves", lambda tile, itemsize: True)
+    monkeypatch.setattr(cached, "halves", lambda tile, itemsize, rule: True)
     shape = (3, n, 8)
     for exclusive, reverse in itertools.product((0, 1), (0, 1)):
         model = cumprod_model(elem_type, shape, 1, exclusive=exclusive, reverse=reverse)
@@ -298,7 +295,7 @@ def test_halves_at_the_real_size_match_native(monkeypatch: pytest.MonkeyPatch) -
     32-byte runs): the first level in halves, the upper levels in one Split each, and the
     result bit-exact against onnxruntime's native CumProd and numpy on odd values (with
     wraparound)."""
-    monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
+    set_pieces(monkeypatch, 1 << 20, None)
     shape = (8, 65536, 8)
     model = cumprod_model(TensorProto.INT32, shape, 1)
     lowered = rewriter.decompose_cumprod(model)
@@ -347,8 +344,7 @@ def test_pieces_take_the_radix_of_the_whole_tensor(
     24 bytes in 2^21 elements or more: r = 4; README, docs/performance.md seventeenth round),
     not the piece's own size; and the pieces are exact there, exclusive and reverse,
     against numpy with wraparound and onnxruntime's native kernel."""
-    monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
-    monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
+    set_pieces(monkeypatch, 1 << 20, 4 << 20)
     for exclusive, reverse in ((0, 0), (1, 1)):
         model = cumprod_model(elem_type, shape, axis, exclusive=exclusive, reverse=reverse)
         lowered = rewriter.decompose_cumprod(model, strategy="cached")
@@ -459,8 +455,7 @@ def test_auto_takes_cached_for_carry_on_large_tensors(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the shipped piece sizes (the fixture above makes them 256 bytes)
-    monkeypatch.setattr(cached, "TILE_BYTES", 2 << 20)
-    monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
+    set_pieces(monkeypatch, 2 << 20, 4 << 20)
     (plan,) = plan_cumprods(ir.serde.deserialize_model(cumprod_model(elem_type, shape, axis)))
     assert plan.lowering.name == pick
 

@@ -19,6 +19,7 @@ import pytest
 
 import rewriter
 from rewriter.lowerings import tree as carry
+from rewriter.targets import TARGETS
 from tests import bounds
 from tests.helpers import (
     BF16,
@@ -125,14 +126,18 @@ def test_narrow_runs() -> None:
     in a tensor of 2^21 elements or more (docs/performance.md, fifteenth round); symbolic
     dims or an unknown type are not."""
     f32, f64 = ir.DataType.FLOAT, ir.DataType.DOUBLE
-    big = carry.NARROW_FROM_ELEMENTS
-    assert carry.narrow((2, 5, 1), None) and carry.narrow((ir.Value(name="o"), 5, 1), f64)
-    assert carry.narrow((1, big // 6 + 1, 6), f32) and not carry.narrow((1, big // 7 + 1, 7), f32)
-    assert carry.narrow((1, big // 3 + 1, 3), f64) and not carry.narrow((1, big // 4, 4), f64)
-    assert not carry.narrow((1, big // 6, 6), f32)  # 2^21 - 2 elements
-    assert not carry.narrow((1, big, 2), None)
-    assert not carry.narrow((ir.Value(name="o"), big, 2), f32)
-    assert not carry.narrow((1, big, ir.Value(name="i")), f32)
+    t = TARGETS["onnxruntime"]
+    assert t.narrow_runs == (24, 1 << 21)
+    big = 1 << 21
+    assert carry.narrow((2, 5, 1), None, t) and carry.narrow((ir.Value(name="o"), 5, 1), f64, t)
+    assert carry.narrow((1, big // 6 + 1, 6), f32, t)
+    assert not carry.narrow((1, big // 7 + 1, 7), f32, t)
+    assert carry.narrow((1, big // 3 + 1, 3), f64, t)
+    assert not carry.narrow((1, big // 4, 4), f64, t)
+    assert not carry.narrow((1, big // 6, 6), f32, t)  # 2^21 - 2 elements
+    assert not carry.narrow((1, big, 2), None, t)
+    assert not carry.narrow((ir.Value(name="o"), big, 2), f32, t)
+    assert not carry.narrow((1, big, ir.Value(name="i")), f32, t)
 
 
 @pytest.mark.parametrize(

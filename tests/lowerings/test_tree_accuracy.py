@@ -17,11 +17,11 @@ import pytest
 from onnx import TensorProto
 
 import rewriter
-from rewriter.lowerings import cached
 from tests.helpers import (
     cumprod_model,
     float32_ulps,
     run_ort,
+    set_pieces,
     swinging,
     wide_reference,
 )
@@ -126,9 +126,8 @@ def test_factors_near_one_as_accurate_as_native(
     """float32 x = 1 + N(0, 1e-4): the lowering's worst and mean errors within 1.25x the native
     kernel's (float32 block totals and carries gave up to 4x its worst and 6x its mean)."""
     strategy, shape, axis, attrs, dims, target = case
-    # cached's real piece sizes, set here so that no other test's sizes leak in
-    monkeypatch.setattr(cached, "TILE_BYTES", 1 << 20)
-    monkeypatch.setattr(cached, "CHUNK_BYTES", 4 << 20)
+    # cached's piece sizes as this test measured them
+    set_pieces(monkeypatch, 1 << 20, 4 << 20)
     x = (1 + np.random.default_rng(1).normal(0, 1e-4, shape)).astype(np.float32)
     native, got, ops = _native_and_lowered(
         shape, axis, x, strategy, attrs=attrs, dims=dims, target=target
@@ -205,7 +204,7 @@ def test_prefixes_swinging_within_range_as_native(
     partial products still overflow: a strict xfail."""
     # chunks of 256 positions on the first view (chunks of 16 would be one seeded chain
     # each: no tree)
-    monkeypatch.setattr(cached, "CHUNK_BYTES", 4096)
+    set_pieces(monkeypatch, None, 4096)
     shape, axis = SWING_VIEWS[view]
     x = swinging(shape, axis)
     if attrs[1]:
