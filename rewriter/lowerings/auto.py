@@ -173,6 +173,10 @@ TINYGRAD = (
     Row("masked", "carry's fused unrolled tree compiled > 4.3x CumSum's time, masked 0.95-1.21x "
         "(runs 0.26-0.45x CumSum)", "compile-tinygrad-masked-2026-12-06.md", at=_F | _L,
         n=(1024, 8192), itemsize=4, under_bytes=_MIB),
+    Row("masked", "middle axes: carry compiled 4.2-4.4x CumSum's time at n = 1024 (> 5.5x at "
+        "8192), masked 0.92-1.16x; runs 0.82-1.03x carry's time",
+        "compile-tinygrad-2026-12-06-middle.md", at=_M, n=(1024, 8192), itemsize=4,
+        under_bytes=_MIB),
     Row("carry", "0.36-1.10x radix's time (median 0.96x)", _TG, at=_FLM, n=(17, None)),
     Row("carry", "padded to max_length: doubling compiled 5-10x longer",
         "tinygrad-run-time-length-2026-12-01.md", at=_RTL),

@@ -40,6 +40,8 @@ SOURCES = {
     "compile": "compile-2026-12-06-auto-picks.md",
     "compile_study": "compile-2026-12-06-summary.md",
     "compile_ort": "compile-onnxruntime-2026-12-06-5reps.md",
+    "compile_tinygrad_middle": "compile-tinygrad-2026-12-06-middle.md",
+    "compile_openvino_long": "compile-openvino-2026-12-06-long-summary.md",
 }
 POSITIONS = ("first", "middle", "last")
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -360,6 +362,17 @@ def compile_section() -> list[str]:
         "0.95-1.14×. A session costs about 0.1 ms per node there; the forms with fewer "
         "nodes run slower (`radix` on the last axes: 1.04-3.17× CumSum where `carry` runs "
         "0.84-1.87×), so the table keeps the faster run.",
+        "",
+        "Measured again with 5 repetitions and a CPU clock that counts tinygrad's compile "
+        "pool (the table's tinygrad CPU figures predate it; its wall figures stand): "
+        "tinygrad's middle axis (`scripts/results/"
+        f"{SOURCES['compile_tinygrad_middle']}`) misses 2× at n = 256 whatever the form "
+        "(`carry` 1.95-2.28 wall / 2.00-2.26 CPU, `masked` 2.06-2.37 / 2.14-2.55, `radix` "
+        "2.28-2.38 / 2.32-2.62), and takes `masked` from n = 1024 (0.92-1.16×, where `carry` "
+        "took 4.2× to over 5.5×). OpenVINO's float32 n = 8192 (`scripts/results/"
+        f"{SOURCES['compile_openvino_long']}`): `doubling` 2.13 wall / 1.99 CPU over 10 "
+        "repetitions; the forms within 2× there (`loop`, `scan`, `blocked`) run 2.6-52× its "
+        "time, so the table keeps it.",
         "",
     ]
 

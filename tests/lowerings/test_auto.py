@@ -292,7 +292,7 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_4, (1024, 4), 0, ("radix", "carry", "doubling", "doubling", "masked", "doubling")),
     (_4, (1025, 4), 0, ("radix", "carry", "doubling", "doubling", "masked", "doubling")),
     (_4, (2, 600, 2), 1, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
-    (_4, (2, 1024, 2), 1, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 1024, 2), 1, ("radix", "carry", "doubling", "doubling", "masked", "doubling")),
     # tract: the other types scan to 1024
     (_8, (1024, 4), 0, ("radix", "scan", "carry", "doubling", "carry", "doubling")),
     (_8, (1025, 4), 0, ("radix", "radix", "carry", "doubling", "carry", "doubling")),
@@ -430,18 +430,21 @@ def test_auto_without_a_bound_where_only_doubling_fits_is_refused() -> None:
         ("openvino", I32, (256, 4), 0, "carry"),
         ("openvino", I32, (2, 256, 2), 1, "carry"),
         ("openvino", F32, (256, 4), 0, "chain"),  # float32: no form met 2x
-        # tinygrad: masked on first / last axes, n = 1024-8192 (tests/lowerings/test_masked.py)
+        # tinygrad: masked on every static axis, n = 1024-8192 (tests/lowerings/test_masked.py)
         ("tinygrad", F32, (2, 1023), 1, "carry"),
         ("tinygrad", F32, (2, 1024), 1, "masked"),
         ("tinygrad", I32, (8192, 4), 0, "masked"),
         ("tinygrad", F32, (2, 8193), 1, "carry"),
-        ("tinygrad", F32, (2, 1024, 2), 1, "carry"),  # middle axis: not masked
+        ("tinygrad", F32, (2, 1023, 2), 1, "carry"),  # middle axis: masked from 1024
+        ("tinygrad", F32, (2, 1024, 2), 1, "masked"),
+        ("tinygrad", I32, (2, 8193, 2), 1, "carry"),
     ],
 )
 def test_auto_weighs_compile_time_where_it_was_measured(
     target: str, elem: int, dims: tuple[int, ...], axis: int, want: str
 ) -> None:
-    """scripts/results/compile-2026-12-06-summary.md, compile-tinygrad-masked-2026-12-06.md:
+    """scripts/results/compile-2026-12-06-summary.md, compile-tinygrad-masked-2026-12-06.md,
+    compile-tinygrad-2026-12-06-middle.md:
     load / compile + first run against the CumSum model of the same shape."""
     assert _planned(cumprod_model(elem, dims, axis), target) == want
 

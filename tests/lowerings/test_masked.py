@@ -265,7 +265,8 @@ def _auto_pick(elem: int, dims: tuple[int, ...], axis: int, target: str) -> str:
         (TensorProto.FLOAT, (65, 4096), 1, "other"),  # past 1 MiB: not measured
         (TensorProto.UINT32, (4, 2048), 1, "masked"),
         (TensorProto.INT64, (4, 2048), 1, "other"),  # 8-byte: not measured
-        (TensorProto.FLOAT, (2, 1024, 2), 1, "other"),  # a middle axis
+        (TensorProto.FLOAT, (2, 1023, 2), 1, "other"),  # a middle axis: from 1024 too
+        (TensorProto.FLOAT, (2, 1024, 2), 1, "masked"),
     ],
 )
 def test_auto_takes_masked_on_tinygrad_within_its_row(
