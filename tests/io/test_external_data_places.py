@@ -276,10 +276,13 @@ def _externalize(tensor: onnx.TensorProto, folder: Path, name: str) -> None:
         tensor.external_data.add(key=key, value=text)
 
 
-def _function_branch_weight(folder: Path, cumprod: bool) -> Path:
+def _function_branch_weight(folder: Path, cumprod: bool, constant: bool = True) -> Path:
     """y = F(x), F's body an If whose then-branch multiplies by an initializer w kept in
     ``w.bin`` (and, with ``cumprod``, runs a CumProd): a tensor in a subgraph of a function
-    body, which neither the main graph's walk nor ``ir.save`` reaches."""
+    body, which neither the main graph's walk nor ``ir.save`` reaches. The If's condition is
+    a Constant (the rewrite inlines the branch, w becoming a Constant node) or, with
+    ``constant`` false, computed at run time (true: x has elements), so the If and its
+    initializer stay."""
     then_nodes = [helper.make_node("Mul", ["a", "w"], ["aw" if cumprod else "t"])]
     if cumprod:
         then_nodes += [
@@ -307,8 +310,11 @@ def _function_branch_weight(folder: Path, cumprod: bool) -> Path:
         [
             helper.make_node(
                 "Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [True])
-            ),
-            helper.make_node("If", ["c"], ["b"], then_branch=then, else_branch=other),
+            )
+            if constant
+            else helper.make_node("Size", ["a"], ["c"]),
+            helper.make_node("Cast", ["c"], ["cb"], to=TensorProto.BOOL),
+            helper.make_node("If", ["cb"], ["b"], then_branch=then, else_branch=other),
         ],
         [helper.make_opsetid("", 26)],
     )
@@ -316,20 +322,21 @@ def _function_branch_weight(folder: Path, cumprod: bool) -> Path:
     model = _model(graph, functions=[function])
     model.opset_import.append(helper.make_opsetid("local", 1))
     folder.mkdir(parents=True)
-    _externalize(model.functions[0].node[1].attribute[1].g.initializer[0], folder, "w.bin")
+    _externalize(model.functions[0].node[2].attribute[1].g.initializer[0], folder, "w.bin")
     source = folder / "m.onnx"
     onnx.save(model, source)
     return source
 
 
+@pytest.mark.parametrize("constant", [True, False], ids=["inlined", "kept"])
 @pytest.mark.parametrize("cumprod", [True, False], ids=["rewritten", "copied"])
 def test_an_external_tensor_in_a_function_subgraph_is_carried(
-    tmp_path: Path, cumprod: bool
+    tmp_path: Path, cumprod: bool, constant: bool
 ) -> None:
     """Rewritten: the save left the tensor pointing at ``w.bin``, which the output's folder
     does not have (refused by the output's check); copied (no CumProd): the copy pointed at
-    it too, and ran nowhere."""
-    source = _function_branch_weight(tmp_path / "in", cumprod)
+    it too, and ran nowhere. Its If inlined (a Constant condition) or kept."""
+    source = _function_branch_weight(tmp_path / "in", cumprod, constant)
     out = tmp_path / "out" / "m.onnx"
     report = convert_file(source, out)
     assert report.status == ("rewritten" if cumprod else "copied"), report.error
