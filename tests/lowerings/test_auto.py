@@ -460,3 +460,18 @@ def test_refusal_answers_why_not_for_a_lowering_and_for_auto() -> None:
     assert "needs Loop, which tract lacks" in (refusal(site, "loop", TARGETS["tract"]) or "")
     assert "max_length" in (refusal(site, "auto", TARGETS["portable"]) or "")
     assert refusal(site, "auto", TARGETS["tract"]) is None  # scan takes a run-time length
+
+
+@pytest.mark.parametrize(
+    ("dims", "axis", "want"),
+    [
+        ((65537, 64), 1, "scan"),  # 16 MiB, 65537 rows (a prime): no tile of rows divides them
+        ((3, 65537, 64), 1, "carry"),
+        ((65537, 3, 64), 0, "carry"),
+        ((65536, 64), 1, "cached"),  # the same size in tiles of rows: cached
+    ],
+)
+def test_cached_rows_need_x_cut_into_pieces(dims: tuple[int, ...], axis: int, want: str) -> None:
+    """onnxruntime's cached rows match only where x cuts into pieces (of at most 16 MiB):
+    where no tile of rows or chunk divides x, the next row picks."""
+    assert _planned(cumprod_model(F32, dims, axis), "onnxruntime") == want
