@@ -26,7 +26,7 @@ import logging
 import onnx_ir as ir
 from onnx_ir.passes import common
 
-from rewriter.graphs import ONNX_DOMAINS
+from rewriter.graphs import ONNX_DOMAINS, holds_cumprod
 
 __all__ = ["inline_constant_ifs"]
 
@@ -44,14 +44,6 @@ def _read_by_cumprod(value: ir.Value) -> bool:
         if node.op_type == "Identity" and _read_by_cumprod(node.outputs[0]):
             return True
     return False
-
-
-def _holds_cumprod(graph: ir.Graph) -> bool:
-    """Whether ``graph`` or a subgraph in it has a CumProd."""
-    return any(
-        n.op_type == "CumProd" and n.domain in ONNX_DOMAINS
-        for n in ir.traversal.RecursiveGraphIterator(graph)
-    )
 
 
 def _condition(node: ir.Node) -> bool | None:
@@ -126,7 +118,7 @@ def inline_constant_ifs(model: ir.Model) -> int:
             continue
         read = node.graph is not model.graph and any(_read_by_cumprod(v) for v in node.outputs)
         branches = (node.attributes[k].as_graph() for k in ("then_branch", "else_branch"))
-        if not read and not any(_holds_cumprod(b) for b in branches):
+        if not read and not any(holds_cumprod(b) for b in branches):
             continue
         logger.debug("If '%s': constant condition %s, branch inlined", node.name, chosen)
         _inline(node, chosen, body=any(node.graph is b for b in bodies))

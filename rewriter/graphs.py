@@ -74,6 +74,11 @@ def is_cumprod(node: ir.Node | onnx.NodeProto) -> bool:
     return node.op_type == "CumProd" and node.domain in ONNX_DOMAINS
 
 
+def holds_cumprod(graph: ir.Graph | ir.Function) -> bool:
+    """Whether ``graph`` (or a function body), or a subgraph at any depth in it, has a CumProd."""
+    return any(is_cumprod(n) for n in ir.traversal.RecursiveGraphIterator(graph))
+
+
 def graphs_of(model: ir.Model) -> Iterator[ir.Graph]:
     """The main graph, every function's body, and their subgraphs at any depth."""
     roots: list[ir.Graph] = [model.graph]

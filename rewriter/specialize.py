@@ -28,7 +28,7 @@ import logging
 import onnx_ir as ir
 from onnx_ir import _cloner
 
-from rewriter.graphs import ONNX_DOMAINS
+from rewriter.graphs import holds_cumprod
 from rewriter.types import (
     FunctionKey,
     call_sites,
@@ -45,13 +45,6 @@ logger = logging.getLogger(__name__)
 Signature = tuple[tuple[int, ...], tuple[tuple[str, str], ...]]
 
 
-def _has_cumprod(graph: ir.Graph | ir.Function) -> bool:
-    return any(
-        n.op_type == "CumProd" and n.domain in ONNX_DOMAINS
-        for n in ir.traversal.RecursiveGraphIterator(graph)
-    )
-
-
 def _has_reference(graph: ir.Graph | ir.Function) -> bool:
     return any(
         attr.is_ref()
@@ -66,7 +59,7 @@ def functions_to_specialize(model: ir.Model, *, references: bool = False) -> set
     found = {
         key
         for key, f in model.functions.items()
-        if _has_cumprod(f) or (references and _has_reference(f))
+        if holds_cumprod(f) or (references and _has_reference(f))
     }
     changed = True
     while changed:

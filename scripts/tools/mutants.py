@@ -966,7 +966,7 @@ MUTANTS = [
     Mutant(
         "constant_if: a main-graph If whose branches hold a CumProd left to onnxruntime",
         "rewriter/constant_if.py",
-        "        if not read and not any(_holds_cumprod(b) for b in branches):\n",
+        "        if not read and not any(holds_cumprod(b) for b in branches):\n",
         "        if not read:\n",
     ),
     Mutant(
