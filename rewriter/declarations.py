@@ -244,7 +244,7 @@ def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
         if id(value) in cone
     ]
     if any(inferred is None or len(inferred) != len(v.shape or ()) for v, inferred in unconfirmed):
-        _scan_outputs_keep_their_rank(model)
+        _scan_outputs_keep_their_rank(model, types)
     for value, inferred in unconfirmed:
         assert value.shape is not None
         # the rank where inference confirms it: a Scan in the body returning the value (or
@@ -261,33 +261,81 @@ def drop_unconfirmed_shapes(model: ir.Model, types: TypeTable) -> None:
         value.shape = kept
 
 
-def _scan_outputs_keep_their_rank(model: ir.Model) -> None:
-    """Give each Scan body output of the main graph's subgraphs that declares no shape the
-    rank onnx's inference gives it with every declaration taken as it is (as onnxruntime
-    takes them), its dims unknown. Called before a subgraph input whose rank inference does
-    not confirm loses its declaration: a Scan body output computed from it (a Loop body's
-    carried value a nested Scan returns, the Loop's own carried value growing) would have
-    no shape, and onnxruntime refuses a Scan body output without one ("Subgraph must have
-    the shape set for all outputs"). The rank alone: nothing in the body is computed from
-    it, and the Scan's outputs have that rank when the original runs."""
+def _scan_outputs_keep_their_rank(model: ir.Model, types: TypeTable) -> None:
+    """Give each Scan body output (in the main graph's subgraphs and in function bodies)
+    that declares no shape the rank onnx's inference gives it with every declaration taken
+    as it is (as onnxruntime takes them), its dims unknown. Called before a subgraph input
+    whose rank inference does not confirm loses its declaration: a Scan body output computed
+    from it (a Loop body's carried value a nested Scan returns, the Loop's own carried value
+    growing) would have no shape, and onnxruntime refuses a Scan body output without one
+    ("Subgraph must have the shape set for all outputs"). The rank alone: nothing in the body
+    is computed from it, and the Scan's outputs have that rank when the original runs. A
+    function body is inferred as a graph whose inputs have the types its call sites agree on
+    (onnxruntime infers it inlined, with the caller's types)."""
+    _give_scan_outputs_rank(model.graph, _declared_inference(model, None, types))
+    for function in model.functions.values():
+        if any(n.op_type == "Scan" for n in ir.traversal.RecursiveGraphIterator(function.graph)):
+            _give_scan_outputs_rank(function.graph, _declared_inference(model, function, types))
+
+
+def _declared_inference(
+    model: ir.Model, function: ir.Function | None, types: TypeTable
+) -> dict[str, onnx.TypeProto | None]:
+    """The types onnx's inference gives every value of the main graph (``function`` None) or
+    of a function body, with the declarations in it taken as they are; by name, sibling
+    subgraphs' definitions merged; empty where inference fails."""
     try:
-        declared = call_onnx_api(
-            lambda proto: onnx.shape_inference.infer_shapes(proto, strict_mode=False).graph, model
-        )
+        if function is None:
+            graph = call_onnx_api(
+                lambda proto: onnx.shape_inference.infer_shapes(proto, strict_mode=False).graph,
+                model,
+            )
+        else:
+            graph = _infer_function_body(model, function, types)
     except Exception as exc:  # noqa: BLE001 - the outputs stay as they are
         logger.debug("shape inference failed, Scan body outputs left as declared: %s", exc)
-        return
+        return {}
     found = Definitions()
-    for sub in proto_graphs(declared):
+    for sub in proto_graphs(graph):
         for vi in [*sub.input, *sub.value_info, *sub.output]:
             if vi.HasField("type"):
                 found.add(vi.name, vi.type)
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+    return found.types
+
+
+def _infer_function_body(
+    model: ir.Model, function: ir.Function, types: TypeTable
+) -> onnx.GraphProto:
+    """onnx's inference on ``function``'s body made a model's graph, its inputs typed as its
+    call sites agree (untyped where they do not)."""
+    proto = ir.serde.serialize_function(function)
+    scope = function_scope(function)
+    inputs = []
+    for name in proto.input:
+        info = onnx.ValueInfoProto(name=name)
+        known = types.get_proto(scope, name)
+        if known is not None:
+            info.type.CopyFrom(known)
+        inputs.append(info)
+    graph = onnx.helper.make_graph(
+        list(proto.node), proto.name, inputs, [onnx.ValueInfoProto(name=o) for o in proto.output]
+    )
+    standalone = onnx.helper.make_model(
+        graph,
+        opset_imports=list(proto.opset_import),
+        functions=[ir.serde.serialize_function(f) for f in model.functions.values()],
+        ir_version=model.ir_version,
+    )
+    return onnx.shape_inference.infer_shapes(standalone, strict_mode=False).graph
+
+
+def _give_scan_outputs_rank(top: ir.Graph, inferred: dict[str, onnx.TypeProto | None]) -> None:
+    for node in ir.traversal.RecursiveGraphIterator(top):
         if node.op_type != "Scan" or node.domain not in ("", "ai.onnx"):
             continue
         for body in _subgraphs(node):
             for value in body.outputs:
-                dims = inferred_dims(found.types.get(value.name or ""))
+                dims = inferred_dims(inferred.get(value.name or ""))
                 if value.shape is None and dims is not None:
                     logger.info(
                         "Scan body output '%s' takes the rank %d its declarations give",

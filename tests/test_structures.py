@@ -436,6 +436,42 @@ def test_scan_in_a_loop_nested_in_a_loop_keeps_a_shape_for_its_outputs(case: str
     assert_runs_the_same(model, feeds)
 
 
+@pytest.mark.parametrize("case", sorted(NESTED_LOOPS))
+def test_scan_in_a_loop_nested_in_a_loop_inside_a_function(case: str) -> None:
+    """The same Loops as the body of a model-local function the main graph calls twice
+    (found by the structure generator in CI: a function body's subgraph inputs are never
+    confirmed by inference, so they lose their declarations, and the Scan body output
+    without a shape was only given its rank in the main graph's subgraphs; onnxruntime
+    refused the Scan)."""
+    inner = scan_in_loop_in_loop_model(case)
+    function = onnx.helper.make_function(
+        "local", "F", ["x", "trip", "cond"], ["f"], list(inner.graph.node), inner.opset_import
+    )
+    call = [
+        onnx.helper.make_node("F", ["x", "trip", "cond"], [out], domain="local")
+        for out in ("f", "g")
+    ]
+    graph = onnx.helper.make_graph(
+        call,
+        "main",
+        list(inner.graph.input),
+        [*inner.graph.output, onnx.helper.make_value_info("g", inner.graph.output[0].type)],
+    )
+    model = onnx.helper.make_model(
+        graph,
+        opset_imports=[*inner.opset_import, onnx.helper.make_opsetid("local", 1)],
+        functions=[function],
+        ir_version=10,
+    )
+    feeds = {
+        "x": np.array([[0.5, 2.0, -1.5], [1.25, -0.75, 4.0]], np.float32),
+        "trip": np.array(2, np.int64),
+        "cond": np.array(True),
+    }
+    onnx.checker.check_model(model, full_check=True)
+    assert_runs_the_same(model, feeds)
+
+
 def _loop_with_cumprods(count: int) -> onnx.ModelProto:
     """A Loop (trip 2) whose body holds ``count`` CumProds of its carried value."""
     body_nodes = [onnx.helper.make_node("Identity", ["c_in"], ["t0"])]

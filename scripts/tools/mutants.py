@@ -846,6 +846,12 @@ MUTANTS = [
         "                    continue\n                # the rank",
     ),
     Mutant(
+        "declarations: Scan body outputs in function bodies get no rank",
+        "rewriter/declarations.py",
+        "_give_scan_outputs_rank(function.graph, _declared_inference(model, function, types))",
+        "pass",
+    ),
+    Mutant(
         "types: a Loop's count and condition lose their shapes too",
         "rewriter/declarations.py",
         'fixed = 2 if owner.op_type == "Loop" else 0',
