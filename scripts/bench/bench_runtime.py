@@ -407,9 +407,9 @@ def compile_summary(runs: list[dict]) -> dict[str, object]:
     """Median seconds, median CumSum seconds and the median of the per-repetition ratios
     s / cumsum_s of one lowering's fresh-process runs (:func:`compile_runs`), and the median
     ratio of the whole processes (Python start and imports included) and of the CPU time
-    (process and children), over the runs that finished (None if none did). ``timeout``:
-    some run hit the limit (its time, the limit, stands in: the ratio is a lower bound);
-    ``error``: the first error seen (no figures)."""
+    (the process, its children and its live descendants), over the runs that finished (None
+    if none did). ``timeout``: some run hit the limit (its time, the limit, stands in: the
+    ratio is a lower bound); ``error``: the first error seen (no figures)."""
     errors = [r["error"] for r in runs if r.get("error")]
     paired = [r for r in runs if r.get("s") is not None and r.get("cumsum_s")]
     if errors or not paired:
@@ -640,7 +640,8 @@ def compile_markdown(result: dict) -> list[str]:
         "",
         f"{result['compile_how']} Compile ratio: the median over repetitions of the "
         "lowering's time / the time of the CumSum process run next to it; CPU: the same in CPU "
-        "time of the process and its children (clang, iree-compile); process: the same "
+        "time of the process, its finished children (clang, iree-compile) and its descendants "
+        "still running (tinygrad's compile pool); process: the same "
         "for the whole processes (Python start and imports included); seconds: medians. "
         "Run ratio: the steady run time / CumSum's, from the tables above. "
         f"✓: compile within {limit:g}× of CumSum's ({clock} time); **bold**: the fastest of "
@@ -792,7 +793,7 @@ def main() -> None:
         choices=tuple(COMPILE_KEY),
         default="wall",
         help="which compile ratio the limit judges: wall time, or CPU time of the process and "
-        "its children (steadier on a loaded machine)",
+        "its descendants (steadier on a loaded machine)",
     )
     parser.add_argument("--only", help="NAME,...: build only these lowerings")
     parser.add_argument(
