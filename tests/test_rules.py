@@ -728,3 +728,45 @@ def test_a_model_changed_between_two_rewrites_is_seen_anew() -> None:
     assert "CumProd" not in op_types(rewritten)
     x = np.arange(-5, 7, dtype=np.int32).reshape(3, 4)
     np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], native(original, {"x": x})[0])
+
+
+@pytest.mark.parametrize("strategy", ["auto", "scan"])
+def test_shape_inference_once_per_graph_visit(
+    strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten CumProds in a chain in one graph, each x an intermediate: inference runs once
+    for the graph's visit, not once per CumProd, also where each lowering brings a Scan
+    whose body onnxscript visits in between (it ran ten times there before the facts were
+    kept per visit with the model; 50 such CumProds took 16 times as long)."""
+    import rewriter.rules
+
+    calls = []
+    real = rewriter.rules.infer_types
+
+    def counted(model: ir.Model) -> object:
+        calls.append(1)
+        return real(model)
+
+    monkeypatch.setattr(rewriter.rules, "infer_types", counted)
+    nodes, previous = [], "x"
+    for i in range(10):
+        nodes.append(helper.make_node("Neg", [previous], [f"n{i}"]))
+        cumprod = helper.make_node("CumProd", [f"n{i}", "axis"], [f"c{i}"], exclusive=i % 2)
+        nodes.append(cumprod)
+        previous = f"c{i}"
+    nodes.append(helper.make_node("Identity", [previous], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "main",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [3, 4])],
+        [_axis(1)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    rewritten = _with_rules(model, strategy)
+    assert "CumProd" not in op_types(rewritten)
+    if strategy == "scan":
+        assert op_types(rewritten).count("Scan") == 10
+    assert calls == [1]
+    x = np.arange(-5, 7, dtype=np.int32).reshape(3, 4)
+    np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], native(model, {"x": x})[0])
