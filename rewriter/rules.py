@@ -18,7 +18,17 @@ rewriter's op builder, at the ai.onnx version where the node lives. A check that
 gives its reason (the pass's error message) in the match result (``MatchingTracer``,
 ``verbose``) and, once per node, as a logged warning; the node is left alone. The target's
 warnings for a lowered node (``rewriter.decompose.warning_lines``) are logged as the pass
-logs them.
+logs them. Each warning is given once per model and rule, however often the rewriter checks
+the node; a rule set applied to another model warns about that one too.
+
+State: the rule object holds only its configuration (strategy, target, max_length) and no
+rewrite changes it. What it learns about a model (the located CumProds, the names in use,
+the inferred types of the current graph visit, the warnings given) is kept with the model,
+per rule, in ``model.meta`` (onnx_ir's unserialized metadata; the last visit's facts stay
+there); the plan ``check`` makes for a node (its site and lowering) reaches ``rewrite``,
+which onnxscript gives no model, in the node's ``meta``, and ``rewrite`` takes it off before
+the node is replaced. One rule set thus serves several models, even one rewritten in the
+middle of another's visit.
 
 Types: x's element type and shape are declared ones where x is a main-graph input or an
 initializer (a runtime checks those); else they come from onnx shape inference on a copy of
@@ -77,17 +87,48 @@ class RuleBuilder(lowerings.Builder):
 
 
 @dataclasses.dataclass
-class _ModelFacts:
-    """What the rule knows about the model during one graph visit."""
+class _Visit:
+    """What the rule knows about the model during one visit of one of its graphs, subgraphs
+    or functions (``scope``): the located CumProd nodes, the names in use, the types once
+    needed, and the nodes checked so far. onnxscript checks each node once per visit, so a
+    node checked again means a new visit (the model may have changed since)."""
 
-    model: ir.Model
+    scope: ir.Graph | ir.Function
     located: dict[ir.Node, Located]
     names: lowerings.NameSource
     types: TypeTable | None = None
+    checked: set[ir.Node] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass
+class _Record:
+    """What one rule keeps about one model, in the model's ``meta`` (never serialized): the
+    current visit's facts and the warnings already given."""
+
+    visit: _Visit | None = None
+    warned: set[str] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What :meth:`CumProdRule.check` decided for a node, carried to :meth:`~CumProdRule.rewrite`
+    in the node's ``meta`` (the node is replaced right after)."""
+
+    site: CumProdSite
+    lowering: lowerings.Lowering
+    names: lowerings.NameSource
+
+
+# model.meta[_RECORDS]: each rule's record about the model (weakly keyed: a rule set dropped
+# takes its records along); node.meta[_PLAN]: the node's plan, between check and rewrite
+_RECORDS = "rewriter.rules.records"
+_PLAN = "rewriter.rules.plan"
 
 
 class CumProdRule(RewriteRuleClassBase):
-    """``CumProd(x, axis) -> <the lowering's subgraph>``; see the module docstring."""
+    """``CumProd(x, axis) -> <the lowering's subgraph>``; see the module docstring. Its
+    attributes are its configuration only: a model's facts are a :class:`_Record` in
+    ``model.meta``, a node's plan a :class:`_Plan` in ``node.meta``."""
 
     def __init__(
         self, strategy: str = "auto", *, target: str = DEFAULT_TARGET, max_length: int | None = None
@@ -97,34 +138,38 @@ class CumProdRule(RewriteRuleClassBase):
         self.max_length = lowerings.whole_number("max_length", max_length, 1)
         super().__init__(name=f"CumProdTo{strategy.capitalize()}")
         self.strategy = strategy
-        # the model facts of the current graph visit (names, types), which rewrite, given no
-        # model by onnxscript, reads too
-        self._facts: _ModelFacts | None = None
-        # the rewriter may check a node on every iteration: each warning once per model
-        self._warned: set[str] = set()
-        self._warned_model: weakref.ref[ir.Model] | None = None
 
     def pattern(self, op: Any, x: ir.Value, axis: ir.Value) -> ir.Value:
         return op.CumProd(x, axis, _outputs=["y"])  # type: ignore[no-any-return]
 
-    def setup(self) -> None:
-        # Called before each graph, subgraph and function is visited: facts gathered during
-        # an earlier visit may be stale (the model has been rewritten since).
-        self._facts = None
+    def _record(self, model: ir.Model) -> _Record:
+        """This rule's record about ``model`` (each warning once per model and rule)."""
+        records: weakref.WeakKeyDictionary[CumProdRule, _Record] | None
+        records = model.meta.get(_RECORDS)
+        if records is None:
+            records = model.meta[_RECORDS] = weakref.WeakKeyDictionary()
+        record = records.get(self)
+        if record is None:
+            record = records[self] = _Record()
+        return record
 
-    def cleanup(self) -> None:
-        self._facts = None
-
-    def _model_facts(self, model: ir.Model, node: ir.Node) -> _ModelFacts:
-        if self._warned_model is None or self._warned_model() is not model:
-            self._warned.clear()  # a rule set reused for another model warns about it too
-            self._warned_model = weakref.ref(model)
-        facts = self._facts
-        if facts is None or facts.model is not model or node not in facts.located:
+    def _visit(self, record: _Record, context: Any) -> _Visit:
+        """The facts of the current visit of ``context.graph_or_function``: gathered anew for
+        another graph or function, for a node checked before in this one (a new visit: the
+        model may have been rewritten since) or for a node not in the model's last walk."""
+        model, node, scope = context.model, context.root, context.graph_or_function
+        visit = record.visit
+        if (
+            visit is None
+            or visit.scope is not scope
+            or node in visit.checked
+            or node not in visit.located
+        ):
             located = {w.node: w for w in walk_model(model) if is_cumprod(w.node)}
-            facts = _ModelFacts(model, located, lowerings.NameSource.for_model(model))
-            self._facts = facts
-        return facts
+            visit = _Visit(scope, located, lowerings.NameSource.for_model(model))
+            record.visit = visit
+        visit.checked.add(node)
+        return visit
 
     # onnxscript passes the pattern's bindings by name (the base declares *args, **kwargs).
     def check(  # type: ignore[override]
@@ -132,68 +177,72 @@ class CumProdRule(RewriteRuleClassBase):
     ) -> MatchResult:
         result = MatchResult()
         node: ir.Node = context.root
-        facts = self._model_facts(context.model, node)
-        where = facts.located.get(node)
+        model: ir.Model = context.model
+        record = self._record(model)
+        visit = self._visit(record, context)
+        where = visit.located.get(node)
         if where is None:  # not from this model's graphs and functions
             return result.fail(f"CumProd node '{node.name or ''}' is not in the model", node)
         if where.opset < 26:
             problem = f"CumProd needs ai.onnx opset >= 26, found {where.opset}"
             error = InvalidCumProdError(where.name, where.location, problem)
-            return result.fail(self._left_in_place(error), node)
+            return result.fail(_left_in_place(record, error), node)
         try:
-            site, lowering = self._plan(facts, where, x)
+            site = self._site(model, visit, where, x)
+            lowering = lowerings.choose(site, self.strategy, self.target)
         except CumProdError as error:
-            return result.fail(self._left_in_place(error), node)
+            return result.fail(_left_in_place(record, error), node)
         for line in warning_lines(site, lowering, self.target):
-            self._warn_once(line)
-        if facts.model.functions and not self.target.local_functions:
-            self._warn_once(
+            _warn_once(record, line)
+        if model.functions and not self.target.local_functions:
+            _warn_once(
+                record,
                 f"the model's functions stay functions, which {self.target.name} does not "
-                "load: DecomposeCumProdPass inlines them"
+                "load: DecomposeCumProdPass inlines them",
             )
+        node.meta[_PLAN] = _Plan(site, lowering, visit.names)
         return result
 
-    def _plan(
-        self, facts: _ModelFacts, where: Located, x: ir.Value
-    ) -> tuple[CumProdSite, lowerings.Lowering]:
-        """The node's site and lowering, from the visit's model facts: the same in
-        :meth:`check` and :meth:`rewrite` (nothing is carried from one to the other).
+    def _site(self, model: ir.Model, visit: _Visit, where: Located, x: ir.Value) -> CumProdSite:
+        """The node's site, from the visit's types (inferred at most once per visit).
 
         Raises:
             CumProdError: the node cannot be lowered (its message says why).
         """
         trusted = x.is_initializer() or (
-            x.is_graph_input() and x.graph is facts.model.graph  # the main graph's
+            x.is_graph_input() and x.graph is model.graph  # the main graph's
         )
         if trusted and x.dtype is not None and x.shape is not None:
-            types = TypeTable(facts.model.graph)  # its declaration is checked at run time
+            types = TypeTable(model.graph)  # its declaration is checked at run time
         else:
-            if facts.types is None:
-                facts.types = infer_types(facts.model)
-                drop_unconfirmed_shapes(facts.model, facts.types)
-            types = facts.types
+            if visit.types is None:
+                visit.types = infer_types(model)
+                drop_unconfirmed_shapes(model, visit.types)
+            types = visit.types
         site = inspect_cumprod(where, types)
         if self.max_length is not None and site.spec.max_length is None:
             spec = dataclasses.replace(site.spec, max_length=self.max_length)
             site = dataclasses.replace(site, spec=spec)
-        return site, lowerings.choose(site, self.strategy, self.target)
-
-    def _warn_once(self, message: str) -> None:
-        if message not in self._warned:
-            self._warned.add(message)
-            logger.warning("%s", message)
-
-    def _left_in_place(self, error: CumProdError) -> str:
-        self._warn_once(f"{error}; the rule leaves this CumProd in place")
-        return str(error)
+        return site
 
     def rewrite(self, op: Any, x: ir.Value, axis: ir.Value, y: ir.Value, **_: Any) -> ir.Value:
         node = y.producer()
-        facts = self._facts  # this visit's, as check saw them (nothing rewritten in between)
-        assert node is not None and facts is not None, "rewrite without a passed check"
-        site, lowering = self._plan(facts, facts.located[node], x)
-        builder = RuleBuilder(op, site.opset, facts.names, node.name or "CumProd")
-        return lowerings.lower(builder, site, lowering, self.target)
+        assert node is not None, "rewrite without a matched node"
+        plan = node.meta.pop(_PLAN, None)  # check's, just before (onnxscript calls it first)
+        assert isinstance(plan, _Plan), "rewrite without a passed check"
+        builder = RuleBuilder(op, plan.site.opset, plan.names, node.name or "CumProd")
+        return lowerings.lower(builder, plan.site, plan.lowering, self.target)
+
+
+def _warn_once(record: _Record, message: str) -> None:
+    if message not in record.warned:
+        record.warned.add(message)
+        logger.warning("%s", message)
+
+
+def _left_in_place(record: _Record, error: CumProdError) -> str:
+    _warn_once(record, f"{error}; the rule leaves this CumProd in place")
+    return str(error)
 
 
 def cumprod_rule(

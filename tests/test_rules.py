@@ -5,7 +5,10 @@ that refuses a node says why. Results are held to the contract of tests/bounds.p
 
 from __future__ import annotations
 
+import copy
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -14,7 +17,13 @@ import onnxscript.rewriter
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from onnxscript.rewriter import MatchingTracer, MatchStatus, RewriteRuleSet
+from onnxscript.rewriter import (
+    MatchingTracer,
+    MatchResult,
+    MatchStatus,
+    RewriteRuleClassBase,
+    RewriteRuleSet,
+)
 from onnxscript.rewriter.rules.common import successive_relu_rule
 
 import rewriter
@@ -31,6 +40,7 @@ from tests.helpers import (
     feed,
     local_model,
     lower_or_refused,
+    native,
     op_types,
     ort_strategies,
     random_data,
@@ -559,3 +569,204 @@ def test_rules_say_the_functions_stay(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="rewriter.rules"):
         check_against_native(model, {"x": x}, "rules", target="onnxruntime")
     assert "functions stay" not in caplog.text
+
+
+# CumProds in the main graph (one fed by another through a Neg), an If branch and a function;
+# integers, so that onnxruntime's native CumProd is the reference bit for bit.
+def _three_places(elem: str, shape: str, between: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(f"""
+<ir_version: 11, opset_import: ["" : 26, "local" : 1]>
+main ({elem}[{shape}] x, bool cond) => ({elem}[{shape}] y, {elem}[{shape}] z, {elem}[{shape}] w) {{
+    ax = Constant <value = int64 {{1}}> ()
+    p = CumProd (x, ax)
+    m = {between} (p)
+    y = CumProd <exclusive = 1> (m, ax)
+    z = If (cond) <
+        then_branch = t_g () => ({elem}[{shape}] t) {{
+            ax0 = Constant <value = int64 {{0}}> ()
+            t = CumProd <reverse = 1> (x, ax0)
+        }},
+        else_branch = e_g () => ({elem}[{shape}] e) {{ e = Identity (x) }}
+    >
+    w = local.F (x)
+}}
+<domain: "local", opset_import: ["" : 26]>
+F (v) => (o) {{
+    a = Constant <value = int64 {{-1}}> ()
+    o = CumProd <exclusive = 1, reverse = 1> (v, a)
+}}
+""")
+
+
+# model A's Neg marks the point where the other model is rewritten in the middle of A's visit
+MODEL_A = _three_places("int32", "3, 4", "Neg")
+MODEL_B = _three_places("int64", "2, 5", "Abs")
+FEEDS_A = {"x": np.arange(-5, 7, dtype=np.int32).reshape(3, 4)}
+FEEDS_B = {"x": np.array([[3, -2, 7, 1, -1], [1 << 20, 1 << 21, 5, -3, 9]], np.int64)}
+
+
+def _rule_state(rules: RewriteRuleSet) -> dict[str, object]:
+    """The attributes of the rule object behind the set's CumProd rule (its visitor methods
+    are bound to it)."""
+    (rule,) = [r for r in rules if str(r).startswith("CumProdTo")]
+    instance = rule.graph_pre_visitor.__self__  # type: ignore[union-attr]
+    return vars(instance)
+
+
+def _assert_unchanged(state: dict[str, object], before: dict[str, object], copied: object) -> None:
+    assert state.keys() == before.keys()
+    for key, value in state.items():
+        assert value is before[key], key  # nothing replaced ...
+    assert state == copied  # ... nor changed in place
+
+
+def _native_results(rewritten: onnx.ModelProto, original: onnx.ModelProto, feeds: dict) -> None:
+    assert "CumProd" not in op_types(rewritten)
+    onnx.checker.check_model(rewritten, full_check=True)
+    for cond in (True, False):
+        run = {**feeds, "cond": np.array(cond)}
+        got, want = run_ort(rewritten, run), native(original, run)
+        assert len(got) == len(want) == 3
+        for a, e in zip(got, want):
+            assert a.dtype == e.dtype and a.shape == e.shape
+            np.testing.assert_array_equal(a, e)
+
+
+def test_a_rewrite_leaves_the_rule_object_unchanged() -> None:
+    """The rule object holds its configuration only: the model's facts (types, names, the
+    warnings given) and the plan for a node live with the model, not on the rule, so a
+    rewrite of CumProds in the main graph, an If branch and a function changes none of its
+    attributes (tract: the functions-stay warning is given)."""
+    rules = cumprod_rules(target="tract")
+    state = _rule_state(rules)
+    before, copied = dict(state), copy.deepcopy(state)
+    model = ir.serde.deserialize_model(MODEL_A)
+    graphs = [model.graph, *model.functions.values()]
+    cumprods = [n for g in graphs for n in ir.traversal.RecursiveGraphIterator(g)]
+    cumprods = [n for n in cumprods if n.op_type == "CumProd"]
+    assert len(cumprods) == 4
+    onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules)
+    _native_results(ir.serde.serialize_model(model), MODEL_A, FEEDS_A)
+    _assert_unchanged(state, before, copied)
+    for node in cumprods:
+        assert not node.meta, node  # the plan for each went with its rewrite
+
+
+class _OtherModelMidway(RewriteRuleClassBase):
+    """Matches Neg and, the first time, calls ``midway`` (then leaves the Neg alone)."""
+
+    def __init__(self, midway: Callable[[], None]) -> None:
+        super().__init__(name="OtherModelMidway")
+        self.midway = midway
+        self.calls = 0
+
+    def pattern(self, op: Any, x: ir.Value) -> ir.Value:
+        return op.Neg(x)  # type: ignore[no-any-return]
+
+    def check(self, context: Any, x: ir.Value, **_: Any) -> MatchResult:  # type: ignore[override]
+        self.calls += 1
+        if self.calls == 1:
+            self.midway()
+        return MatchResult().fail("only a point in the visit")
+
+    def rewrite(self, op: Any, x: ir.Value, **_: Any) -> None:
+        raise AssertionError("never rewrites")
+
+
+def test_one_rule_set_for_two_models_interleaved(caplog: pytest.LogCaptureFixture) -> None:
+    """One rule set rewrites model B in the middle of model A's main-graph visit (between
+    A's two main-graph CumProds): both give onnxruntime's native results, the warnings are
+    those of each model rewritten alone (once per model each), and the rule object is not
+    changed at any point."""
+
+    def alone(original: onnx.ModelProto) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            rewritten = onnxscript.rewriter.rewrite(
+                original, pattern_rewrite_rules=cumprod_rules(target="tract")
+            )
+        _native_results(rewritten, original, FEEDS_A if original is MODEL_A else FEEDS_B)
+        return _warnings(caplog, "rewriter.rules")
+
+    expected = alone(MODEL_A) + alone(MODEL_B)
+    assert expected  # the functions-stay warning, for each model
+
+    rewritten_b: list[onnx.ModelProto] = []
+
+    def b_midway() -> None:
+        _assert_unchanged(state, before, copied)  # during A's visit
+        rewritten_b.append(onnxscript.rewriter.rewrite(MODEL_B, pattern_rewrite_rules=rules))
+        _assert_unchanged(state, before, copied)
+
+    rules = RewriteRuleSet([_OtherModelMidway.rule(b_midway), cumprod_rule(target="tract")])
+    state = _rule_state(rules)
+    before, copied = dict(state), copy.deepcopy(state)
+
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        rewritten_a = onnxscript.rewriter.rewrite(MODEL_A, pattern_rewrite_rules=rules)
+    (model_b,) = rewritten_b
+    assert sorted(_warnings(caplog, "rewriter.rules")) == sorted(expected)
+    _assert_unchanged(state, before, copied)
+    _native_results(rewritten_a, MODEL_A, FEEDS_A)
+    _native_results(model_b, MODEL_B, FEEDS_B)
+
+
+def test_a_model_changed_between_two_rewrites_is_seen_anew() -> None:
+    """The facts the rule keeps with a model are those of one visit: the same rule set
+    applied again after the model changed (its ai.onnx import raised from 25, where the rule
+    leaves the CumProd, to 26) lowers the CumProd it left, as a fresh rule set would."""
+    original = cumprod_model(TensorProto.INT32, (3, 4), 1, exclusive=1)
+    model = ir.serde.deserialize_model(original)
+    model.opset_imports[""] = 25
+    rules = cumprod_rules()
+    rules.apply_to_model(model)
+    assert "CumProd" in [node.op_type for node in model.graph]
+    model.opset_imports[""] = 26
+    rules.apply_to_model(model)
+    rewritten = ir.serde.serialize_model(model)
+    assert "CumProd" not in op_types(rewritten)
+    x = np.arange(-5, 7, dtype=np.int32).reshape(3, 4)
+    np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], native(original, {"x": x})[0])
+
+
+@pytest.mark.parametrize("strategy", ["auto", "scan"])
+def test_shape_inference_once_per_graph_visit(
+    strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten CumProds in a chain in one graph, each x an intermediate: inference runs once
+    for the graph's visit, not once per CumProd, also where each lowering brings a Scan
+    whose body onnxscript visits in between (it ran ten times there before the facts were
+    kept per visit with the model; 50 such CumProds took 16 times as long)."""
+    import rewriter.rules
+
+    calls = []
+    real = rewriter.rules.infer_types
+
+    def counted(model: ir.Model) -> object:
+        calls.append(1)
+        return real(model)
+
+    monkeypatch.setattr(rewriter.rules, "infer_types", counted)
+    nodes, previous = [], "x"
+    for i in range(10):
+        nodes.append(helper.make_node("Neg", [previous], [f"n{i}"]))
+        cumprod = helper.make_node("CumProd", [f"n{i}", "axis"], [f"c{i}"], exclusive=i % 2)
+        nodes.append(cumprod)
+        previous = f"c{i}"
+    nodes.append(helper.make_node("Identity", [previous], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "main",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [3, 4])],
+        [_axis(1)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    rewritten = _with_rules(model, strategy)
+    assert "CumProd" not in op_types(rewritten)
+    if strategy == "scan":
+        assert op_types(rewritten).count("Scan") == 10
+    assert calls == [1]
+    x = np.arange(-5, 7, dtype=np.int32).reshape(3, 4)
+    np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], native(model, {"x": x})[0])

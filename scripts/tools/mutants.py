@@ -934,9 +934,21 @@ MUTANTS = [
     Mutant(
         "rules: a reused rule set silent about the leftovers of every model after the first",
         "rewriter/rules.py",
-        "            self._warned.clear()  # a rule set reused for another model warns"
-        " about it too",
-        "            pass",
+        "            record = records[self] = _Record()\n",
+        "            record = records[self] = _Record("
+        'warned=self.__dict__.setdefault("_w", set()))\n',
+    ),
+    Mutant(
+        "rules: a model rewritten again read through the facts of its last visit",
+        "rewriter/rules.py",
+        "            or node in visit.checked\n",
+        "",
+    ),
+    Mutant(
+        "rules: the plan left on the node after its rewrite",
+        "rewriter/rules.py",
+        "        plan = node.meta.pop(_PLAN, None)",
+        "        plan = node.meta.get(_PLAN, None)",
     ),
     Mutant(
         "cli: -v's level left on the root logger after main()",
