@@ -11,6 +11,8 @@ import os
 import subprocess
 import zlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
 import ml_dtypes
 import numpy as np
@@ -736,6 +738,37 @@ def check_lowering(
         np.testing.assert_array_equal(y, native(model, feeds)[0])
 
 
+# (exclusive, reverse): every pair of CumProd's attributes.
+ATTRIBUTE_PAIRS = [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def check_every_type(
+    elem_type: int,
+    strategy: str,
+    cases: Sequence[tuple[Sequence[Dim], int] | tuple[Sequence[Dim], int, dict[str, Any]]],
+    *,
+    native_bits: bool = False,
+) -> None:
+    """One element type of a lowering's type sweep (its test is parametrized over the types):
+    :func:`check_lowering` of ``strategy`` on each ``(dims, axis[, options])`` of ``cases``
+    with each (exclusive, reverse) pair; with ``native_bits``, the float32, float64 and
+    integer results also equal onnxruntime's native CumProd bit for bit (a lowering that
+    multiplies in the native kernel's order)."""
+    exact_native = native_bits and elem_type in (F32, F64, *INTS)
+    for exclusive, reverse in ATTRIBUTE_PAIRS:
+        for dims, axis, *options in cases:
+            check_lowering(
+                elem_type,
+                strategy,
+                dims,
+                axis,
+                exclusive=exclusive,
+                reverse=reverse,
+                native_bits=exact_native,
+                **(options[0] if options else {}),
+            )
+
+
 def set_pieces(monkeypatch: pytest.MonkeyPatch, tile: int | None, chunk: int | None) -> None:
     """``cached``'s most tile and chunk bytes (``Target.cache_pieces``; None: as it is) on
     every target that offers it."""
@@ -743,3 +776,89 @@ def set_pieces(monkeypatch: pytest.MonkeyPatch, tile: int | None, chunk: int | N
         if target.cache_pieces is not None:
             sizes = (tile or target.cache_pieces[0], chunk or target.cache_pieces[1])
             monkeypatch.setitem(TARGETS, name, dataclasses.replace(target, cache_pieces=sizes))
+
+
+# -- what needs another environment: torch, onnxruntime 1.20.1 (.venv-ort120)
+
+ROOT = Path(__file__).resolve().parents[1]
+LEGACY_PYTHON = Path(
+    os.environ.get("CUMPROD_LEGACY_PYTHON", ROOT / ".venv-ort120" / "bin" / "python")
+)
+
+
+def missing(message: str) -> NoReturn:
+    """A test that cannot run here: a skip, but a failure on CI (never skipped there)."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def import_torch() -> Any:
+    """The torch module (an optional extra: without it the test skips, fails on CI)."""
+    try:
+        import torch
+    except ImportError:
+        missing("torch is not installed (pip install 'cumprod-rewriter[torch]')")
+    return torch
+
+
+def torch_draws(seed: int = 0) -> tuple[Callable[..., Any], ...]:
+    """Three draws from one seeded torch generator: ``rand(*shape, dtype=float32)`` uniform
+    in [0, 1), ``ints(low, high, *shape, dtype=int64)`` and ``randn(*shape)`` normal."""
+    torch = import_torch()
+    gen = torch.Generator().manual_seed(seed)
+
+    def rand(*shape: int, dtype: Any = torch.float32) -> Any:
+        return torch.rand(*shape, generator=gen, dtype=dtype)
+
+    def ints(low: int, high: int, *shape: int, dtype: Any = torch.int64) -> Any:
+        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+
+    def randn(*shape: int) -> Any:
+        return torch.randn(*shape, generator=gen)
+
+    return rand, ints, randn
+
+
+class LegacyBatch:
+    """Models written to a folder as NAME.onnx with their feeds (NAME.in.npz), then run at
+    once by tests/legacy_runner.py on onnxruntime 1.20.1 (``LEGACY_PYTHON``, which
+    scripts/test.sh creates: made without it, the batch skips, fails on CI); ``cases`` keeps
+    each model's check for the caller."""
+
+    def __init__(self, folder: Path) -> None:
+        if not LEGACY_PYTHON.exists():
+            missing(f"{LEGACY_PYTHON} is missing: scripts/test.sh creates it")
+        self.folder = folder
+        self.cases: dict[str, object] = {}
+
+    def add(
+        self,
+        name: str,
+        model: onnx.ModelProto,
+        feeds: dict[str, np.ndarray],
+        check: object = None,
+    ) -> None:
+        onnx.save(model, self.folder / f"{name}.onnx")
+        np.savez(self.folder / f"{name}.in.npz", **feeds)
+        self.cases[name] = check
+
+    def run(self) -> None:
+        """Every model on onnxruntime 1.20.1 with onnx 1.17.0 (the runner says which)."""
+        result = subprocess.run(
+            [str(LEGACY_PYTHON), str(ROOT / "tests" / "legacy_runner.py"), str(self.folder)],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("onnxruntime 1.20.1, onnx 1.17.0"), result.stdout
+
+    def outputs(self, name: str) -> list[np.ndarray]:
+        """The outputs of model ``name`` there, or the test fails with the runtime's error."""
+        error = self.folder / f"{name}.err.txt"
+        if error.exists():
+            pytest.fail(f"{name} failed on onnxruntime 1.20.1: {error.read_text()}")
+        with np.load(self.folder / f"{name}.out.npz") as data:
+            return [data[f"arr_{i}"] for i in range(len(data.files))]
