@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import ml_dtypes
 import numpy as np
 import onnx
+import onnx.parser
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
@@ -695,13 +696,34 @@ def loop_model(
     )
 
 
+def _function_text(text: str) -> str:
+    """A function's onnx.parser text with its header: in ``LOCAL``, importing ai.onnx 26
+    (and ``LOCAL`` where it calls a function there), unless the text has its own header."""
+    if text.lstrip().startswith("<"):
+        return text
+    imports = f'"" : 26, "{LOCAL}" : 1' if f"{LOCAL}." in text else '"" : 26'
+    return f'<domain: "{LOCAL}", opset_import: [{imports}]>\n{text}'
+
+
+def parse_local(graph: str, *functions: str) -> onnx.ModelProto:
+    """The model of onnx.parser text ``graph`` (``main (float[3, 4] a) => (...) {...}``)
+    with the functions of texts ``functions``, as :func:`local_model` builds one: opset 26,
+    IR 10, importing the model-local domain ``LOCAL`` (a call: ``local.F(a)``)."""
+    header = f'<ir_version: 10, opset_import: ["" : 26, "{LOCAL}" : 1]>'
+    return onnx.parser.parse_model("\n".join([header, graph, *map(_function_text, functions)]))
+
+
+def cumprod_function_text(name: str, axis: int = 1) -> str:
+    """The onnx.parser text of function ``name``: y = CumProd(x, axis)."""
+    return f"""{name} (x) => (y) {{
+        axis = Constant<value_int = {axis}>()
+        y = CumProd(x, axis)
+    }}"""
+
+
 def cumprod_function(name: str, axis: int = 1) -> onnx.FunctionProto:
     """A model-local function ``name`` (y = CumProd(x, axis)) in ``LOCAL``."""
-    nodes = [
-        helper.make_node("Constant", [], ["axis"], value_int=axis),
-        helper.make_node("CumProd", ["x", "axis"], ["y"]),
-    ]
-    return helper.make_function(LOCAL, name, ["x"], ["y"], nodes, OPSET)
+    return onnx.parser.parse_function(_function_text(cumprod_function_text(name, axis)))
 
 
 def odd_ints(shape: tuple[int, ...], seed: int) -> np.ndarray:
