@@ -713,6 +713,17 @@ def parse_local(graph: str, *functions: str) -> onnx.ModelProto:
     return onnx.parser.parse_model("\n".join([header, graph, *map(_function_text, functions)]))
 
 
+def calling(model: onnx.ModelProto, function: str, x: str) -> onnx.ModelProto:
+    """``model`` (its functions kept) with its main graph replaced by y = ``function``(x)
+    (a function in ``LOCAL``), x and y of onnx.parser type ``x`` (``float16[64]``): how a
+    test calls a function no call site of the model typed."""
+    called = onnx.ModelProto()
+    called.CopyFrom(model)
+    main = f"main ({x} x) => ({x} y) {{ y = {LOCAL}.{function}(x) }}"
+    called.graph.CopyFrom(parse_local(main).graph)
+    return called
+
+
 def cumprod_function_text(name: str, axis: int = 1) -> str:
     """The onnx.parser text of function ``name``: y = CumProd(x, axis)."""
     return f"""{name} (x) => (y) {{

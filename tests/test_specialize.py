@@ -9,6 +9,7 @@ import onnx
 
 import rewriter
 from tests.helpers import (
+    calling,
     check_against_native,
     cumprod_function_text,
     native,
@@ -141,17 +142,8 @@ def test_unused_function_with_cumprod_is_lowered_type_generically() -> None:
         ("int64", np.array([3, -5, 7, 2**40], dtype=np.int64)),
         ("double", np.array([0.5, -0.0, 3.0, np.inf])),
     ):
-
-        def with_call(m: onnx.ModelProto, elem: str = elem) -> onnx.ModelProto:
-            """m with its main graph replaced by a call of Unused on x: elem[4]."""
-            c = onnx.ModelProto()
-            c.CopyFrom(m)
-            call = f"main ({elem}[4] x) => ({elem}[4] y) {{ y = local.Unused(x) }}"
-            c.graph.CopyFrom(parse_local(call).graph)
-            return c
-
-        expected = native(with_call(model), {"x": data})
-        actual = run_ort(with_call(rewritten), {"x": data})
+        expected = native(calling(model, "Unused", f"{elem}[4]"), {"x": data})
+        actual = run_ort(calling(rewritten, "Unused", f"{elem}[4]"), {"x": data})
         np.testing.assert_array_equal(actual[0], expected[0])
 
 
