@@ -42,7 +42,7 @@ from tests.helpers import (
 )
 
 
-def test_importing_rewriter_never_importsimport_torch() -> None:
+def test_importing_rewriter_never_imports_torch() -> None:
     code = (
         "import sys, rewriter, rewriter.rules, rewriter.pytorch, rewriter.cli\n"
         "rewriter.pytorch.cumprod_function()\n"
