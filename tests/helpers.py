@@ -471,12 +471,6 @@ def scan_body_model(
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
 
 
-def _ref_int_attr(name: str, ref: str) -> onnx.AttributeProto:
-    attr = onnx.AttributeProto()
-    attr.name, attr.ref_attr_name, attr.type = name, ref, onnx.AttributeProto.INT
-    return attr
-
-
 def functions_model(
     float_type: int = TensorProto.FLOAT, int_type: int = TensorProto.INT32
 ) -> tuple[onnx.ModelProto, list[tuple[str, int, int]]]:
@@ -490,52 +484,23 @@ def functions_model(
     rev=1>(a), y2 = F(b) (F called with two element types), y3 = G<e=1>(b), y4 =
     F<rev=1>(K(a)). Returns the model and, per output, (the input, exclusive, reverse) of the
     CumProd along axis 1 it computes (y4's input is |a|: the caller takes abs)."""
-    local = [helper.make_opsetid("", 26), helper.make_opsetid("local", 1)]
-    cumprod = helper.make_node("CumProd", ["x", "axis"], ["y"])
-    cumprod.attribute.extend([_ref_int_attr("exclusive", "ex"), _ref_int_attr("reverse", "rev")])
-    f = helper.make_function(
-        "local",
-        "F",
-        ["x"],
-        ["y"],
-        [helper.make_node("Constant", [], ["axis"], value_int=1), cumprod],
-        local[:1],
-        attributes=["ex", "rev"],
-    )
-    call_f = helper.make_node("F", ["x"], ["y"], domain="local")
-    call_f.attribute.append(_ref_int_attr("ex", "e"))
-    g = helper.make_function("local", "G", ["x"], ["y"], [call_f], local, attributes=["e"])
-    k = helper.make_function(
-        "local", "K", ["x"], ["y"], [helper.make_node("Abs", ["x"], ["y"])], local[:1]
-    )
-    unused = helper.make_function(
-        "local",
-        "Unused",
-        ["x"],
-        ["y"],
-        [
-            helper.make_node("Constant", [], ["axis"], value_int=0),
-            helper.make_node("CumProd", ["x", "axis"], ["y"]),
-        ],
-        local[:1],
-    )
-    nodes = [
-        helper.make_node("F", ["a"], ["y1"], domain="local", ex=1, rev=1),
-        helper.make_node("F", ["b"], ["y2"], domain="local"),
-        helper.make_node("G", ["b"], ["y3"], domain="local", e=1),
-        helper.make_node("K", ["a"], ["abs_a"], domain="local"),
-        helper.make_node("F", ["abs_a"], ["y4"], domain="local", rev=1),
-    ]
-    types = {"a": float_type, "b": int_type}
-    outs = {"y1": float_type, "y2": int_type, "y3": int_type, "y4": float_type}
-    graph = helper.make_graph(
-        nodes,
-        "main",
-        [helper.make_tensor_value_info(n, t, [3, 5]) for n, t in types.items()],
-        [helper.make_tensor_value_info(n, t, [3, 5]) for n, t in outs.items()],
-    )
-    model = helper.make_model(
-        graph, opset_imports=local, functions=[f, g, k, unused], ir_version=10
+    f, i = (TensorProto.DataType.Name(t).lower() for t in (float_type, int_type))
+    model = parse_local(
+        f"""main ({f}[3, 5] a, {i}[3, 5] b)
+            => ({f}[3, 5] y1, {i}[3, 5] y2, {i}[3, 5] y3, {f}[3, 5] y4) {{
+            y1 = local.F<ex = 1, rev = 1>(a)
+            y2 = local.F(b)
+            y3 = local.G<e = 1>(b)
+            abs_a = local.K(a)
+            y4 = local.F<rev = 1>(abs_a)
+        }}""",
+        """F <ex, rev> (x) => (y) {
+            axis = Constant<value_int = 1>()
+            y = CumProd<exclusive: int = @ex, reverse: int = @rev>(x, axis)
+        }""",
+        "G <e> (x) => (y) { y = local.F<ex: int = @e>(x) }",
+        "K (x) => (y) { y = Abs(x) }",
+        cumprod_function_text("Unused", axis=0),
     )
     return model, [("a", 1, 1), ("b", 0, 0), ("b", 1, 0), ("abs_a", 0, 1)]
 
