@@ -139,8 +139,8 @@ def test_inlined_names_kept_apart_from_names_in_subgraphs() -> None:
         """main (float[3, 4] a, bool c) => (float[3, 4] y1, float[3, 4] y2) {
             y1 = local.F(a)
             y2 = If(c) <
-                then_branch = then () => (float[3, 4] t) { t = Abs(a) },
-                else_branch = else () => (float[3, 4] e) { e = Neg(a) }
+                else_branch = else () => (float[3, 4] e) { e = Neg(a) },
+                then_branch = then () => (float[3, 4] t) { t = Abs(a) }
             >
         }""",
         """F (x) => (y) {
