@@ -11,10 +11,13 @@ import os
 import subprocess
 import zlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
 import ml_dtypes
 import numpy as np
 import onnx
+import onnx.parser
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
@@ -468,12 +471,6 @@ def scan_body_model(
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
 
 
-def _ref_int_attr(name: str, ref: str) -> onnx.AttributeProto:
-    attr = onnx.AttributeProto()
-    attr.name, attr.ref_attr_name, attr.type = name, ref, onnx.AttributeProto.INT
-    return attr
-
-
 def functions_model(
     float_type: int = TensorProto.FLOAT, int_type: int = TensorProto.INT32
 ) -> tuple[onnx.ModelProto, list[tuple[str, int, int]]]:
@@ -487,52 +484,23 @@ def functions_model(
     rev=1>(a), y2 = F(b) (F called with two element types), y3 = G<e=1>(b), y4 =
     F<rev=1>(K(a)). Returns the model and, per output, (the input, exclusive, reverse) of the
     CumProd along axis 1 it computes (y4's input is |a|: the caller takes abs)."""
-    local = [helper.make_opsetid("", 26), helper.make_opsetid("local", 1)]
-    cumprod = helper.make_node("CumProd", ["x", "axis"], ["y"])
-    cumprod.attribute.extend([_ref_int_attr("exclusive", "ex"), _ref_int_attr("reverse", "rev")])
-    f = helper.make_function(
-        "local",
-        "F",
-        ["x"],
-        ["y"],
-        [helper.make_node("Constant", [], ["axis"], value_int=1), cumprod],
-        local[:1],
-        attributes=["ex", "rev"],
-    )
-    call_f = helper.make_node("F", ["x"], ["y"], domain="local")
-    call_f.attribute.append(_ref_int_attr("ex", "e"))
-    g = helper.make_function("local", "G", ["x"], ["y"], [call_f], local, attributes=["e"])
-    k = helper.make_function(
-        "local", "K", ["x"], ["y"], [helper.make_node("Abs", ["x"], ["y"])], local[:1]
-    )
-    unused = helper.make_function(
-        "local",
-        "Unused",
-        ["x"],
-        ["y"],
-        [
-            helper.make_node("Constant", [], ["axis"], value_int=0),
-            helper.make_node("CumProd", ["x", "axis"], ["y"]),
-        ],
-        local[:1],
-    )
-    nodes = [
-        helper.make_node("F", ["a"], ["y1"], domain="local", ex=1, rev=1),
-        helper.make_node("F", ["b"], ["y2"], domain="local"),
-        helper.make_node("G", ["b"], ["y3"], domain="local", e=1),
-        helper.make_node("K", ["a"], ["abs_a"], domain="local"),
-        helper.make_node("F", ["abs_a"], ["y4"], domain="local", rev=1),
-    ]
-    types = {"a": float_type, "b": int_type}
-    outs = {"y1": float_type, "y2": int_type, "y3": int_type, "y4": float_type}
-    graph = helper.make_graph(
-        nodes,
-        "main",
-        [helper.make_tensor_value_info(n, t, [3, 5]) for n, t in types.items()],
-        [helper.make_tensor_value_info(n, t, [3, 5]) for n, t in outs.items()],
-    )
-    model = helper.make_model(
-        graph, opset_imports=local, functions=[f, g, k, unused], ir_version=10
+    f, i = (TensorProto.DataType.Name(t).lower() for t in (float_type, int_type))
+    model = parse_local(
+        f"""main ({f}[3, 5] a, {i}[3, 5] b)
+            => ({f}[3, 5] y1, {i}[3, 5] y2, {i}[3, 5] y3, {f}[3, 5] y4) {{
+            y1 = local.F<ex = 1, rev = 1>(a)
+            y2 = local.F(b)
+            y3 = local.G<e = 1>(b)
+            abs_a = local.K(a)
+            y4 = local.F<rev = 1>(abs_a)
+        }}""",
+        """F <ex, rev> (x) => (y) {
+            axis = Constant<value_int = 1>()
+            y = CumProd<exclusive: int = @ex, reverse: int = @rev>(x, axis)
+        }""",
+        "G <e> (x) => (y) { y = local.F<ex: int = @e>(x) }",
+        "K (x) => (y) { y = Abs(x) }",
+        cumprod_function_text("Unused", axis=0),
     )
     return model, [("a", 1, 1), ("b", 0, 0), ("b", 1, 0), ("abs_a", 0, 1)]
 
@@ -693,13 +661,45 @@ def loop_model(
     )
 
 
+def _function_text(text: str) -> str:
+    """A function's onnx.parser text with its header: in ``LOCAL``, importing ai.onnx 26
+    (and ``LOCAL`` where it calls a function there), unless the text has its own header."""
+    if text.lstrip().startswith("<"):
+        return text
+    imports = f'"" : 26, "{LOCAL}" : 1' if f"{LOCAL}." in text else '"" : 26'
+    return f'<domain: "{LOCAL}", opset_import: [{imports}]>\n{text}'
+
+
+def parse_local(graph: str, *functions: str) -> onnx.ModelProto:
+    """The model of onnx.parser text ``graph`` (``main (float[3, 4] a) => (...) {...}``)
+    with the functions of texts ``functions``, as :func:`local_model` builds one: opset 26,
+    IR 10, importing the model-local domain ``LOCAL`` (a call: ``local.F(a)``)."""
+    header = f'<ir_version: 10, opset_import: ["" : 26, "{LOCAL}" : 1]>'
+    return onnx.parser.parse_model("\n".join([header, graph, *map(_function_text, functions)]))
+
+
+def calling(model: onnx.ModelProto, function: str, x: str) -> onnx.ModelProto:
+    """``model`` (its functions kept) with its main graph replaced by y = ``function``(x)
+    (a function in ``LOCAL``), x and y of onnx.parser type ``x`` (``float16[64]``): how a
+    test calls a function no call site of the model typed."""
+    called = onnx.ModelProto()
+    called.CopyFrom(model)
+    main = f"main ({x} x) => ({x} y) {{ y = {LOCAL}.{function}(x) }}"
+    called.graph.CopyFrom(parse_local(main).graph)
+    return called
+
+
+def cumprod_function_text(name: str, axis: int = 1) -> str:
+    """The onnx.parser text of function ``name``: y = CumProd(x, axis)."""
+    return f"""{name} (x) => (y) {{
+        axis = Constant<value_int = {axis}>()
+        y = CumProd(x, axis)
+    }}"""
+
+
 def cumprod_function(name: str, axis: int = 1) -> onnx.FunctionProto:
     """A model-local function ``name`` (y = CumProd(x, axis)) in ``LOCAL``."""
-    nodes = [
-        helper.make_node("Constant", [], ["axis"], value_int=axis),
-        helper.make_node("CumProd", ["x", "axis"], ["y"]),
-    ]
-    return helper.make_function(LOCAL, name, ["x"], ["y"], nodes, OPSET)
+    return onnx.parser.parse_function(_function_text(cumprod_function_text(name, axis)))
 
 
 def odd_ints(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -736,6 +736,37 @@ def check_lowering(
         np.testing.assert_array_equal(y, native(model, feeds)[0])
 
 
+# (exclusive, reverse): every pair of CumProd's attributes.
+ATTRIBUTE_PAIRS = [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def check_every_type(
+    elem_type: int,
+    strategy: str,
+    cases: Sequence[tuple[Sequence[Dim], int] | tuple[Sequence[Dim], int, dict[str, Any]]],
+    *,
+    native_bits: bool = False,
+) -> None:
+    """One element type of a lowering's type sweep (its test is parametrized over the types):
+    :func:`check_lowering` of ``strategy`` on each ``(dims, axis[, options])`` of ``cases``
+    with each (exclusive, reverse) pair; with ``native_bits``, the float32, float64 and
+    integer results also equal onnxruntime's native CumProd bit for bit (a lowering that
+    multiplies in the native kernel's order)."""
+    exact_native = native_bits and elem_type in (F32, F64, *INTS)
+    for exclusive, reverse in ATTRIBUTE_PAIRS:
+        for dims, axis, *options in cases:
+            check_lowering(
+                elem_type,
+                strategy,
+                dims,
+                axis,
+                exclusive=exclusive,
+                reverse=reverse,
+                native_bits=exact_native,
+                **(options[0] if options else {}),
+            )
+
+
 def set_pieces(monkeypatch: pytest.MonkeyPatch, tile: int | None, chunk: int | None) -> None:
     """``cached``'s most tile and chunk bytes (``Target.cache_pieces``; None: as it is) on
     every target that offers it."""
@@ -743,3 +774,89 @@ def set_pieces(monkeypatch: pytest.MonkeyPatch, tile: int | None, chunk: int | N
         if target.cache_pieces is not None:
             sizes = (tile or target.cache_pieces[0], chunk or target.cache_pieces[1])
             monkeypatch.setitem(TARGETS, name, dataclasses.replace(target, cache_pieces=sizes))
+
+
+# -- what needs another environment: torch, onnxruntime 1.20.1 (.venv-ort120)
+
+ROOT = Path(__file__).resolve().parents[1]
+LEGACY_PYTHON = Path(
+    os.environ.get("CUMPROD_LEGACY_PYTHON", ROOT / ".venv-ort120" / "bin" / "python")
+)
+
+
+def missing(message: str) -> NoReturn:
+    """A test that cannot run here: a skip, but a failure on CI (never skipped there)."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def import_torch() -> Any:
+    """The torch module (an optional extra: without it the test skips, fails on CI)."""
+    try:
+        import torch
+    except ImportError:
+        missing("torch is not installed (pip install 'cumprod-rewriter[torch]')")
+    return torch
+
+
+def torch_draws(seed: int = 0) -> tuple[Callable[..., Any], ...]:
+    """Three draws from one seeded torch generator: ``rand(*shape, dtype=float32)`` uniform
+    in [0, 1), ``ints(low, high, *shape, dtype=int64)`` and ``randn(*shape)`` normal."""
+    torch = import_torch()
+    gen = torch.Generator().manual_seed(seed)
+
+    def rand(*shape: int, dtype: Any = torch.float32) -> Any:
+        return torch.rand(*shape, generator=gen, dtype=dtype)
+
+    def ints(low: int, high: int, *shape: int, dtype: Any = torch.int64) -> Any:
+        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+
+    def randn(*shape: int) -> Any:
+        return torch.randn(*shape, generator=gen)
+
+    return rand, ints, randn
+
+
+class LegacyBatch:
+    """Models written to a folder as NAME.onnx with their feeds (NAME.in.npz), then run at
+    once by tests/legacy_runner.py on onnxruntime 1.20.1 (``LEGACY_PYTHON``, which
+    scripts/test.sh creates: made without it, the batch skips, fails on CI); ``cases`` keeps
+    each model's check for the caller."""
+
+    def __init__(self, folder: Path) -> None:
+        if not LEGACY_PYTHON.exists():
+            missing(f"{LEGACY_PYTHON} is missing: scripts/test.sh creates it")
+        self.folder = folder
+        self.cases: dict[str, object] = {}
+
+    def add(
+        self,
+        name: str,
+        model: onnx.ModelProto,
+        feeds: dict[str, np.ndarray],
+        check: object = None,
+    ) -> None:
+        onnx.save(model, self.folder / f"{name}.onnx")
+        np.savez(self.folder / f"{name}.in.npz", **feeds)
+        self.cases[name] = check
+
+    def run(self) -> None:
+        """Every model on onnxruntime 1.20.1 with onnx 1.17.0 (the runner says which)."""
+        result = subprocess.run(
+            [str(LEGACY_PYTHON), str(ROOT / "tests" / "legacy_runner.py"), str(self.folder)],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("onnxruntime 1.20.1, onnx 1.17.0"), result.stdout
+
+    def outputs(self, name: str) -> list[np.ndarray]:
+        """The outputs of model ``name`` there, or the test fails with the runtime's error."""
+        error = self.folder / f"{name}.err.txt"
+        if error.exists():
+            pytest.fail(f"{name} failed on onnxruntime 1.20.1: {error.read_text()}")
+        with np.load(self.folder / f"{name}.out.npz") as data:
+            return [data[f"arr_{i}"] for i in range(len(data.files))]

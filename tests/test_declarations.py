@@ -21,24 +21,24 @@ from tests.helpers import (
     loop_model,
     odd_ints,
     op_types,
+    parse_local,
     rewrite_via,
     run_ort,
 )
 
 
+def _neg_then_cumprod(dims: str, declared: str) -> onnx.ModelProto:
+    """y = CumProd(h, 1), h = -x, x and y int64[dims], h declared int64[declared]."""
+    return parse_local(f"""main (int64[{dims}] x) => (int64[{dims}] y) <int64[{declared}] h> {{
+        h = Neg(x)
+        axis = Constant<value_int = 1>()
+        y = CumProd(h, axis)
+    }}""")
+
+
 @pytest.mark.parametrize("via", VIA)
 def test_stale_value_info_is_not_trusted(via: str) -> None:
-    nodes = [
-        helper.make_node("Neg", ["x"], ["h"]),
-        helper.make_node("Constant", [], ["axis"], value_int=1),
-        helper.make_node("CumProd", ["h", "axis"], ["y"]),
-    ]
-    model = local_model(
-        nodes,
-        [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 5])],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 5])],
-    )
-    model.graph.value_info.append(helper.make_tensor_value_info("h", TensorProto.INT64, [10, 1, 1]))
+    model = _neg_then_cumprod("2, 5", "10, 1, 1")
     x = np.arange(1, 11, dtype=np.int64).reshape(2, 5)
     # The checker takes the stale value_info (full_check would refuse it): check without.
     onnx.checker.check_model(model)
@@ -56,17 +56,7 @@ def test_value_info_inference_cannot_confirm_is_not_kept(via: str, target: str) 
     [N, M] and the model is fed [6, 2]. Inference cannot confirm the declaration, which the
     rewrite kept: onnxruntime folded the lowering's Shape(h) from it ((2, 6), wrong values,
     on every target). A computed value's unconfirmed static dims are dropped now."""
-    nodes = [
-        helper.make_node("Neg", ["x"], ["h"]),
-        helper.make_node("Constant", [], ["axis"], value_int=1),
-        helper.make_node("CumProd", ["h", "axis"], ["y"]),
-    ]
-    model = local_model(
-        nodes,
-        [helper.make_tensor_value_info("x", TensorProto.INT64, ["N", "M"])],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, ["N", "M"])],
-    )
-    model.graph.value_info.append(helper.make_tensor_value_info("h", TensorProto.INT64, [2, 6]))
+    model = _neg_then_cumprod("N, M", "2, 6")
     x = np.arange(1, 13, dtype=np.int64).reshape(6, 2)
     rewritten = check_against_native(model, {"x": x}, via, target=target, max_length=16)
     (y,) = run_ort(rewritten, {"x": x})

@@ -11,12 +11,10 @@ from onnx import TensorProto, helper
 
 import rewriter
 from tests.helpers import (
-    LOCAL,
-    OPSET,
     all_nodes,
     check_against_native,
     functions_model,
-    local_model,
+    parse_local,
     refuses_broadly,
 )
 
@@ -58,26 +56,20 @@ def test_functions_stay_functions_for_onnxruntime() -> None:
     assert {f.name for f in rewritten.functions} >= {"G", "K", "Unused"}
 
 
+# R(x) = Relu(x), importing ai.onnx 18: onnx_ir's inliner takes one version per domain.
+RELU_18 = """<domain: "local", opset_import: ["" : 18]>
+R (x) => (y) { y = Relu(x) }"""
+
+
 def _mismatched_function_model() -> onnx.ModelProto:
     """y = CumProd(R(x), 1), R(x) = Relu(x) in a function importing ai.onnx 18 (the model
     26): valid, but onnx_ir's inliner takes only one version per domain."""
-    relu = helper.make_function(
-        LOCAL,
-        "R",
-        ["x"],
-        ["y"],
-        [helper.make_node("Relu", ["x"], ["y"])],
-        [helper.make_opsetid("", 18)],
-    )
-    return local_model(
-        [
-            helper.make_node("R", ["x"], ["r"], domain=LOCAL),
-            helper.make_node("CumProd", ["r", "axis"], ["y"], name="scan"),
-        ],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-        [relu],
-        [helper.make_tensor("axis", TensorProto.INT64, [], [1])],
+    return parse_local(
+        """main (float[2, 3] x) => (float[2, 3] y) <int64 axis = {1}> {
+            r = local.R(x)
+            [scan] y = CumProd(r, axis)
+        }""",
+        RELU_18,
     )
 
 
@@ -94,33 +86,23 @@ def test_a_function_the_inliner_cannot_take_is_refused_for_such_a_runtime() -> N
     check_against_native(model, {"x": x}, target="onnxruntime")  # kept there
 
 
-def _call_model(
-    function: onnx.FunctionProto, call: onnx.NodeProto, outputs: list[str]
-) -> onnx.ModelProto:
-    """The main graph is ``call`` on a: float [3, 4] (the outputs ``outputs``, float [3, 4])."""
-    return local_model(
-        [call],
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4]) for n in outputs],
-        [function],
+def _call_model(outputs: list[str], *functions: str) -> onnx.ModelProto:
+    """The main graph calls F on a: float [3, 4], its outputs ``outputs`` ("": unnamed), the
+    named ones the graph's outputs (float [3, 4])."""
+    named = ", ".join(f"float[3, 4] {n}" for n in outputs if n)
+    results = ", ".join(n or '""' for n in outputs)
+    return parse_local(
+        f"main (float[3, 4] a) => ({named}) {{ {results} = local.F(a) }}", *functions
     )
 
 
-def _three_outputs() -> onnx.FunctionProto:
-    """F(x) = (CumProd(x, 1), Identity(x), Neg(x))."""
-    return helper.make_function(
-        LOCAL,
-        "F",
-        ["x"],
-        ["y", "z", "w"],
-        [
-            helper.make_node("Constant", [], ["ax"], value_int=1),
-            helper.make_node("CumProd", ["x", "ax"], ["y"]),
-            helper.make_node("Identity", ["x"], ["z"]),
-            helper.make_node("Neg", ["x"], ["w"]),
-        ],
-        OPSET,
-    )
+# F(x) = (CumProd(x, 1), Identity(x), Neg(x)).
+THREE_OUTPUTS = """F (x) => (y, z, w) {
+    ax = Constant<value_int = 1>()
+    y = CumProd(x, ax)
+    z = Identity(x)
+    w = Neg(x)
+}"""
 
 
 A34 = {"a": (np.arange(1, 13, dtype=np.float32).reshape(3, 4) / 4)}
@@ -136,17 +118,14 @@ def test_a_call_leaving_an_output_unnamed(target: str, outputs: list[str]) -> No
     failure of the rewrite); a trailing one was dropped by onnx_ir's writer and the checker
     then refused the call, on every target, blaming the input. Unnamed call outputs are
     named first (rewriter.inline.NameCallOutputsPass)."""
-    call = helper.make_node("F", ["a"], outputs, domain=LOCAL)
-    model = _call_model(_three_outputs(), call, [n for n in outputs if n])
-    check_against_native(model, A34, target=target)
+    check_against_native(_call_model(outputs, THREE_OUTPUTS), A34, target=target)
 
 
 def test_an_unnamed_call_output_takes_no_name_of_an_unread_graph_input() -> None:
     """A graph input no node reads named as the pass would name an unnamed call output
     (``F_unused_1``): the new name must differ (found by mutation: the clash made the
     rewrite fail the checker, reported as the input model's fault)."""
-    call = helper.make_node("F", ["a"], ["y1", "", "w1"], domain=LOCAL)
-    model = _call_model(_three_outputs(), call, ["y1", "w1"])
+    model = _call_model(["y1", "", "w1"], THREE_OUTPUTS)
     model.graph.input.append(helper.make_tensor_value_info("F_unused_1", TensorProto.FLOAT, [1]))
     check_against_native(model, A34 | {"F_unused_1": np.ones(1, np.float32)})
 
@@ -156,41 +135,19 @@ def test_inlined_names_kept_apart_from_names_in_subgraphs() -> None:
     branch defines its own t (valid: the checker and onnxruntime take it). onnx_ir's inliner
     keeps inlined names apart from those it has seen, not from a subgraph's: the rewrite
     failed the checker (not SSA). onnx_ir's NameFixPass runs after the inliner."""
-    f = helper.make_function(
-        LOCAL,
-        "F",
-        ["x"],
-        ["y"],
-        [
-            helper.make_node("Constant", [], ["ax"], value_int=1),
-            helper.make_node("Neg", ["x"], ["t"]),
-            helper.make_node("CumProd", ["t", "ax"], ["y"]),
-        ],
-        OPSET,
-    )
-    branch = helper.make_graph(
-        [helper.make_node("Abs", ["a"], ["t"])],
-        "then",
-        [],
-        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 4])],
-    )
-    other = helper.make_graph(
-        [helper.make_node("Neg", ["a"], ["e"])],
-        "else",
-        [],
-        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 4])],
-    )
-    model = local_model(
-        [
-            helper.make_node("F", ["a"], ["y1"], domain=LOCAL),
-            helper.make_node("If", ["c"], ["y2"], then_branch=branch, else_branch=other),
-        ],
-        [
-            helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4]),
-            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
-        ],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4]) for n in ("y1", "y2")],
-        [f],
+    model = parse_local(
+        """main (float[3, 4] a, bool c) => (float[3, 4] y1, float[3, 4] y2) {
+            y1 = local.F(a)
+            y2 = If(c) <
+                else_branch = else () => (float[3, 4] e) { e = Neg(a) },
+                then_branch = then () => (float[3, 4] t) { t = Abs(a) }
+            >
+        }""",
+        """F (x) => (y) {
+            ax = Constant<value_int = 1>()
+            t = Neg(x)
+            y = CumProd(t, ax)
+        }""",
     )
     for c in (True, False):
         check_against_native(model, {**A34, "c": np.array(c)}, target="tract")
@@ -199,30 +156,13 @@ def test_inlined_names_kept_apart_from_names_in_subgraphs() -> None:
 def test_a_function_nothing_calls_does_not_stop_the_inlining() -> None:
     """Found by a review from outside: an unused function calling one the inliner cannot
     take (another ai.onnx version) was refused; unused functions are dropped first."""
-    g = helper.make_function(
-        LOCAL,
-        "G",
-        ["x"],
-        ["y"],
-        [helper.make_node("Relu", ["x"], ["y"])],
-        [helper.make_opsetid("", 18)],
-    )
-    unused = helper.make_function(
-        LOCAL,
-        "U",
-        ["x"],
-        ["y"],
-        [helper.make_node("G", ["x"], ["y"], domain=LOCAL)],
-        [*OPSET, helper.make_opsetid(LOCAL, 1)],
-    )
-    model = local_model(
-        [
-            helper.make_node("Constant", [], ["axis"], value_int=1),
-            helper.make_node("CumProd", ["a", "axis"], ["y"]),
-        ],
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
-        [g, unused],
+    model = parse_local(
+        """main (float[3, 4] a) => (float[3, 4] y) {
+            axis = Constant<value_int = 1>()
+            y = CumProd(a, axis)
+        }""",
+        RELU_18.replace("R (x)", "G (x)"),
+        "U (x) => (y) { y = local.G(x) }",
     )
     rewritten = check_against_native(model, A34, target="tract")
     assert not rewritten.functions
@@ -230,45 +170,27 @@ def test_a_function_nothing_calls_does_not_stop_the_inlining() -> None:
 
 def _cycle() -> onnx.ModelProto:
     """A calls B, B calls A (invalid; the checker does not see it)."""
-    a, b = (
-        helper.make_function(
-            LOCAL,
-            name,
-            ["x"],
-            ["y"],
-            [helper.make_node(callee, ["x"], ["y"], domain=LOCAL)],
-            [*OPSET, helper.make_opsetid(LOCAL, 1)],
-        )
-        for name, callee in (("A", "B"), ("B", "A"))
-    )
-    return local_model(
-        [
-            helper.make_node("A", ["a"], ["b"], domain=LOCAL),
-            helper.make_node("Constant", [], ["axis"], value_int=1),
-            helper.make_node("CumProd", ["b", "axis"], ["y"]),
-        ],
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
-        [a, b],
+    return parse_local(
+        """main (float[3, 4] a) => (float[3, 4] y) {
+            b = local.A(a)
+            axis = Constant<value_int = 1>()
+            y = CumProd(b, axis)
+        }""",
+        "A (x) => (y) { y = local.B(x) }",
+        "B (x) => (y) { y = local.A(x) }",
     )
 
 
 def _passthrough() -> onnx.ModelProto:
     """F(x) = (CumProd(x, 1), x): a function returning its input (valid ONNX; onnxruntime
     does not load it); the inliner renamed the graph's input a to the call's output z1."""
-    f = helper.make_function(
-        LOCAL,
-        "F",
-        ["x"],
-        ["y", "x"],
-        [
-            helper.make_node("Constant", [], ["ax"], value_int=1),
-            helper.make_node("CumProd", ["x", "ax"], ["y"]),
-        ],
-        OPSET,
+    return _call_model(
+        ["y1", "z1"],
+        """F (x) => (y, x) {
+            ax = Constant<value_int = 1>()
+            y = CumProd(x, ax)
+        }""",
     )
-    call = helper.make_node("F", ["a"], ["y1", "z1"], domain=LOCAL)
-    return _call_model(f, call, ["y1", "z1"])
 
 
 @pytest.mark.parametrize(
@@ -292,25 +214,14 @@ def test_an_inlined_function_value_info_is_not_kept() -> None:
     """Found by a review from outside: F declares its value t [2, 6] (one call signature);
     the call takes [N, M], fed [6, 2]. Inlined, the declaration became the graph's, and
     onnxruntime folded the lowering's Shape(t) from it: (2, 6) and wrong values."""
-    f = helper.make_function(
-        LOCAL,
-        "F",
-        ["x"],
-        ["y"],
-        [
-            helper.make_node("Constant", [], ["ax"], value_int=1),
-            helper.make_node("Neg", ["x"], ["t"]),
-            helper.make_node("CumProd", ["t", "ax"], ["u"]),
-            helper.make_node("Neg", ["u"], ["y"]),
-        ],
-        OPSET,
-    )
-    f.value_info.extend([helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 6])])
-    model = local_model(
-        [helper.make_node("F", ["a"], ["y"], domain=LOCAL)],
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", "M"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "M"])],
-        [f],
+    model = parse_local(
+        "main (float[N, M] a) => (float[N, M] y) { y = local.F(a) }",
+        """F (x) => (y) <float[2, 6] t> {
+            ax = Constant<value_int = 1>()
+            t = Neg(x)
+            u = CumProd(t, ax)
+            y = Neg(u)
+        }""",
     )
     a = np.array([[1, 2], [-3, 4], [0.5, 2], [0.5, 2], [2, -1], [3, 0.25]], np.float32)
     for target in INLINING_TARGETS:

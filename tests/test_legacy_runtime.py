@@ -11,8 +11,6 @@ only runs them there. All slow tier (conftest.py): a missing environment fails o
 
 from __future__ import annotations
 
-import os
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -27,6 +25,7 @@ import rewriter
 from tests.helpers import (
     ALL_TYPES,
     TYPE_NAMES,
+    LegacyBatch,
     check_result,
     conformance_cases,
     cumprod_model,
@@ -39,10 +38,6 @@ from tests.helpers import (
 )
 from tests.test_nesting import FUNCTION_MODEL, IF_MODEL, LOOP_MODEL, NESTED_MODEL
 
-ROOT = Path(__file__).resolve().parents[1]
-LEGACY_PYTHON = Path(
-    os.environ.get("CUMPROD_LEGACY_PYTHON", ROOT / ".venv-ort120" / "bin" / "python")
-)
 OPSETS = [21, 18, 11]
 SHAPE = (3, 4, 5)
 AXIS_FORMS = {"initializer": 1, "constant": -1, "input": -2}  # form -> axis used with it
@@ -97,39 +92,6 @@ def _lower(model: onnx.ModelProto, strategy: str, opset: int) -> tuple[onnx.Mode
     return proto, [plan.lowering.name for plan in rewrite.plans]
 
 
-class _Batch:
-    """Models written to a folder, run once in the legacy environment."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.cases: dict[str, object] = {}
-
-    def add(
-        self, name: str, model: onnx.ModelProto, feeds: dict[str, np.ndarray], check: object
-    ) -> None:
-        onnx.save(model, self.folder / f"{name}.onnx")
-        np.savez(self.folder / f"{name}.in.npz", **feeds)
-        self.cases[name] = check
-
-    def run(self, python: Path) -> str:
-        result = subprocess.run(
-            [str(python), str(ROOT / "tests" / "legacy_runner.py"), str(self.folder)],
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
-        return result.stdout
-
-    def outputs(self, name: str) -> list[np.ndarray]:
-        error = self.folder / f"{name}.err.txt"
-        if error.exists():
-            pytest.fail(f"{name} failed on onnxruntime 1.20.1: {error.read_text()}")
-        with np.load(self.folder / f"{name}.out.npz") as data:
-            return [data[f"arr_{i}"] for i in range(len(data.files))]
-
-
 def _grid_case(case: tuple) -> tuple[onnx.ModelProto, dict[str, np.ndarray], object]:
     elem_type, ex, rev, form, strategy, opset = case
     axis = AXIS_FORMS[form]
@@ -152,28 +114,17 @@ def _grid_case(case: tuple) -> tuple[onnx.ModelProto, dict[str, np.ndarray], obj
 
 
 @pytest.fixture(scope="module")
-def legacy_python() -> Path:
-    if not LEGACY_PYTHON.exists():
-        message = f"{LEGACY_PYTHON} is missing: scripts/test.sh creates it"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # never skipped on CI
-        pytest.skip(message)
-    return LEGACY_PYTHON
-
-
-@pytest.fixture(scope="module")
-def grid_run(legacy_python: Path, tmp_path_factory: pytest.TempPathFactory) -> _Batch:
-    batch = _Batch(tmp_path_factory.mktemp("legacy_grid"))
+def grid_run(tmp_path_factory: pytest.TempPathFactory) -> LegacyBatch:
+    batch = LegacyBatch(tmp_path_factory.mktemp("legacy_grid"))
     for case in GRID:
         model, feeds, check = _grid_case(case)
         batch.add(_case_id(case), model, feeds, check)
-    stdout = batch.run(legacy_python)
-    assert stdout.startswith("onnxruntime 1.20.1, onnx 1.17.0"), stdout
+    batch.run()
     return batch
 
 
 @pytest.mark.parametrize("case", GRID, ids=_case_id)
-def test_grid_on_onnxruntime_1_20(grid_run: _Batch, case: tuple) -> None:
+def test_grid_on_onnxruntime_1_20(grid_run: LegacyBatch, case: tuple) -> None:
     name = _case_id(case)
     grid_run.cases[name](grid_run.outputs(name))  # type: ignore[operator]
 
@@ -351,16 +302,16 @@ def extra_cases() -> dict[str, tuple]:
 
 @pytest.fixture(scope="module")
 def extra_run(
-    legacy_python: Path, extra_cases: dict[str, tuple], tmp_path_factory: pytest.TempPathFactory
-) -> _Batch:
-    batch = _Batch(tmp_path_factory.mktemp("legacy_extra"))
+    extra_cases: dict[str, tuple], tmp_path_factory: pytest.TempPathFactory
+) -> LegacyBatch:
+    batch = LegacyBatch(tmp_path_factory.mktemp("legacy_extra"))
     for name, model, feeds, check in extra_cases.values():
         batch.add(name, model, feeds, check)
-    batch.run(legacy_python)
+    batch.run()
     return batch
 
 
-def test_extra_cases_on_onnxruntime_1_20(extra_run: _Batch) -> None:
+def test_extra_cases_on_onnxruntime_1_20(extra_run: LegacyBatch) -> None:
     """Branch lengths, nested models, conformance and empty tensors: every case's failure
     is listed (one test: the cases are built in the fixture, not at import time)."""
     failures = []
@@ -387,15 +338,15 @@ def test_extra_cases_in_onnx_reference(extra_cases: dict[str, tuple]) -> None:
     assert not failures, f"{len(failures)} case(s) failed:\n" + "\n".join(failures)
 
 
-def test_logsum_zeros_on_onnxruntime_1_20(legacy_python: Path, tmp_path: Path) -> None:
+def test_logsum_zeros_on_onnxruntime_1_20(tmp_path: Path) -> None:
     """onnxruntime 1.20.1's vectorised float64 Exp(-inf) is 5.6e-309, not 0: logsum masks
     zeros explicitly, so a zero factor gives exactly 0 (with numpy's sign) there too."""
     model = cumprod_model(TensorProto.DOUBLE, (2, 16), 1, exclusive=0, reverse=1)
     lowered, _ = _lower(model, "logsum", 21)
     x = np.tile(np.array([2.0, -3.0, 0.0, 5.0, -0.0, 1.5, 0.5, 2.0]), (2, 2))
-    batch = _Batch(tmp_path)
-    batch.add("logsum_zeros", lowered, {"x": x}, None)
-    batch.run(legacy_python)
+    batch = LegacyBatch(tmp_path)
+    batch.add("logsum_zeros", lowered, {"x": x})
+    batch.run()
     (y,) = batch.outputs("logsum_zeros")
     expected = np.flip(np.cumprod(np.flip(x, 1), axis=1), 1)
     zeros = expected == 0

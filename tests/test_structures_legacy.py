@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rewriter
-from tests.test_legacy_runtime import _Batch, legacy_python  # noqa: F401 - a fixture
+from tests.helpers import LegacyBatch
 from tests.test_structures import length_one_feeds, length_one_model
 
 pytestmark = pytest.mark.slow
@@ -18,16 +18,13 @@ pytestmark = pytest.mark.slow
 CASES = [(where, exclusive) for where in ("if", "loop") for exclusive in (0, 1)]
 
 
-def test_length_one_float16_in_subgraphs_on_onnxruntime_1_20(
-    legacy_python: Path,  # noqa: F811 - the fixture
-    tmp_path: Path,
-) -> None:
-    batch = _Batch(tmp_path)
+def test_length_one_float16_in_subgraphs_on_onnxruntime_1_20(tmp_path: Path) -> None:
+    batch = LegacyBatch(tmp_path)
     feeds = length_one_feeds()
     for where, exclusive in CASES:
         lowered = rewriter.decompose_cumprod(length_one_model(where, exclusive), target_opset=21)
-        batch.add(f"{where}_ex{exclusive}", lowered, feeds, None)
-    assert batch.run(legacy_python).startswith("onnxruntime 1.20.1")
+        batch.add(f"{where}_ex{exclusive}", lowered, feeds)
+    batch.run()
     x = feeds["x"].astype(np.float64)
     for where, exclusive in CASES:
         y = np.ones_like(x) if exclusive else x  # a scan of length 1 (numpy's cumprod)

@@ -20,16 +20,28 @@ from rewriter.specialize import SpecializeFunctionsPass
 from rewriter.targets import target_named
 from tests.helpers import (
     LOCAL,
-    OPSET,
     VIA,
+    calling,
     check_against_native,
     local_model,
     loop_model,
     native,
     odd_ints,
     op_types,
+    parse_local,
     run_ort,
 )
+
+RELU_3 = "main (float[3] x) => (float[3] y) { y = Relu(x) }"  # calls no function
+
+
+def _neg_then_cumprod(name: str, declared: str = "") -> str:
+    """Function ``name``: y = CumProd(-x, 0), its values declared by ``declared``."""
+    return f"""{name} (x) => (y) {declared} {{
+        axis = Constant<value_int = 0>()
+        t = Neg(x)
+        y = CumProd(t, axis)
+    }}"""
 
 
 def test_a_function_input_declared_in_its_value_info_keeps_its_type(
@@ -40,19 +52,7 @@ def test_a_function_input_declared_in_its_value_info_keeps_its_type(
     in float32 and rounded once, as the native kernel does, not the type-generic lowering
     (float16 products rounded at every step, and a warning). The CumProd reads a Neg of the
     input, so the declared type must also flow through the body."""
-    nodes = [
-        helper.make_node("Constant", [], ["axis"], value_int=0),
-        helper.make_node("Neg", ["x"], ["t"]),
-        helper.make_node("CumProd", ["t", "axis"], ["y"]),
-    ]
-    f = helper.make_function(LOCAL, "Typed", ["x"], ["y"], nodes, OPSET)
-    f.value_info.extend([helper.make_tensor_value_info("x", TensorProto.FLOAT16, [64])])
-    model = local_model(
-        [helper.make_node("Relu", ["x"], ["y"])],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
-        [f],
-    )
+    model = parse_local(RELU_3, _neg_then_cumprod("Typed", "<float16[64] x>"))
     path = tmp_path / "typed.onnx"
     onnx.save(model, path)
     loaded = rewriter.io.load_model(path)  # the command line's way in
@@ -62,18 +62,9 @@ def test_a_function_input_declared_in_its_value_info_keeps_its_type(
     assert isinstance(rewritten, onnx.ModelProto)
     assert "element type is not known" not in caplog.text
 
-    def with_call(m: onnx.ModelProto) -> onnx.ModelProto:
-        c = onnx.ModelProto()
-        c.CopyFrom(m)
-        del c.graph.node[:]
-        c.graph.node.append(helper.make_node("Typed", ["x"], ["y"], domain=LOCAL))
-        c.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT16, [64]))
-        c.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT16, [64]))
-        return c
-
     data = np.random.default_rng(13).uniform(0.9, 1.1, 64).astype(np.float16)
-    expected = native(with_call(model), {"x": data})
-    actual = run_ort(with_call(rewritten), {"x": data})
+    expected = native(calling(model, "Typed", "float16[64]"), {"x": data})
+    actual = run_ort(calling(rewritten, "Typed", "float16[64]"), {"x": data})
     np.testing.assert_array_equal(actual[0], expected[0])  # rounded once, like the kernel
 
 
@@ -81,17 +72,7 @@ def test_a_function_input_shape_declared_in_the_ir_is_not_built_on() -> None:
     """An ``ir.Model`` whose function input carries a type and a shape ([4]) that no call
     site confirms: the element type is taken, the shape is not (a function may be called
     with other shapes), so the lowered function is right when called with [6]."""
-    nodes = [
-        helper.make_node("Constant", [], ["axis"], value_int=0),
-        helper.make_node("Neg", ["x"], ["t"]),
-        helper.make_node("CumProd", ["t", "axis"], ["y"]),
-    ]
-    model = local_model(
-        [helper.make_node("Relu", ["x"], ["y"])],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
-        [helper.make_function(LOCAL, "Shaped", ["x"], ["y"], nodes, OPSET)],
-    )
+    model = parse_local(RELU_3, _neg_then_cumprod("Shaped"))
     ir_model = ir.serde.deserialize_model(model)
     x = ir_model.functions[(LOCAL, "Shaped", "")].inputs[0]
     x.type, x.shape = ir.TensorType(ir.DataType.FLOAT), ir.Shape([4])
@@ -198,11 +179,9 @@ def test_loop_bodies_reusing_names_with_other_shapes_and_types(via: str) -> None
 @pytest.mark.parametrize("via", VIA)
 def test_function_with_if_branches_reusing_a_name(via: str) -> None:
     """The same If inside a model-local function (types propagated node by node there)."""
-    model = onnx.parser.parse_model(
-        '<ir_version: 10, opset_import: ["" : 26, "local" : 1]>'
-        " main (int64[2, 6] x, bool c) => (int64[12] y) { y = local.F (x, c) }"
-        ' <domain: "local", opset_import: ["" : 26]>'
-        f" F (x, c) => (y) {{ {_IF_REUSING_H} }}"
+    model = parse_local(
+        "main (int64[2, 6] x, bool c) => (int64[12] y) { y = local.F (x, c) }",
+        f"F (x, c) => (y) {{ {_IF_REUSING_H} }}",
     )
     for c in (True, False):
         check_against_native(model, {"x": odd_ints((2, 6), 3), "c": np.array(c)}, via)
@@ -251,29 +230,18 @@ def test_types_flow_through_a_call_inside_a_function(elem: int) -> None:
     output, which the propagation inside functions did not follow (calls to local functions
     were skipped): a type-generic lowering, float16 multiplied in float16 (9 ulp where the
     native kernel has 0) and uint32 multiplied as uint32 (onnxruntime 1.20.1 has no such Mul)."""
-    axis = helper.make_node("Constant", [], ["ax"], value_int=-1)
-    h = helper.make_function(
-        LOCAL, "H", ["x"], ["y"], [axis, helper.make_node("CumProd", ["x", "ax"], ["y"])], OPSET
-    )
-    k = helper.make_function(
-        LOCAL, "K", ["x"], ["y"], [helper.make_node("Identity", ["x"], ["y"])], OPSET
-    )
-    g = helper.make_function(
-        LOCAL,
-        "G",
-        ["x"],
-        ["y"],
-        [
-            helper.make_node("K", ["x"], ["t"], domain=LOCAL),
-            helper.make_node("H", ["t"], ["y"], domain=LOCAL),
-        ],
-        [*OPSET, helper.make_opsetid(LOCAL, 1)],
-    )
-    model = local_model(
-        [helper.make_node("G", ["x"], ["y"], domain=LOCAL)],
-        [helper.make_tensor_value_info("x", elem, [4, 7])],
-        [helper.make_tensor_value_info("y", elem, [4, 7])],
-        [h, k, g],
+    elem_name = TensorProto.DataType.Name(elem).lower()
+    model = parse_local(
+        f"main ({elem_name}[4, 7] x) => ({elem_name}[4, 7] y) {{ y = local.G(x) }}",
+        """H (x) => (y) {
+            ax = Constant<value_int = -1>()
+            y = CumProd(x, ax)
+        }""",
+        "K (x) => (y) { y = Identity(x) }",
+        """G (x) => (y) {
+            t = local.K(x)
+            y = local.H(t)
+        }""",
     )
     work = ir.serde.deserialize_model(model)
     SpecializeFunctionsPass()(work)
@@ -289,37 +257,20 @@ def test_function_overloads_stay_apart(via: str) -> None:
     typed from its caller (multiplied in float32, rounded once, as the native kernel) from
     a type-generic lowering (float16 products), which a function taken for uncalled, or
     called with two types, gets."""
-    overloads = []
-    for overload, exclusive in (("inc", 0), ("exc", 1)):
-        function = helper.make_function(
-            LOCAL,
-            "B",
-            ["x"],
-            ["y"],
-            [
-                helper.make_node("Constant", [], ["axis"], value_int=1),
-                helper.make_node("CumProd", ["x", "axis"], ["y"], exclusive=exclusive),
-            ],
-            OPSET,
-        )
-        function.overload = overload
-        overloads.append(function)
-    calls = []
-    for overload, name, out in (("inc", "f", "p"), ("exc", "i", "q")):
-        call = helper.make_node("B", [name], [out], domain=LOCAL)
-        call.overload = overload
-        calls.append(call)
-    model = local_model(
-        calls,
-        [
-            helper.make_tensor_value_info("f", TensorProto.FLOAT16, [3, 5]),
-            helper.make_tensor_value_info("i", TensorProto.INT64, [3, 5]),
-        ],
-        [
-            helper.make_tensor_value_info("p", TensorProto.FLOAT16, [3, 5]),
-            helper.make_tensor_value_info("q", TensorProto.INT64, [3, 5]),
-        ],
-        overloads,
+    overloads = [
+        f"""<domain: "local", overload: "{overload}", opset_import: ["" : 26]>
+        B (x) => (y) {{
+            axis = Constant<value_int = 1>()
+            y = CumProd<exclusive = {exclusive}>(x, axis)
+        }}"""
+        for overload, exclusive in (("inc", 0), ("exc", 1))
+    ]
+    model = parse_local(
+        """main (float16[3, 5] f, int64[3, 5] i) => (float16[3, 5] p, int64[3, 5] q) {
+            p = local.B:inc(f)
+            q = local.B:exc(i)
+        }""",
+        *overloads,
     )
     rng = np.random.default_rng(6)
     f = rng.uniform(0.5, 2.0, (3, 5)).astype(np.float16)

@@ -7,8 +7,6 @@ tests/lowerings/test_tree_accuracy.py."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 import rewriter
@@ -22,7 +20,7 @@ from tests.helpers import (
     I64,
     TYPE_NAMES,
     U32,
-    check_lowering,
+    check_every_type,
     cumprod_model,
     lower,
     op_types,
@@ -30,18 +28,12 @@ from tests.helpers import (
     session,
 )
 
-ATTRS = list(itertools.product([0, 1], [0, 1]))
-
 
 @pytest.mark.parametrize("elem", ALL_TYPES, ids=TYPE_NAMES.get)
 def test_every_type_exclusive_and_reverse(elem: int) -> None:
     """n = 37 (not a power of two: the last step's shift is partial), static and known only
     at run time (one graph up to max_length = 64)."""
-    for exclusive, reverse in ATTRS:
-        check_lowering(elem, "doubling", (3, 37), 1, exclusive=exclusive, reverse=reverse)
-        check_lowering(
-            elem, "doubling", (3, "N"), 1, exclusive=exclusive, reverse=reverse, max_length=64
-        )
+    check_every_type(elem, "doubling", [((3, 37), 1), ((3, "N"), 1, {"max_length": 64})])
 
 
 def test_a_length_known_only_at_run_time_needs_a_bound() -> None:

@@ -16,12 +16,10 @@ torch is an optional extra: without it these tests skip (fail on CI).
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 import sys
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -33,23 +31,15 @@ import pytest
 import rewriter
 from rewriter.lowerings import LOWERINGS
 from rewriter.verify import compare, factor_counts
-from tests.helpers import cumprod_model, op_types, run_ort, wide_reference
-
-ROOT = Path(__file__).resolve().parents[2]
-LEGACY_PYTHON = Path(
-    os.environ.get("CUMPROD_LEGACY_PYTHON", ROOT / ".venv-ort120" / "bin" / "python")
+from tests.helpers import (
+    LegacyBatch,
+    cumprod_model,
+    import_torch,
+    op_types,
+    run_ort,
+    torch_draws,
+    wide_reference,
 )
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        message = "torch is not installed (pip install 'cumprod-rewriter[torch]')"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # never skipped on CI
-        pytest.skip(message)
-    return torch
 
 
 def test_importing_rewriter_never_imports_torch() -> None:
@@ -77,17 +67,11 @@ class Case:
 
 
 def _cases() -> dict[str, Callable[[], Case]]:
-    torch = _torch()
+    torch = import_torch()
     nn = torch.nn
     batch = torch.export.Dim("batch")
     samples = torch.export.Dim("samples")
-    gen = torch.Generator().manual_seed(0)
-
-    def rand(*shape: int, dtype: Any = torch.float32) -> Any:
-        return torch.rand(*shape, generator=gen, dtype=dtype)
-
-    def ints(low: int, high: int, *shape: int, dtype: Any = torch.int64) -> Any:
-        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+    rand, ints, randn = torch_draws()
 
     class NoiseSchedule(nn.Module):
         """Diffusion forward process q(x_t | x_0): alphas_cumprod of a run-time schedule."""
@@ -100,7 +84,7 @@ def _cases() -> dict[str, Callable[[], Case]]:
 
     def schedule(n: int) -> tuple[Any, ...]:
         betas = torch.linspace(1e-4, 0.02, 1000) * (1 + 0.1 * rand(1))
-        return betas, ints(0, 1000, n), torch.randn(n, 8, generator=gen), rand(n, 8)
+        return betas, ints(0, 1000, n), randn(n, 8), rand(n, 8)
 
     class Transmittance(nn.Module):
         """NeRF volume rendering: weights = alpha * prod_{j<i} (1 - alpha_j)."""
@@ -207,7 +191,7 @@ def _cases() -> dict[str, Callable[[], Case]]:
         ),
         "stick_breaking": lambda: Case(
             StickBreaking(),
-            [(torch.randn(5, 3, 20, generator=gen),), (torch.randn(2, 3, 20, generator=gen),)],
+            [(randn(5, 3, 20),), (randn(2, 3, 20),)],
             {"logits": {0: batch}},
             scans=[(1, 2, 2, None)],
         ),
@@ -257,7 +241,7 @@ def _numpy(t: Any) -> np.ndarray:
 
 
 def _export(module: Any, inputs: tuple[Any, ...], **kwargs: Any) -> onnx.ModelProto:
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import translation_table
 
     with warnings.catch_warnings():
@@ -275,7 +259,7 @@ def _export(module: Any, inputs: tuple[Any, ...], **kwargs: Any) -> onnx.ModelPr
 
 @pytest.fixture(scope="module")
 def exported() -> dict[str, Exported]:
-    torch = _torch()
+    torch = import_torch()
     result = {}
     for name, build in _cases().items():
         case = build()
@@ -300,7 +284,7 @@ def _auto_lowering(dtype: np.dtype, rank: int) -> str:
 
 
 def _check(case: Case, expected: list[np.ndarray], got: list[np.ndarray]) -> None:
-    torch = _torch()
+    torch = import_torch()
     assert len(got) == len(expected)
     for i, (g, e) in enumerate(zip(got, expected)):
         assert g.dtype == e.dtype and g.shape == e.shape, (i, g.dtype, e.dtype, g.shape, e.shape)
@@ -344,48 +328,31 @@ def test_current_onnxruntime_matches_torch_eager(exported: dict[str, Exported], 
 
 
 @pytest.fixture(scope="module")
-def legacy_outputs(exported: dict[str, Exported], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not LEGACY_PYTHON.exists():
-        message = f"{LEGACY_PYTHON} is missing: scripts/test.sh creates it"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # never skipped on CI
-        pytest.skip(message)
-    folder = tmp_path_factory.mktemp("pytorch_legacy")
+def legacy_outputs(
+    exported: dict[str, Exported], tmp_path_factory: pytest.TempPathFactory
+) -> LegacyBatch:
+    batch = LegacyBatch(tmp_path_factory.mktemp("pytorch_legacy"))
     for name, entry in exported.items():
         for k, feeds in enumerate(entry.feeds):
-            onnx.save(entry.model, folder / f"{name}-{k}.onnx")
-            np.savez(folder / f"{name}-{k}.in.npz", **feeds)
-    result = subprocess.run(
-        [str(LEGACY_PYTHON), str(ROOT / "tests" / "legacy_runner.py"), str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("onnxruntime 1.20.1, onnx 1.17.0"), result.stdout
-    return folder
+            batch.add(f"{name}-{k}", entry.model, feeds)
+    batch.run()
+    return batch
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_onnxruntime_1_20_matches_torch_eager(
-    exported: dict[str, Exported], legacy_outputs: Path, name: str
+    exported: dict[str, Exported], legacy_outputs: LegacyBatch, name: str
 ) -> None:
     entry = exported[name]
     for k, expected in enumerate(entry.expected):
-        error = legacy_outputs / f"{name}-{k}.err.txt"
-        if error.exists():
-            pytest.fail(f"{name} failed on onnxruntime 1.20.1: {error.read_text()}")
-        with np.load(legacy_outputs / f"{name}-{k}.out.npz") as data:
-            got = [data[f"arr_{i}"] for i in range(len(data.files))]
-        _check(entry.case, expected, got)
+        _check(entry.case, expected, legacy_outputs.outputs(f"{name}-{k}"))
 
 
 # -- the table itself -----------------------------------------------------------------------
 
 
 def test_the_table_covers_aten_cumprod() -> None:
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import translation_table
 
     assert set(translation_table()) == {torch.ops.aten.cumprod.default}
@@ -394,7 +361,7 @@ def test_the_table_covers_aten_cumprod() -> None:
 
 
 def test_without_the_table_torch_cannot_export_cumprod() -> None:
-    torch = _torch()
+    torch = import_torch()
 
     class Model(torch.nn.Module):
         def forward(self, x: Any) -> Any:
@@ -409,7 +376,7 @@ def test_without_the_table_torch_cannot_export_cumprod() -> None:
 @pytest.mark.parametrize("opset", [18, 21, 23])
 def test_other_opsets(opset: int) -> None:
     """At the opset asked for; the nodes are built with that opset's signatures."""
-    torch = _torch()
+    torch = import_torch()
 
     class Model(torch.nn.Module):
         def forward(self, x: Any, n: Any) -> tuple[Any, ...]:
@@ -427,7 +394,7 @@ def test_other_opsets(opset: int) -> None:
 
 def test_loop_strategy_for_float32_is_the_sequential_product() -> None:
     """strategy="loop": the float32 products in the same order as numpy's: bit for bit."""
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import translation_table
 
     class Model(torch.nn.Module):
@@ -449,7 +416,7 @@ def test_loop_strategy_for_float32_is_the_sequential_product() -> None:
 
 
 def test_logsum_strategy_is_refused_for_integers() -> None:
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import translation_table
 
     class Model(torch.nn.Module):
@@ -473,7 +440,7 @@ def test_max_length_for_a_dynamic_dim_on_a_target_without_loop_or_scan() -> None
     """Found by a review from outside: translation_table took no max_length, while the
     targets without Loop and Scan (iree, tflite, tinygrad, portable) refuse a dynamic scanned
     dim without one, saying to pass it. It takes one now; the export runs and is exact."""
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import translation_table
 
     class Model(torch.nn.Module):
@@ -511,7 +478,7 @@ def test_max_length_for_a_dynamic_dim_on_a_target_without_loop_or_scan() -> None
 
 def test_target_warnings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     """As the pass and the rule set log them (here IREE's flushed subnormals)."""
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import translation_table
 
     class Model(torch.nn.Module):
@@ -543,7 +510,7 @@ def test_target_warnings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
 def test_a_float16_result_as_graph_output_keeps_float16(op: str) -> None:
     """Strict: passes (and so fails here) once torch keeps the Cast; cumsum, which our
     table does not touch, shows the same, so the lost Cast is the exporter's."""
-    torch = _torch()
+    torch = import_torch()
 
     class Model(torch.nn.Module):
         def forward(self, x: Any) -> Any:

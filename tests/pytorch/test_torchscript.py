@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import os
-import subprocess
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -34,27 +31,12 @@ import onnx
 import pytest
 
 from tests import bounds
-from tests.helpers import op_types, run_ort, wide_reference
+from tests.helpers import LegacyBatch, import_torch, op_types, run_ort, torch_draws, wide_reference
 
-ROOT = Path(__file__).resolve().parents[2]
-LEGACY_PYTHON = Path(
-    os.environ.get("CUMPROD_LEGACY_PYTHON", ROOT / ".venv-ort120" / "bin" / "python")
-)
 OPSETS = tuple(range(11, 21))
 # The fast tier's opsets: the lowest (the most forms converted down) and the issue's; the
 # others, and every onnxruntime 1.20.1 run, are in the slow tier with tests/pytorch/test_dynamo.py.
 FAST_OPSETS = (11, 17)
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        message = "torch is not installed (pip install 'cumprod-rewriter[torch]')"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # never skipped on CI
-        pytest.skip(message)
-    return torch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,15 +67,9 @@ class Case:
 
 
 def _cases() -> dict[str, Callable[[], Case]]:
-    torch = _torch()
+    torch = import_torch()
     nn = torch.nn
-    gen = torch.Generator().manual_seed(0)
-
-    def rand(*shape: int, dtype: Any = torch.float32) -> Any:
-        return torch.rand(*shape, generator=gen, dtype=dtype)
-
-    def ints(low: int, high: int, *shape: int, dtype: Any = torch.int64) -> Any:
-        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+    rand, ints, _ = torch_draws()
 
     class NoiseSchedule(nn.Module):
         """A DDPM / DDIM scheduler's alphas_cumprod from its betas: float32 from a run-time
@@ -277,7 +253,7 @@ MIN_OPSETS = {"stick_breaking": 13}
 @pytest.fixture(scope="module")
 def registered() -> Any:
     """The symbolic registered for this module's tests, and removed after them."""
-    _torch()
+    import_torch()
     from rewriter.pytorch import register_torchscript_symbolic, unregister_torchscript_symbolic
 
     register_torchscript_symbolic()
@@ -286,7 +262,7 @@ def registered() -> Any:
 
 
 def _export(module: Any, inputs: tuple[Any, ...], opset: int, **kwargs: Any) -> onnx.ModelProto:
-    torch = _torch()
+    torch = import_torch()
     f = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's deprecation and tracer warnings
@@ -299,7 +275,7 @@ class Exports:
     use (an export per case and opset, shared by the tests of the module)."""
 
     def __init__(self) -> None:
-        torch = _torch()
+        torch = import_torch()
         self.cases = {name: build() for name, build in _cases().items()}
         self.expected: dict[str, list[list[np.ndarray]]] = {}
         self.feeds: dict[str, list[dict[str, np.ndarray]]] = {}
@@ -402,43 +378,25 @@ def test_export_has_no_cumprod_and_matches_torch_eager_on_onnxruntime(
 
 
 @pytest.fixture(scope="module")
-def legacy_outputs(exports: Exports, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not LEGACY_PYTHON.exists():
-        message = f"{LEGACY_PYTHON} is missing: scripts/test.sh creates it"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # never skipped on CI
-        pytest.skip(message)
-    folder = tmp_path_factory.mktemp("torchscript_legacy")
+def legacy_outputs(exports: Exports, tmp_path_factory: pytest.TempPathFactory) -> LegacyBatch:
+    batch = LegacyBatch(tmp_path_factory.mktemp("torchscript_legacy"))
     for name in CASE_NAMES:
         for opset in exports.opsets(name):
             for k, feeds in enumerate(exports.feeds[name]):
-                onnx.save(exports.model(name, opset), folder / f"{name}-{opset}-{k}.onnx")
-                np.savez(folder / f"{name}-{opset}-{k}.in.npz", **feeds)
-    result = subprocess.run(
-        [str(LEGACY_PYTHON), str(ROOT / "tests" / "legacy_runner.py"), str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("onnxruntime 1.20.1, onnx 1.17.0"), result.stdout
-    return folder
+                batch.add(f"{name}-{opset}-{k}", exports.model(name, opset), feeds)
+    batch.run()
+    return batch
 
 
 @pytest.mark.slow  # where tests/pytorch/test_dynamo.py's onnxruntime 1.20.1 runs are (slow tier)
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_onnxruntime_1_20_matches_torch_eager(
-    exports: Exports, legacy_outputs: Path, name: str
+    exports: Exports, legacy_outputs: LegacyBatch, name: str
 ) -> None:
     for opset in exports.opsets(name):
         for k, (feeds, expected) in enumerate(zip(exports.feeds[name], exports.expected[name])):
             case = f"{name}-{opset}-{k}"
-            error = legacy_outputs / f"{case}.err.txt"
-            if error.exists():
-                pytest.fail(f"{case} failed on onnxruntime 1.20.1: {error.read_text()}")
-            with np.load(legacy_outputs / f"{case}.out.npz") as data:
-                got = [data[f"arr_{i}"] for i in range(len(data.files))]
+            got = legacy_outputs.outputs(case)
             try:
                 _check(exports.cases[name], feeds, expected, got)
             except AssertionError as exc:
@@ -458,7 +416,7 @@ def restore_registration(registered: None) -> Any:
 
 
 def _cumprod_module(dim: int = 1, **kwargs: Any) -> Any:
-    torch = _torch()
+    torch = import_torch()
 
     class CumProd(torch.nn.Module):
         def forward(self, x: Any) -> Any:
@@ -470,7 +428,7 @@ def _cumprod_module(dim: int = 1, **kwargs: Any) -> Any:
 def test_without_the_symbolic_torch_cannot_export_cumprod(restore_registration: None) -> None:
     """The gap this closes (pytorch/pytorch#102948); unregistering restores it, and
     registering twice is one registration."""
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import register_torchscript_symbolic, unregister_torchscript_symbolic
 
     x = torch.rand(2, 3)
@@ -492,7 +450,7 @@ def test_without_the_symbolic_torch_cannot_export_cumprod(restore_registration: 
 def test_registering_again_takes_the_new_options(restore_registration: None) -> None:
     """strategy="loop": a Loop, and float32 products in numpy's order (bit for bit); the
     default registration again: no Loop."""
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import register_torchscript_symbolic
 
     x = torch.rand(4, 50) + 0.5
@@ -506,7 +464,7 @@ def test_registering_again_takes_the_new_options(restore_registration: None) -> 
 
 
 def test_bfloat16_below_opset_13_is_refused_with_the_reason(registered: None) -> None:
-    torch = _torch()
+    torch = import_torch()
     x = torch.rand(2, 5).bfloat16()
     for opset in (11, 12):
         with pytest.raises(ValueError, match=r"bfloat16 needs ai\.onnx opset 13 or later"):
@@ -514,7 +472,7 @@ def test_bfloat16_below_opset_13_is_refused_with_the_reason(registered: None) ->
 
 
 def test_logsum_is_refused_for_integers(restore_registration: None) -> None:
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import register_torchscript_symbolic
 
     register_torchscript_symbolic("logsum")
@@ -528,7 +486,7 @@ def test_max_length_for_a_dynamic_axis_on_a_target_without_loop_or_scan(
     """target="portable" (no Loop, no Scan, no If) over a dynamic_axes length: refused
     without a bound, saying to pass one; with max_length=, exact up to the bound (opset 14:
     below it, the pass refuses dims not all static on a target without If)."""
-    torch = _torch()
+    torch = import_torch()
     from rewriter.pytorch import register_torchscript_symbolic
 
     x = torch.randint(-5, 6, (3, 9))
