@@ -138,6 +138,20 @@ class Target:
             resource not listed in explicit captures", seen for an exclusive scan over a
             run-time axis, and for 8-byte ``doubling`` over static dims; 4-byte types
             compile).
+        chain_max_length: The longest axis ``chain`` unrolls (n + 2 nodes); longer ones are
+            refused: on middle axes of large slabs it ran faster than ``carry`` up to 1024,
+            not past it (bench-2026-12-01-middle-heldout.md).
+        carry_radix: ``carry``'s r per level, ``(elsewhere, on narrow runs)``: 16 (8 and 32
+            measured slower on first / middle axes; no results file kept), 4 on the runs
+            ``narrow_runs`` calls narrow.
+        tree_chain_up_to: A product tree that scans its blocks with Scan (``blocked``,
+            ``dynamic``) still unrolls a top level of at most this many blocks as a chain.
+        dynamic_scan_up_to: ``dynamic`` takes the plain Scan up to this length (as fast as
+            anything there, bench-2026-12-05-round29.md), beyond it the tree padded at run
+            time with the levels ``dynamic_levels``.
+        dynamic_levels: The block sizes of ``dynamic``'s tree beyond ``dynamic_scan_up_to``.
+        masked_block: ``masked``'s tile side B: a tile of B times the elements per level, the
+            blocks' count scanned by the same scheme (compile-tinygrad-masked-2026-12-06.md).
         doubling_blocked_from: The static length from which ``doubling`` runs in blocks of
             32 (measured faster there: OpenVINO from 2000, IREE from 128,
             ``bench-runtime-{openvino,iree}-2026-12-01-doubling-*``); None: never for speed.
@@ -231,6 +245,12 @@ class Target:
     symbols_in_if: bool = True
     pad_shifts: bool = True
     local_functions: bool = True
+    chain_max_length: int = 1024
+    carry_radix: tuple[int, int] = (16, 4)
+    tree_chain_up_to: int = 16
+    dynamic_scan_up_to: int = 512
+    dynamic_levels: tuple[int, ...] = (32, 32)
+    masked_block: int = 64
     doubling_blocked_from: int | None = None
     bfloat16_math: bool = True
     slice_clamps: bool = True

@@ -15,7 +15,7 @@ On the 2-D view (``View.flat``: from opset 18, or with inner static) Split cuts 
 equal column blocks: the same products.
 
 Cost: n - 1 Muls over one slice each, one Split and one Concat (two passes over memory), no
-loop at all: n + 2 nodes, so only for short axes (at most :data:`MAX_LENGTH`): a session of
+loop at all: n + 2 nodes, so only for short axes (``Target.chain_max_length``): a session of
 a 512-chain takes 14-19 ms to create on onnxruntime, and compiling runtimes pay per node.
 Needs a static length n (outer and inner may be known only at run time).
 """
@@ -29,15 +29,14 @@ from rewriter.lowerings.view import View
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["MAX_LENGTH", "build", "chain", "unsupported"]
-
-MAX_LENGTH = 1024  # middle axes: faster than carry to 1024 on large slabs, not past it
+__all__ = ["build", "chain", "unsupported"]
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     n = spec.length if spec.length is not None else spec.max_length
-    if n is not None and n > MAX_LENGTH:  # no length at all: checked by lowerings.choose
-        return f"strategy 'chain' unrolls at most {MAX_LENGTH} steps, the axis has {n}"
+    most = target.chain_max_length
+    if n is not None and n > most:  # no length at all: checked by lowerings.choose
+        return f"strategy 'chain' unrolls at most {most} steps, the axis has {n}"
     return None
 
 

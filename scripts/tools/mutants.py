@@ -193,13 +193,7 @@ MUTANTS = [
         "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * w, BLOCK * w)\n",
     ),
     Mutant(
-        "doubling._blocked_flat: block totals from the last position in reverse too",
-        "rewriter/lowerings/doubling.py",
-        "    totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)\n",
-        "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * w, BLOCK * w)\n",
-    ),
-    Mutant(
-        "doubling._blocked_flat: the carries not tiled over the block (one column each)",
+        "doubling._blocked: on the 2-D view the carries not tiled over the block (one column each)",
         "rewriter/lowerings/doubling.py",
         '    y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))\n',
         '    y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, 1])))\n',
@@ -371,8 +365,8 @@ MUTANTS = [
     Mutant(
         "dynamic: the blocked branch from n = 512, not 513",
         "rewriter/lowerings/tree.py",
-        "b.const([SHORT + 1]))\n",
-        "b.const([SHORT]))\n",
+        "b.const([most + 1]))\n",
+        "b.const([most]))\n",
     ),
     Mutant(
         "decompose: a CumProd under opset 25 taken",
@@ -1006,7 +1000,7 @@ MUTANTS = [
         "    tiles = b.reshape(x3, b.const([o // rows, 1, rows * n, i]))\n",
     ),
     Mutant(
-        "cached: tiles under a quarter of TILE_BYTES left uncut (the 1 MiB tiles' rule)",
+        "cached: tiles under a quarter of the tile size left uncut (the 1 MiB tiles' rule)",
         "rewriter/lowerings/cached.py",
         "    return _divisor_piece(o, n * i * itemsize, limit, limit // 8)\n",
         "    return _divisor_piece(o, n * i * itemsize, limit, limit // 4)\n",
@@ -1072,8 +1066,8 @@ MUTANTS = [
     Mutant(
         "carry: the blocks' shape from r = 16 whatever the runs",
         "rewriter/lowerings/tree.py",
-        "    levels = carry_levels(n, narrow_runs)\n    if levels and n % levels[0] == 0:\n",
-        "    levels = carry_levels(n)\n    if levels and n % levels[0] == 0:\n",
+        "        y.shape = ir.Shape(blocks_shape((o, n, i), levels))\n",
+        "        y.shape = ir.Shape(blocks_shape((o, n, i), carry_levels(n, v.target)))\n",
     ),
     Mutant(
         "carry: the second half's slices first",
