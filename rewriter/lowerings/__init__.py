@@ -201,7 +201,7 @@ def _refused(lowering: Lowering, spec: ScanSpec, target: Target, opset: int | No
         return reason
     wrong = target.wrong_reason(name)
     if wrong is not None:
-        return f"strategy '{name}' computes wrong values on {target.name}: {wrong}"
+        return f"strategy '{name}' {wrong}"
     if lowering.static_length and spec.length is None and spec.max_length is None:
         return (
             f"strategy '{name}' needs the length of the scanned axis to be static, or a "
