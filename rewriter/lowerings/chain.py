@@ -40,18 +40,6 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def split(b: Builder, x: ir.Value, axis: int, n: int, size: int = 1) -> list[ir.Value]:
-    """``x`` cut into its n slices of ``size`` along ``axis`` (Split's form for the opset;
-    from 18 the n equal parts, whatever their size)."""
-    if n == 1:
-        return [x]
-    if b.opset >= 18:
-        return list(b.op_multi("Split", x, n_out=n, axis=axis, num_outputs=n))
-    if b.opset >= 13:
-        return list(b.op_multi("Split", x, b.const([size] * n), n_out=n, axis=axis))
-    return list(b.op_multi("Split", x, n_out=n, axis=axis, split=[size] * n))
-
-
 def chain(
     b: Builder,
     slices: list[ir.Value],
@@ -60,12 +48,10 @@ def chain(
     exclusive: bool,
     reverse: bool,
     seed: ir.Value | None = None,
-    want_total: bool = False,
     slice_first: bool = False,
-) -> tuple[list[ir.Value], ir.Value | None]:
+) -> list[ir.Value]:
     """The running products of ``slices`` (in order, or from the end when ``reverse``), each
-    started from ``seed`` when given: (the n outputs in the slices' order, and with
-    ``want_total`` the product of the seed and all slices). ``slice_first``: each Mul takes
+    started from ``seed`` when given, in the slices' order. ``slice_first``: each Mul takes
     the slice as its first input (its last use, so onnxruntime may write the product in its
     place; ``carry``'s seeded blocks); the same products."""
     n = len(slices)
@@ -77,14 +63,14 @@ def chain(
             if running is None:
                 running = v.ones(b, slices[idx])
             outputs[idx] = running
-            if step < n - 1 or want_total:
+            if step < n - 1:
                 running = _times(b, running, slices[idx], slice_first)
         else:
             running = (
                 slices[idx] if running is None else _times(b, running, slices[idx], slice_first)
             )
             outputs[idx] = running
-    return [o for o in outputs if o is not None], running if want_total else None
+    return [o for o in outputs if o is not None]
 
 
 def _times(b: Builder, running: ir.Value, piece: ir.Value, slice_first: bool) -> ir.Value:
@@ -101,8 +87,8 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     # view.takes_flat_view)
     size = v.inner if v.flat and isinstance(v.inner, int) else 1
     assert not v.flat or isinstance(v.inner, int) or b.opset >= 18, "Split needs the sizes"
-    slices = split(b, x3, 1, n, size)
-    outputs, _ = chain(b, slices, v, exclusive=v.exclusive, reverse=v.reverse)
+    slices = b.split(x3, 1, n, size)
+    outputs = chain(b, slices, v, exclusive=v.exclusive, reverse=v.reverse)
     if n == 1:
         return outputs[0] if outputs[0] is not x3 else b.op("Identity", x3)
     return b.op("Concat", *outputs, axis=1)

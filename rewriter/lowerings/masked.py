@@ -69,12 +69,6 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def _reduce_prod(b: Builder, x: ir.Value, axis: int, keepdims: int) -> ir.Value:
-    if b.opset >= 18:
-        return b.op("ReduceProd", x, b.const([axis]), keepdims=keepdims)
-    return b.op("ReduceProd", x, axes=[axis], keepdims=keepdims)
-
-
 def _tile_scan(
     b: Builder, x3: ir.Value, dims: tuple[Dim, int, Dim], v: View, *, exclusive: bool
 ) -> ir.Value:
@@ -86,7 +80,7 @@ def _tile_scan(
     mask = after & (k[None, :] != k[:, None]) if exclusive else after
     rows = b.reshape(x3, shape_of(b, o, 1, n, i))  # x[o, j, i] at [o, ., j, i]
     tile = b.op("Where", b.const(mask.reshape(1, n, n, 1)), rows, v.one)
-    return _reduce_prod(b, tile, 2, keepdims=0)
+    return b.reduce("ReduceProd", tile, 2, keepdims=0)
 
 
 def _scan(
@@ -105,7 +99,7 @@ def _scan(
     blocks = b.reshape(x3, shape_of(b, om, block, i))
     prefix = _tile_scan(b, blocks, (om, block, i), v, exclusive=exclusive)
     if exclusive:
-        totals = _reduce_prod(b, blocks, 1, keepdims=1)
+        totals = b.reduce("ReduceProd", blocks, 1, keepdims=1)
     else:
         at = 0 if v.reverse else block - 1
         totals = b.slice_axis(prefix, 1, at, at + 1)

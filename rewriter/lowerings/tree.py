@@ -154,9 +154,7 @@ def _top(
     (the product before the first position); with ``scan_blocks`` and n past
     ``Target.tree_chain_up_to`` or known only at run time, a Transpose + Scan."""
     if isinstance(n, int) and (n <= v.target.tree_chain_up_to or not scan_blocks):
-        outs, _ = chain.chain(
-            b, chain.split(b, t, 1, n), v, exclusive=exclusive, reverse=reverse, seed=seed
-        )
+        outs = chain.chain(b, b.split(t, 1, n), v, exclusive=exclusive, reverse=reverse, seed=seed)
         return outs[0] if n == 1 else b.op("Concat", *outs, axis=1)
     assert seed is None, "a seeded tree is unrolled"
     front = b.op("Transpose", t, perm=[1, 0, 2])
@@ -171,8 +169,8 @@ def _split_in_halves(b: Builder, view: ir.Value, r: int) -> list[ir.Value]:
     turn, so with runs under a cache line each line is read once per slice it holds, from
     memory where the view outgrows the cache; the halves' lines stay in it."""
     assert r % 2 == 0, r
-    first, second = chain.split(b, view, 1, 2, size=r // 2)
-    return chain.split(b, first, 1, r // 2) + chain.split(b, second, 1, r // 2)
+    first, second = b.split(view, 1, 2, size=r // 2)
+    return b.split(first, 1, r // 2) + b.split(second, 1, r // 2)
 
 
 def scan3(
@@ -220,7 +218,7 @@ def scan3(
     view = b.reshape(t, shape_of(b, om, r, i))
     slices = None
     if not scan_blocks:
-        slices = _split_in_halves(b, view, r) if halves else chain.split(b, view, 1, r)
+        slices = _split_in_halves(b, view, r) if halves else b.split(view, 1, r)
     if wide is not None:
         # the carries first, from float64 totals of x itself; each block's scan then starts
         # from its carry, so its partial products are x's own prefixes (:mod:`.wide`)
@@ -239,7 +237,7 @@ def scan3(
         )
         carry = b.cast(carry, ir.DataType.FLOAT)  # wide only for a float32 computation
         if slices is not None:
-            pieces, _ = chain.chain(
+            pieces = chain.chain(
                 b,
                 slices,
                 v,

@@ -85,16 +85,16 @@ MUTANTS = [
         "        for piece in slices[1:-1]:\n",
     ),
     Mutant(
-        "wide.block_totals: the product over the wrong axis (ReduceProd-18)",
+        "wide.block_totals: the product over the wrong axis",
         "rewriter/lowerings/wide.py",
-        'return b.op("ReduceProd", whole, b.const([1]), keepdims=1)',
-        'return b.op("ReduceProd", whole, b.const([2]), keepdims=1)',
+        "b.cast(blocks, wide), 1, keepdims=1)",
+        "b.cast(blocks, wide), 2, keepdims=1)",
     ),
     Mutant(
-        "wide.block_totals: the product over the wrong axis (ReduceProd below opset 18)",
-        "rewriter/lowerings/wide.py",
-        'return b.op("ReduceProd", whole, axes=[1], keepdims=1)',
-        'return b.op("ReduceProd", whole, axes=[2], keepdims=1)',
+        "Builder.reduce: the axes attribute off by one (below opset 18)",
+        "rewriter/lowerings/builder.py",
+        "return self.op(op_type, x, axes=[axis], keepdims=keepdims)",
+        "return self.op(op_type, x, axes=[axis - 1], keepdims=keepdims)",
     ),
     Mutant(
         "near_one: the offset totals taken whatever the factors (no check)",
@@ -121,22 +121,22 @@ MUTANTS = [
         '    distance = b.op("Abs", offsets[0])\n',
     ),
     Mutant(
-        "near_one: the blocks' distances reduced over the wrong axis (ReduceMax-18)",
+        "near_one: the blocks' distances reduced over the wrong axis",
         "rewriter/lowerings/near_one.py",
-        '            distance = b.op("ReduceMax", distance, b.const([1]), keepdims=1)\n',
-        '            distance = b.op("ReduceMax", distance, b.const([2]), keepdims=1)\n',
+        '        distance = b.reduce("ReduceMax", distance, 1, keepdims=1)\n',
+        '        distance = b.reduce("ReduceMax", distance, 2, keepdims=1)\n',
     ),
     Mutant(
-        "near_one: the blocks' distances reduced over the wrong axis (ReduceMax below 18)",
-        "rewriter/lowerings/near_one.py",
-        '            distance = b.op("ReduceMax", distance, axes=[1], keepdims=1)\n',
-        '            distance = b.op("ReduceMax", distance, axes=[2], keepdims=1)\n',
+        "Builder.reduce: the axes input off by one (from opset 18)",
+        "rewriter/lowerings/builder.py",
+        "self.const([axis]), keepdims=keepdims)",
+        "self.const([axis - 1]), keepdims=keepdims)",
     ),
     Mutant(
         "near_one: the 2-D view's distances checked on the first half only",
         "rewriter/lowerings/near_one.py",
-        '            distance = b.op("Max", *chain.split(b, distance, 1, 2, size=width * run))\n',
-        "            distance = chain.split(b, distance, 1, 2, size=width * run)[0]\n",
+        '            distance = b.op("Max", *b.split(distance, 1, 2, size=width * run))\n',
+        "            distance = b.split(distance, 1, 2, size=width * run)[0]\n",
     ),
     Mutant(
         "near_one.windows: each position's distance its own factor's (not the window's)",
@@ -1026,8 +1026,8 @@ MUTANTS = [
     Mutant(
         "carry: a seed left out of the last level's chain",
         "rewriter/lowerings/tree.py",
-        "exclusive=exclusive, reverse=reverse, seed=seed\n",
-        "exclusive=exclusive, reverse=reverse\n",
+        "v, exclusive=exclusive, reverse=reverse, seed=seed)\n",
+        "v, exclusive=exclusive, reverse=reverse)\n",
     ),
     Mutant(
         "carry: a seed left out of the block totals' scan",
@@ -1072,8 +1072,8 @@ MUTANTS = [
     Mutant(
         "carry: the second half's slices first",
         "rewriter/lowerings/tree.py",
-        "    return chain.split(b, first, 1, r // 2) + chain.split(b, second, 1, r // 2)\n",
-        "    return chain.split(b, second, 1, r // 2) + chain.split(b, first, 1, r // 2)\n",
+        "    return b.split(first, 1, r // 2) + b.split(second, 1, r // 2)\n",
+        "    return b.split(second, 1, r // 2) + b.split(first, 1, r // 2)\n",
     ),
     Mutant(
         "cached: halves from runs of 24 bytes (carry's narrow runs)",
