@@ -40,8 +40,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LENGTHS = (1, 2, 15, 16, 17, 63, 64, 65, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025, 4096)
-LENGTHS += (8193,)
+LENGTHS = (
+    *(1, 2, 15, 16, 17, 63, 64, 65, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025),
+    *(4096, 8193),
+)
 TYPES = ("float", "float16", "bfloat16", "double", "int32", "int64", "uint32", "uint64")
 DIRECTIONS = ((0, 0), (1, 0), (0, 1), (1, 1))  # (exclusive, reverse)
 OPSETS = (11, 13, 14, 15, 18, 21)
