@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping
+from typing import Any
 
 import onnx_ir as ir
 
@@ -92,6 +93,8 @@ class Target:
             ``target_opset`` is refused).
         wrong_lowerings: Lowerings whose output converts or loads but computes wrong
             values there (or is untested and built the same way), with why: refused.
+        unloadable_lowerings: Lowerings whose output the runtime fails to load (or, untried,
+            built of the same ops), with why: refused.
         loop_empty_length: Whether a zero-iteration Loop's stacked output can be given its
             shape (0, o, i) by a Reshape. OpenVINO 2026.4 returns it as (0, 0, 0) and the
             Reshape after it keeps that shape (a lone Reshape of a (0, 0, 0) tensor does
@@ -138,6 +141,20 @@ class Target:
             resource not listed in explicit captures", seen for an exclusive scan over a
             run-time axis, and for 8-byte ``doubling`` over static dims; 4-byte types
             compile).
+        chain_max_length: The longest axis ``chain`` unrolls (n + 2 nodes); longer ones are
+            refused: on middle axes of large slabs it ran faster than ``carry`` up to 1024,
+            not past it (bench-2026-12-01-middle-heldout.md).
+        carry_radix: ``carry``'s r per level, ``(elsewhere, on narrow runs)``: 16 (8 and 32
+            measured slower on first / middle axes; no results file kept), 4 on the runs
+            ``narrow_runs`` calls narrow.
+        tree_chain_up_to: A product tree that scans its blocks with Scan (``blocked``,
+            ``dynamic``) still unrolls a top level of at most this many blocks as a chain.
+        dynamic_scan_up_to: ``dynamic`` takes the plain Scan up to this length (as fast as
+            anything there, bench-2026-12-05-round29.md), beyond it the tree padded at run
+            time with the levels ``dynamic_levels``.
+        dynamic_levels: The block sizes of ``dynamic``'s tree beyond ``dynamic_scan_up_to``.
+        masked_block: ``masked``'s tile side B: a tile of B times the elements per level, the
+            blocks' count scanned by the same scheme (compile-tinygrad-masked-2026-12-06.md).
         doubling_blocked_from: The static length from which ``doubling`` runs in blocks of
             32 (measured faster there: OpenVINO from 2000, IREE from 128,
             ``bench-runtime-{openvino,iree}-2026-12-01-doubling-*``); None: never for speed.
@@ -221,6 +238,7 @@ class Target:
     loop_exclusive_min_opset: int = 0
     min_opset: int = 11
     wrong_lowerings: tuple[tuple[str, str], ...] = ()
+    unloadable_lowerings: tuple[tuple[str, str], ...] = ()
     loop_empty_length: bool = True
     bounded_lengths: bool = True
     run_time_checks: bool | None = True
@@ -231,6 +249,12 @@ class Target:
     symbols_in_if: bool = True
     pad_shifts: bool = True
     local_functions: bool = True
+    chain_max_length: int = 1024
+    carry_radix: tuple[int, int] = (16, 4)
+    tree_chain_up_to: int = 16
+    dynamic_scan_up_to: int = 512
+    dynamic_levels: tuple[int, ...] = (32, 32)
+    masked_block: int = 64
     doubling_blocked_from: int | None = None
     bfloat16_math: bool = True
     slice_clamps: bool = True
@@ -252,8 +276,13 @@ class Target:
         return None if dtype is None else self.integer_compute.get(dtype, dtype)
 
     def wrong_reason(self, lowering: str) -> str | None:
-        """Why ``lowering`` computes wrong values here (None: it does not, as far as known)."""
-        return dict(self.wrong_lowerings).get(lowering)
+        """What goes wrong with ``lowering`` here, for its refusal ("computes wrong values on
+        tflite: ...", "fails to load on ncnn: ..."); None: nothing, as far as known."""
+        wrong = dict(self.wrong_lowerings).get(lowering)
+        if wrong is not None:
+            return f"computes wrong values on {self.name}: {wrong}"
+        unloadable = dict(self.unloadable_lowerings).get(lowering)
+        return None if unloadable is None else f"fails to load on {self.name}: {unloadable}"
 
     def limit_for(self, dtype: ir.DataType | None) -> Limit | None:
         return next((lim for lim in self.limits if dtype in lim.types), None)
@@ -277,6 +306,16 @@ class Target:
 
 
 _NO_CONTROL_FLOW = frozenset({"Loop", "Scan", "If"})
+
+
+def _compiled(name: str, description: str, **facts: Any) -> Target:
+    """A target whose runtime compiles the graph the way most do: no Loop, Scan or If, no
+    shape computed from a run-time value (``runtime_view``), no model-local functions;
+    ``facts``: its other fields, or these overridden."""
+    shared = {"missing_ops": _NO_CONTROL_FLOW, "runtime_view": False, "local_functions": False}
+    return Target(name, description, **{**shared, **facts})
+
+
 _CACHE_PIECES = (2 << 20, 4 << 20)  # onnxruntime: 2 MiB tiles, 4 MiB chunks
 _CACHE_HALVES = (2 << 20, 32, 64)
 
@@ -354,21 +393,18 @@ TARGETS: dict[str, Target] = {
             auto="tract",
             limits=(Limit(frozenset({ir.DataType.BFLOAT16}), "tract has no bfloat16 at all"),),
         ),
-        Target(
+        _compiled(
             "iree",
             "IREE (llvm-cpu): no Loop or Scan (Scan ignores directions, breaks on symbolic "
             "lengths); lengths known only at run time need --max-length",
-            missing_ops=frozenset({"Loop", "Scan", "If"}),
             min_opset=13,  # Unsqueeze-11 / ReduceProd-11 fail to import
             scan_directions=False,
-            runtime_view=False,
             auto="iree",
             doubling_blocked_from=128,
             run_time_checks=False,
             padded_lowerings=frozenset({"doubling"}),
             exclusive_cumsum=False,
             pad_shifts=False,
-            local_functions=False,
             limits=(
                 Limit(
                     frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}),
@@ -376,13 +412,12 @@ TARGETS: dict[str, Target] = {
                 ),
             ),
         ),
-        Target(
+        _compiled(
             "tflite",
             "TFLite via onnx2tf 2.6 (flatbuffer_direct, LiteRT): no Loop or Scan; int64 "
             "computed in int32, no float64 or bfloat16 (warned); float16 runs as float32",
             missing_ops=frozenset({"Loop", "Scan"}),
             float64=False,
-            runtime_view=False,
             auto="tflite",
             wrong_lowerings=(
                 ("radix", "static dims with inner > 1, and special values on the last axis"),
@@ -417,7 +452,6 @@ TARGETS: dict[str, Target] = {
             ),
             constant_ones=False,
             symbolic_rank3=False,
-            local_functions=False,
         ),
         Target(
             "tinygrad",
@@ -430,21 +464,18 @@ TARGETS: dict[str, Target] = {
             reduce_prod_wraps=True,
             where_keeps_negative_zero=True,
         ),
-        Target(
+        _compiled(
             "mnn",
             "MNN 3.6 (its converter, CPU): integers computed as int32 in float32 and "
             "float64 as float32 (warned); no Loop, Scan or If; lengths known only at run "
             "time need --max-length",
-            missing_ops=_NO_CONTROL_FLOW,
             float64=False,
-            runtime_view=False,
             auto="mnn",
             # a Reshape to a shape the data does not fit logs "code=3 in onForward" and
             # returns an empty output; a Gather index out of range is clamped
             run_time_checks=False,
             slice_clamps=False,
             empty_pad=False,
-            local_functions=False,
             limits=(
                 Limit(
                     frozenset({_I64, _U64, _U32, ir.DataType.INT32}),
@@ -458,58 +489,42 @@ TARGETS: dict[str, Target] = {
                 ),
             ),
         ),
-        Target(
+        _compiled(
             "tvm",
             "Apache TVM 0.27 (Relax, llvm): no Loop, Scan or If; symbolic dims only for a "
             "static length up to 16 with one symbolic dim each side of the axis",
-            missing_ops=_NO_CONTROL_FLOW,
-            runtime_view=False,
             # portable's table: radix within 1.25x of the fastest run time in 7 of 8 cells, and
             # no lowering 1.25x faster on both run and compile time in any class of cells
             # (scripts/results/bench-runtime-tvm-2026-12-06-auto.md)
             auto="static",
             shape_arithmetic=False,
-            local_functions=False,
         ),
-        Target(
+        _compiled(
             "ncnn",
             "ncnn 1.0 via pnnx (pnnx and ncnn 20261020): float32, a constant axis, 'chain' "
             "only (a static length up to 1024; symbolic dims as for tvm); IR 13",
-            missing_ops=_NO_CONTROL_FLOW,
             float64=False,
-            runtime_view=False,
             auto="ncnn",
             shape_arithmetic=False,
             element_types=frozenset({ir.DataType.FLOAT}),
             axis_input=False,
             max_ir_version=13,  # pnnx 20261020: "max supported IR version: 13"
-            local_functions=False,
-            wrong_lowerings=tuple(
-                (name, "ncnn has no Pad with a value, Less, Where or Cast, which it builds")
-                for name in (
-                    "logsum",
-                    "logsum32",
-                    "loop",
-                    "scan",
-                    "blocked",
-                    "radix",
-                    "dynamic",
-                    "doubling",
-                    "tiled",
-                    "carry",
-                    "cached",
+            # the others need Loop, Scan or If, and masked float64 and a Where keeping -0.0
+            unloadable_lowerings=tuple(
+                (
+                    name,
+                    "ncnn has no layer for the Pad with a value, Less, Where or Cast it builds "
+                    "('layer ... not exists or registered' at load)",
                 )
+                for name in ("logsum", "radix", "doubling", "carry")
             ),
         ),
-        Target(
+        _compiled(
             "portable",
             "strictest: no Loop, Scan, If or float64 compute (TensorRT, CoreML, NPUs)",
-            missing_ops=_NO_CONTROL_FLOW,
             float64=False,
-            runtime_view=False,
             auto="static",
             run_time_checks=None,
-            local_functions=False,
         ),
     )
 }

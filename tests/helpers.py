@@ -299,7 +299,7 @@ TARGET_REFUSALS = (
     "cannot compute with symbolic dims",  # tvm, ncnn: Target.shape_arithmetic
     "ncnn computes only",  # Target.element_types
     "cannot take a run-time axis",  # ncnn: Target.axis_input
-    "computes wrong values on ncnn",  # Target.wrong_lowerings
+    "fails to load on ncnn",  # Target.unloadable_lowerings
 )
 
 
@@ -549,6 +549,7 @@ def declared_refusal(target: str, error: Exception) -> bool:
         or (spec.element_types is not None and f"{target} computes only" in message)
         or (not spec.axis_input and "cannot take a run-time axis" in message)
         or f"computes wrong values on {target}" in message
+        or f"fails to load on {target}" in message
     )
 
 

@@ -104,7 +104,7 @@ RUNTIMES = {
         refusals=(
             # every dim symbolic: a length known only at run time takes a bounded lowering,
             # and every one of those builds a Pad, Less, Where or Cast
-            (None, "symbolic", None, r"\('doubling' here\) computes wrong values on ncnn"),
+            (None, "symbolic", None, r"\('doubling' here\) fails to load on ncnn"),
             (TensorProto.FLOAT, "input", None, "ncnn cannot take a run-time axis"),
             *(
                 (t, None, None, f"ncnn computes only float, not {TYPE_NAMES[t]}")
@@ -405,7 +405,7 @@ NCNN_REFUSED = [  # (elem_type, dims, axis form, strategy, what the refusal says
         (3, 1025),  # past chain's 1024: auto has nothing else ncnn loads
         "initializer",
         "auto",
-        "('radix' here) computes wrong values on ncnn",
+        "('radix' here) fails to load on ncnn",
     ),
     (TensorProto.FLOAT, (3, 5), "initializer", "doubling", "no Pad with a value"),
 ]

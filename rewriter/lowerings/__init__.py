@@ -1,14 +1,12 @@
 """The lowerings as data, the one refusal function, and the one place that picks.
 
-A lowering is a :class:`Lowering` record: its ``build(builder, x3, view) -> y3`` (the scan
-along axis 1 of the (outer, n, inner) view of x, :mod:`.view`), the type it computes in, the
-float error bound it guarantees, and what it needs of a target as data (ops, how it takes a
-length known only at run time, whether it works without knowing x's element type, whether it
-takes the 2-D view). :func:`refusal` answers "why not this lowering here" for every lowering,
-target and site; :func:`choose` picks (``auto``: the target's table in :mod:`.auto`, first row
-the target accepts); :func:`lower` emits it with what all lowerings share: the Cast into and
-out of the compute type and the view (or, for a site whose axis is statically 0 and a
-lowering with ``build_first_axis``, the scan over x itself).
+A lowering is a :class:`Lowering` record: how it builds the scan along axis 1 of the
+(outer, n, inner) view of x (:mod:`.view`), its compute type and error bound, and what it
+needs of a target, as data. :func:`refusal` answers "why not this lowering here" for every
+lowering, target and site; :func:`choose` picks (``auto``: the target's table in
+:mod:`.auto`, first row the target accepts); :func:`lower` emits it with what all lowerings
+share: the Cast into and out of the compute type and the view (or, for a site whose axis is
+statically 0 and a lowering with ``build_first_axis``, the scan over x itself).
 """
 
 from __future__ import annotations
@@ -201,7 +199,7 @@ def _refused(lowering: Lowering, spec: ScanSpec, target: Target, opset: int | No
         return reason
     wrong = target.wrong_reason(name)
     if wrong is not None:
-        return f"strategy '{name}' computes wrong values on {target.name}: {wrong}"
+        return f"strategy '{name}' {wrong}"
     if lowering.static_length and spec.length is None and spec.max_length is None:
         return (
             f"strategy '{name}' needs the length of the scanned axis to be static, or a "
@@ -419,12 +417,7 @@ def _axis_select(
     assert rank is not None
     table = b.const(list(range(rank)))
     a = b.op("Gather", table, b.op("Reshape", b.cast(axis, ir.DataType.INT64), b.const([])))
-    candidates = [
-        b.op("Unsqueeze", emit(b, dataclasses.replace(spec, axis=k)), b.const([0]))
-        if b.opset >= 13
-        else b.op("Unsqueeze", emit(b, dataclasses.replace(spec, axis=k)), axes=[0])
-        for k in range(rank)
-    ]
+    candidates = [b.unsqueeze(emit(b, dataclasses.replace(spec, axis=k)), 0) for k in range(rank)]
     stacked = candidates[0] if rank == 1 else b.op("Concat", *candidates, axis=0)
     return b.op("Gather", stacked, a, axis=0)
 

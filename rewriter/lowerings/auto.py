@@ -271,7 +271,9 @@ def facts_of(spec: ScanSpec, compute: ir.DataType | None, target: Target) -> Fac
         reverse=spec.reverse,
         rows=o if o is not None else 1,
         static_dims=spec.static_dims,
-        carry_pads=n is not None and n > 1 and tree.pads(n, tree.carry_levels(n, position == LAST)),
+        carry_pads=n is not None
+        and n > 1
+        and tree.pads(n, tree.carry_levels(n, target, position == LAST)),
         piece_bytes=0 if piece is None else itemsize * piece[0][0] * piece[0][1] * piece[0][2],
     )
 

@@ -1,6 +1,7 @@
 """A small node builder for lowerings: constants as Constant nodes (valid in graphs, subgraphs
 and functions alike), fresh names that collide with nothing in the model, and the few ops
-whose signature depends on the opset (Pad, Reshape) behind one helper each."""
+whose signature depends on the opset (Pad, Reshape, Split's sizes, the reductions' axes,
+Unsqueeze) behind one helper each."""
 
 from __future__ import annotations
 
@@ -134,6 +135,30 @@ class Builder:
         pads = [0] * (2 * rank)
         pads[axis] = 1
         return self.op("Pad", x, self.const(pads), fill)
+
+    def split(self, x: ir.Value, axis: int, n: int, size: int = 1) -> list[ir.Value]:
+        """``x`` cut into its n slices of ``size`` along ``axis`` (from opset 18 the n equal
+        parts, whatever their size; before, the sizes as an input (13) or attribute)."""
+        if n == 1:
+            return [x]
+        if self.opset >= 18:
+            return list(self.op_multi("Split", x, n_out=n, axis=axis, num_outputs=n))
+        if self.opset >= 13:
+            return list(self.op_multi("Split", x, self.const([size] * n), n_out=n, axis=axis))
+        return list(self.op_multi("Split", x, n_out=n, axis=axis, split=[size] * n))
+
+    def reduce(self, op_type: str, x: ir.Value, axis: int, keepdims: int) -> ir.Value:
+        """``op_type`` (ReduceProd, ReduceMax) of ``x`` along ``axis``: the axes an input
+        from opset 18, an attribute before."""
+        if self.opset >= 18:
+            return self.op(op_type, x, self.const([axis]), keepdims=keepdims)
+        return self.op(op_type, x, axes=[axis], keepdims=keepdims)
+
+    def unsqueeze(self, x: ir.Value, axis: int) -> ir.Value:
+        """``x`` with a new dim of 1 at ``axis``: the axes an input from opset 13."""
+        if self.opset >= 13:
+            return self.op("Unsqueeze", x, self.const([axis]))
+        return self.op("Unsqueeze", x, axes=[axis])
 
     def reshape(self, x: ir.Value, shape: ir.Value) -> ir.Value:
         """Reshape where a 0 in ``shape`` means 0 (``allowzero=1`` from opset 14)."""

@@ -15,7 +15,7 @@ On the 2-D view (``View.flat``: from opset 18, or with inner static) Split cuts 
 equal column blocks: the same products.
 
 Cost: n - 1 Muls over one slice each, one Split and one Concat (two passes over memory), no
-loop at all: n + 2 nodes, so only for short axes (at most :data:`MAX_LENGTH`): a session of
+loop at all: n + 2 nodes, so only for short axes (``Target.chain_max_length``): a session of
 a 512-chain takes 14-19 ms to create on onnxruntime, and compiling runtimes pay per node.
 Needs a static length n (outer and inner may be known only at run time).
 """
@@ -29,28 +29,15 @@ from rewriter.lowerings.view import View
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["MAX_LENGTH", "build", "chain", "unsupported"]
-
-MAX_LENGTH = 1024  # middle axes: faster than carry to 1024 on large slabs, not past it
+__all__ = ["build", "chain", "unsupported"]
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
     n = spec.length if spec.length is not None else spec.max_length
-    if n is not None and n > MAX_LENGTH:  # no length at all: checked by lowerings.choose
-        return f"strategy 'chain' unrolls at most {MAX_LENGTH} steps, the axis has {n}"
+    most = target.chain_max_length
+    if n is not None and n > most:  # no length at all: checked by lowerings.choose
+        return f"strategy 'chain' unrolls at most {most} steps, the axis has {n}"
     return None
-
-
-def split(b: Builder, x: ir.Value, axis: int, n: int, size: int = 1) -> list[ir.Value]:
-    """``x`` cut into its n slices of ``size`` along ``axis`` (Split's form for the opset;
-    from 18 the n equal parts, whatever their size)."""
-    if n == 1:
-        return [x]
-    if b.opset >= 18:
-        return list(b.op_multi("Split", x, n_out=n, axis=axis, num_outputs=n))
-    if b.opset >= 13:
-        return list(b.op_multi("Split", x, b.const([size] * n), n_out=n, axis=axis))
-    return list(b.op_multi("Split", x, n_out=n, axis=axis, split=[size] * n))
 
 
 def chain(
@@ -61,12 +48,10 @@ def chain(
     exclusive: bool,
     reverse: bool,
     seed: ir.Value | None = None,
-    want_total: bool = False,
     slice_first: bool = False,
-) -> tuple[list[ir.Value], ir.Value | None]:
+) -> list[ir.Value]:
     """The running products of ``slices`` (in order, or from the end when ``reverse``), each
-    started from ``seed`` when given: (the n outputs in the slices' order, and with
-    ``want_total`` the product of the seed and all slices). ``slice_first``: each Mul takes
+    started from ``seed`` when given, in the slices' order. ``slice_first``: each Mul takes
     the slice as its first input (its last use, so onnxruntime may write the product in its
     place; ``carry``'s seeded blocks); the same products."""
     n = len(slices)
@@ -78,14 +63,14 @@ def chain(
             if running is None:
                 running = v.ones(b, slices[idx])
             outputs[idx] = running
-            if step < n - 1 or want_total:
+            if step < n - 1:
                 running = _times(b, running, slices[idx], slice_first)
         else:
             running = (
                 slices[idx] if running is None else _times(b, running, slices[idx], slice_first)
             )
             outputs[idx] = running
-    return [o for o in outputs if o is not None], running if want_total else None
+    return [o for o in outputs if o is not None]
 
 
 def _times(b: Builder, running: ir.Value, piece: ir.Value, slice_first: bool) -> ir.Value:
@@ -102,8 +87,8 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     # view.takes_flat_view)
     size = v.inner if v.flat and isinstance(v.inner, int) else 1
     assert not v.flat or isinstance(v.inner, int) or b.opset >= 18, "Split needs the sizes"
-    slices = split(b, x3, 1, n, size)
-    outputs, _ = chain(b, slices, v, exclusive=v.exclusive, reverse=v.reverse)
+    slices = b.split(x3, 1, n, size)
+    outputs = chain(b, slices, v, exclusive=v.exclusive, reverse=v.reverse)
     if n == 1:
         return outputs[0] if outputs[0] is not x3 else b.op("Identity", x3)
     return b.op("Concat", *outputs, axis=1)

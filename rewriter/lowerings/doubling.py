@@ -155,16 +155,18 @@ def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
         x3 = b.op("Pad", x3, b.const(pads), v.one)
     om = times(b, v.outer, m)
     in_block = dataclasses.replace(v, outer=om, length=BLOCK)
-    blocks = b.reshape(x3, shape_of(b, om, BLOCK * w) if v.flat else shape_of(b, om, BLOCK, i))
+
+    def shape(rows: Dim, positions: int) -> ir.Value:  # (rows, positions, i), or 2-D
+        return shape_of(b, rows, positions * w) if v.flat else shape_of(b, rows, positions, i)
+
+    blocks = b.reshape(x3, shape(om, BLOCK))
     yb = _scan_static(b, blocks, BLOCK, in_block, exclusive=False)
     last = 0 if v.reverse else BLOCK - 1
     totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)
     if near_one.wanted(v):
         totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks, run=w)
     across = dataclasses.replace(v, length=m)
-    totals = b.reshape(
-        totals, shape_of(b, v.outer, m * w) if v.flat else shape_of(b, v.outer, m, i)
-    )
+    totals = b.reshape(totals, shape(v.outer, m))
     carries = _scan_static(b, totals, m, across, exclusive=True)
     if v.flat:
         carries = b.reshape(carries, shape_of(b, om, i))
@@ -174,9 +176,7 @@ def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
         y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))
     else:
         y = b.op("Mul", yb, b.reshape(carries, shape_of(b, om, 1, i)))
-    y = b.reshape(
-        y, shape_of(b, v.outer, padded * w) if v.flat else shape_of(b, v.outer, padded, i)
-    )
+    y = b.reshape(y, shape(v.outer, padded))
     return y if padded == n else b.slice_axis(y, 1, 0, n * w)
 
 

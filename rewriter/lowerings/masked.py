@@ -1,6 +1,6 @@
 """``masked``: a blocked scan whose in-block prefixes are one masked ReduceProd each.
 
-Formula, on the (o, n, i) view of x, n static, blocks of B = :data:`BLOCK`::
+Formula, on the (o, n, i) view of x, n static, blocks of B = ``Target.masked_block``::
 
     n <= B:  T[o, k, j, i] = x[o, j, i] where mask[k, j] else 1      (a (o, n, n, i) tile)
              y[o, k, i]    = ReduceProd_j T
@@ -29,8 +29,6 @@ otherwise) and x's element type.
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import onnx_ir as ir
 
@@ -40,11 +38,8 @@ from rewriter.lowerings.wide import wide_view
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["BLOCK", "build", "unsupported"]
+__all__ = ["build", "unsupported"]
 
-logger = logging.getLogger(__name__)
-
-BLOCK = 64  # B: the tile's side; the blocks' count m is scanned by the same scheme
 _FLOATS = frozenset(
     {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
 )
@@ -74,12 +69,6 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def _reduce_prod(b: Builder, x: ir.Value, axis: int, keepdims: int) -> ir.Value:
-    if b.opset >= 18:
-        return b.op("ReduceProd", x, b.const([axis]), keepdims=keepdims)
-    return b.op("ReduceProd", x, axes=[axis], keepdims=keepdims)
-
-
 def _tile_scan(
     b: Builder, x3: ir.Value, dims: tuple[Dim, int, Dim], v: View, *, exclusive: bool
 ) -> ir.Value:
@@ -91,33 +80,34 @@ def _tile_scan(
     mask = after & (k[None, :] != k[:, None]) if exclusive else after
     rows = b.reshape(x3, shape_of(b, o, 1, n, i))  # x[o, j, i] at [o, ., j, i]
     tile = b.op("Where", b.const(mask.reshape(1, n, n, 1)), rows, v.one)
-    return _reduce_prod(b, tile, 2, keepdims=0)
+    return b.reduce("ReduceProd", tile, 2, keepdims=0)
 
 
 def _scan(
     b: Builder, x3: ir.Value, dims: tuple[Dim, int, Dim], v: View, *, exclusive: bool
 ) -> ir.Value:
-    """The scan of ``x3`` (o, n, i) along n, n static, blocked by :data:`BLOCK`."""
+    """The scan of ``x3`` (o, n, i) along n, n static, in blocks of ``Target.masked_block``."""
     o, n, i = dims
-    if n <= BLOCK:
+    block = v.target.masked_block
+    if n <= block:
         return _tile_scan(b, x3, dims, v, exclusive=exclusive)
-    m = -(-n // BLOCK)
-    padded = m * BLOCK
+    m = -(-n // block)
+    padded = m * block
     if padded != n:
         x3 = v.pad_ones_after(b, x3, padded - n, n)
     om = times(b, o, m)
-    blocks = b.reshape(x3, shape_of(b, om, BLOCK, i))
-    prefix = _tile_scan(b, blocks, (om, BLOCK, i), v, exclusive=exclusive)
+    blocks = b.reshape(x3, shape_of(b, om, block, i))
+    prefix = _tile_scan(b, blocks, (om, block, i), v, exclusive=exclusive)
     if exclusive:
-        totals = _reduce_prod(b, blocks, 1, keepdims=1)
+        totals = b.reduce("ReduceProd", blocks, 1, keepdims=1)
     else:
-        at = 0 if v.reverse else BLOCK - 1
+        at = 0 if v.reverse else block - 1
         totals = b.slice_axis(prefix, 1, at, at + 1)
     totals = b.reshape(totals, shape_of(b, o, m, i))
     carries = _scan(b, totals, (o, m, i), v, exclusive=True)
     y = b.op(
         "Mul",
-        b.reshape(prefix, shape_of(b, o, m, BLOCK, i)),
+        b.reshape(prefix, shape_of(b, o, m, block, i)),
         b.reshape(carries, shape_of(b, o, m, 1, i)),
     )
     y = b.reshape(y, shape_of(b, o, padded, i))

@@ -31,7 +31,6 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.lowerings import chain
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import View
 
@@ -74,17 +73,14 @@ def _offsets_of_blocks(b: Builder, v: View, blocks: ir.Value, size: int, run: in
     distance = b.op("Abs", offset)
     by_halves = run > 1
     if not by_halves:
-        if b.opset >= 18:
-            distance = b.op("ReduceMax", distance, b.const([1]), keepdims=1)
-        else:
-            distance = b.op("ReduceMax", distance, axes=[1], keepdims=1)
+        distance = b.reduce("ReduceMax", distance, 1, keepdims=1)
     width = size
     while width > 1:
         width //= 2
-        low, high = chain.split(b, offset, 1, 2, size=width * run)
+        low, high = b.split(offset, 1, 2, size=width * run)
         offset = _combine(b, low, high)
         if by_halves:
-            distance = b.op("Max", *chain.split(b, distance, 1, 2, size=width * run))
+            distance = b.op("Max", *b.split(distance, 1, 2, size=width * run))
     return offset, distance
 
 

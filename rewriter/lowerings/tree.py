@@ -3,7 +3,7 @@
 Formula, on the (o, n, i) view of x, for block sizes r_1, r_2, ... (one per level)::
 
     n <= r (or no level left): the top scan: a chain (Split, n - 1 Muls, Concat), or with
-        ``scan_blocks`` past 16 positions a Transpose + Scan
+        ``scan_blocks`` past ``Target.tree_chain_up_to`` positions a Transpose + Scan
     else: pad n to m * r with ones (a run-time n: padded at run time)
         view (o * m, r, i); in-block scan along r: unrolled over the r slices of a Split
             (``scan_blocks``: a Transpose and a Scan over r) -> c_0 .. c_{r-1}, totals t
@@ -11,13 +11,14 @@ Formula, on the (o, n, i) view of x, for block sizes r_1, r_2, ... (one per leve
         y = Concat_b(c_b * P) (``carry_each``), or Concat_b(c_b) * P; viewed back, [0, n)
         exclusive: the in-block scan is exclusive;  reverse: every scan runs from the end
 
-- ``carry``: unrolled, ``carry_each``, r = :data:`RADIX` (:data:`NARROW_RADIX` on narrow
-  runs, :func:`narrow`); a run-time length padded to ``max_length``, else ``dynamic``.
+- ``carry``: unrolled, ``carry_each``, r from ``Target.carry_radix`` (the narrow runs' r on
+  narrow runs, :func:`narrow`); a run-time length padded to ``max_length``, else ``dynamic``.
 - ``radix``: unrolled, one Mul after the Concat, r = 8 on the last axis or up to 512, 16
   above: r Muls per level against ``carry``'s 2r - 1, fewer nodes for compiling runtimes.
 - ``blocked``: ``scan_blocks``, one or two levels of power-of-two blocks (:func:`block_sizes`).
-- ``dynamic`` (any length): ``If(n <= 512 or x empty, scan, blocked with levels (32, 32))``
-  padded at run time: one model for every length.
+- ``dynamic`` (any length): ``If(n <= S or x empty, scan, blocked with levels L)`` padded at
+  run time (S, L: ``Target.dynamic_scan_up_to``, ``Target.dynamic_levels``): one model for
+  every length.
 
 Accuracy: each output is its k factors multiplied through a tree of k - 1 multiplications:
 integers bit-exact with wraparound; floats within the sequential kernel's k - 1 ulps;
@@ -46,8 +47,6 @@ from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
 __all__ = [
-    "NARROW_RADIX",
-    "RADIX",
     "block_sizes",
     "blocks_shape",
     "build_blocked",
@@ -60,12 +59,6 @@ __all__ = [
     "pads",
 ]
 
-RADIX = 16  # carry's r: 8 and 32 measured slower on first / middle axes
-NARROW_RADIX = 4  # carry's r on narrow runs (Target.narrow_runs)
-_CHAIN_BELOW = 16  # with scan_blocks, a top scan this short is unrolled all the same
-SHORT = 512  # dynamic: up to this length the plain Scan is as fast as anything
-_DYNAMIC_LEVELS = (32, 32)
-
 
 def _levels(n: int, r: int) -> list[int]:
     """r once per level until the block count is at most r (the top chain's length)."""
@@ -76,9 +69,10 @@ def _levels(n: int, r: int) -> list[int]:
     return levels
 
 
-def carry_levels(n: int, narrow_runs: bool = False) -> list[int]:
-    """``carry``'s levels: r = :data:`NARROW_RADIX` on narrow runs, else :data:`RADIX`."""
-    return _levels(n, NARROW_RADIX if narrow_runs else RADIX)
+def carry_levels(n: int, target: Target, narrow_runs: bool = False) -> list[int]:
+    """``carry``'s levels: r from ``target.carry_radix``, its second on narrow runs."""
+    wide, narrow_r = target.carry_radix
+    return _levels(n, narrow_r if narrow_runs else wide)
 
 
 def radix_levels(n: int, last_axis: bool) -> list[int]:
@@ -122,12 +116,11 @@ def narrow(dims: tuple[Dim, int, Dim], dtype: ir.DataType | None, target: Target
     )
 
 
-def blocks_shape(dims: tuple[int, int, int], narrow_runs: bool) -> tuple[int, int, int]:
+def blocks_shape(dims: tuple[int, int, int], levels: list[int]) -> tuple[int, int, int]:
     """The shape of :func:`build_carry`'s result with ``blocks=True`` on the static view
-    ``dims``: (o * n / r, r, i), the first level's blocks, where n > r and r divides n;
-    else (o, n, i)."""
+    ``dims`` blocked by ``levels``: (o * n / r, r, i), the first level's blocks, where n > r
+    and r divides n; else (o, n, i)."""
     o, n, i = dims
-    levels = carry_levels(n, narrow_runs)
     if levels and n % levels[0] == 0:
         return o * n // levels[0], levels[0], i
     return dims
@@ -159,11 +152,9 @@ def _top(
 ) -> ir.Value:
     """The top level's scan of ``t`` (o, n, i) along axis 1: a chain, seeded by ``seed``
     (the product before the first position); with ``scan_blocks`` and n past
-    :data:`_CHAIN_BELOW` or known only at run time, a Transpose + Scan."""
-    if isinstance(n, int) and (n <= _CHAIN_BELOW or not scan_blocks):
-        outs, _ = chain.chain(
-            b, chain.split(b, t, 1, n), v, exclusive=exclusive, reverse=reverse, seed=seed
-        )
+    ``Target.tree_chain_up_to`` or known only at run time, a Transpose + Scan."""
+    if isinstance(n, int) and (n <= v.target.tree_chain_up_to or not scan_blocks):
+        outs = chain.chain(b, b.split(t, 1, n), v, exclusive=exclusive, reverse=reverse, seed=seed)
         return outs[0] if n == 1 else b.op("Concat", *outs, axis=1)
     assert seed is None, "a seeded tree is unrolled"
     front = b.op("Transpose", t, perm=[1, 0, 2])
@@ -178,8 +169,8 @@ def _split_in_halves(b: Builder, view: ir.Value, r: int) -> list[ir.Value]:
     turn, so with runs under a cache line each line is read once per slice it holds, from
     memory where the view outgrows the cache; the halves' lines stay in it."""
     assert r % 2 == 0, r
-    first, second = chain.split(b, view, 1, 2, size=r // 2)
-    return chain.split(b, first, 1, r // 2) + chain.split(b, second, 1, r // 2)
+    first, second = b.split(view, 1, 2, size=r // 2)
+    return b.split(first, 1, r // 2) + b.split(second, 1, r // 2)
 
 
 def scan3(
@@ -227,7 +218,7 @@ def scan3(
     view = b.reshape(t, shape_of(b, om, r, i))
     slices = None
     if not scan_blocks:
-        slices = _split_in_halves(b, view, r) if halves else chain.split(b, view, 1, r)
+        slices = _split_in_halves(b, view, r) if halves else b.split(view, 1, r)
     if wide is not None:
         # the carries first, from float64 totals of x itself; each block's scan then starts
         # from its carry, so its partial products are x's own prefixes (:mod:`.wide`)
@@ -246,7 +237,7 @@ def scan3(
         )
         carry = b.cast(carry, ir.DataType.FLOAT)  # wide only for a float32 computation
         if slices is not None:
-            pieces, _ = chain.chain(
+            pieces = chain.chain(
                 b,
                 slices,
                 v,
@@ -355,12 +346,12 @@ def build_dynamic(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """``dynamic``: the scan along axis 1 of ``x3`` (in the compute type), any length."""
 
     def long(sb: Builder) -> ir.Value:
-        return _tree(sb, x3, v, list(_DYNAMIC_LEVELS), scan_blocks=True)
+        return _tree(sb, x3, v, list(v.target.dynamic_levels), scan_blocks=True)
 
-    n = v.static_length
+    n, most = v.static_length, v.target.dynamic_scan_up_to
     if n is not None:  # the length is static after all: decide now
-        return scan.build(b, x3, v) if n <= SHORT else long(b)
-    short = b.op("Less", v.tensor(b, v.length), b.const([SHORT + 1]))
+        return scan.build(b, x3, v) if n <= most else long(b)
+    short = b.op("Less", v.tensor(b, v.length), b.const([most + 1]))
     empty = b.op("Equal", b.op("ReduceProd", b.op("Shape", x3), keepdims=1), b.const([0]))
     return b.op(
         "If",
@@ -401,6 +392,7 @@ def build_carry(
         return b.op("Identity", x3)  # empty: the result is x itself
     if narrow_runs is None:
         narrow_runs = narrow((o, n, i), v.dtype, v.target)
+    levels = carry_levels(n, v.target, narrow_runs)
     y = scan3(
         b,
         x3,
@@ -408,7 +400,7 @@ def build_carry(
         v,
         exclusive=v.exclusive,
         reverse=v.reverse,
-        levels=carry_levels(n, narrow_runs),
+        levels=levels,
         carry_each=True,
         seed=seed,
         blocks=blocks,
@@ -419,5 +411,5 @@ def build_carry(
         assert isinstance(o, int) and isinstance(i, int)
         if v.dtype is not None:
             y.type = ir.TensorType(v.dtype)
-        y.shape = ir.Shape(blocks_shape((o, n, i), narrow_runs))
+        y.shape = ir.Shape(blocks_shape((o, n, i), levels))
     return y

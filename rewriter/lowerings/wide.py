@@ -63,7 +63,4 @@ def block_totals(
         for piece in slices[1:]:
             total = b.op("Mul", total, b.cast(piece, wide))
         return total
-    whole = b.cast(blocks, wide)
-    if b.opset >= 18:
-        return b.op("ReduceProd", whole, b.const([1]), keepdims=1)
-    return b.op("ReduceProd", whole, axes=[1], keepdims=1)
+    return b.reduce("ReduceProd", b.cast(blocks, wide), 1, keepdims=1)

@@ -815,8 +815,8 @@ def _cast_model(shape: tuple[int, ...]) -> onnx.ModelProto:
 
 def _first_radix(dims: tuple[int, int, int], compute: ir.DataType) -> int:
     """r of ``carry``'s first level on the (o, n, i) view ``dims`` (n itself where n <= r)."""
-    narrow = carry.narrow(dims, compute, TARGETS["onnxruntime"])
-    return min(dims[1], carry.NARROW_RADIX if narrow else carry.RADIX)
+    target = TARGETS["onnxruntime"]
+    return min(dims[1], target.carry_radix[carry.narrow(dims, compute, target)])
 
 
 def _pieces_model(

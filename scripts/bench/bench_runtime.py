@@ -88,7 +88,6 @@ import rewriter
 from rewriter import lowerings
 from rewriter.errors import StrategyError
 from rewriter.lowerings import LOWERINGS, doubling
-from rewriter.lowerings import tree as carry
 from rewriter.site import CumProdSite, ScanSpec
 from rewriter.targets import TARGETS
 
@@ -133,28 +132,24 @@ F32_CARRIES_OF = ("carry", "radix", "doubling")  # the trees --float32-carries t
 F32_CARRIES_TREES: list[str] = []  # F32_CARRIES_OF with --float32-carries, else empty
 
 
+# --variants: experiments beside the lowerings, on static inclusive forward cells. A variant is
+# a lowering built with target facts changed (name -> (strategy, Target fields)), or a model
+# builder (name -> (elem_type, shape, axis) -> model) with loop's k - 1 ulps bound.
+VARIANTS: dict[str, tuple[str, dict[str, object]] | Callable[..., onnx.ModelProto]] = {
+    f"carry_r{r}": ("carry", {"carry_radix": (r, r)}) for r in (8, 16, 32, 64)
+}
+
+
 @contextlib.contextmanager
-def _patched(module: object, **values: object) -> Iterator[None]:
-    """``module``'s attributes set to ``values`` for the block."""
-    saved = {k: getattr(module, k) for k in values}
-    for k, v in values.items():
-        setattr(module, k, v)
+def _facts(**fields: object) -> Iterator[None]:
+    """Every target's ``fields`` set to these values for the block."""
+    saved = dict(TARGETS)
+    for name, target in saved.items():
+        TARGETS[name] = dataclasses.replace(target, **fields)  # type: ignore[arg-type]
     try:
         yield
     finally:
-        for k, v in saved.items():
-            setattr(module, k, v)
-
-
-# --variants: experiments beside the lowerings, on static inclusive forward cells. A variant is
-# a lowering built with module constants changed (name -> (strategy, module, constants)), or
-# a model builder (name -> (elem_type, shape, axis) -> model) with loop's k - 1 ulps bound.
-VARIANTS: dict[str, tuple[str, object, dict[str, int]] | Callable[..., onnx.ModelProto]] = {
-    "carry_r8": ("carry", carry, {"NARROW_RADIX": 8, "RADIX": 8}),
-    "carry_r16": ("carry", carry, {"NARROW_RADIX": 16, "RADIX": 16}),
-    "carry_r32": ("carry", carry, {"NARROW_RADIX": 32, "RADIX": 32}),
-    "carry_r64": ("carry", carry, {"NARROW_RADIX": 64, "RADIX": 64}),
-}
+        TARGETS.update(saved)
 
 
 @contextlib.contextmanager
@@ -252,8 +247,8 @@ def prepare_cell(
     for strategy in [*strategies, *variants]:
         variant = VARIANTS.get(strategy)
         if isinstance(variant, tuple):
-            base, module, values = variant
-            with _patched(module, **values):
+            base, fields = variant
+            with _facts(**fields):
                 rewritten = lowered(model, base, target, n)
         elif variant is not None:
             rewritten = None if run_time else variant(elem_type, shape, axis)

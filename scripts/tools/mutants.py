@@ -85,16 +85,16 @@ MUTANTS = [
         "        for piece in slices[1:-1]:\n",
     ),
     Mutant(
-        "wide.block_totals: the product over the wrong axis (ReduceProd-18)",
+        "wide.block_totals: the product over the wrong axis",
         "rewriter/lowerings/wide.py",
-        'return b.op("ReduceProd", whole, b.const([1]), keepdims=1)',
-        'return b.op("ReduceProd", whole, b.const([2]), keepdims=1)',
+        "b.cast(blocks, wide), 1, keepdims=1)",
+        "b.cast(blocks, wide), 2, keepdims=1)",
     ),
     Mutant(
-        "wide.block_totals: the product over the wrong axis (ReduceProd below opset 18)",
-        "rewriter/lowerings/wide.py",
-        'return b.op("ReduceProd", whole, axes=[1], keepdims=1)',
-        'return b.op("ReduceProd", whole, axes=[2], keepdims=1)',
+        "Builder.reduce: the axes attribute off by one (below opset 18)",
+        "rewriter/lowerings/builder.py",
+        "return self.op(op_type, x, axes=[axis], keepdims=keepdims)",
+        "return self.op(op_type, x, axes=[axis - 1], keepdims=keepdims)",
     ),
     Mutant(
         "near_one: the offset totals taken whatever the factors (no check)",
@@ -121,22 +121,22 @@ MUTANTS = [
         '    distance = b.op("Abs", offsets[0])\n',
     ),
     Mutant(
-        "near_one: the blocks' distances reduced over the wrong axis (ReduceMax-18)",
+        "near_one: the blocks' distances reduced over the wrong axis",
         "rewriter/lowerings/near_one.py",
-        '            distance = b.op("ReduceMax", distance, b.const([1]), keepdims=1)\n',
-        '            distance = b.op("ReduceMax", distance, b.const([2]), keepdims=1)\n',
+        '        distance = b.reduce("ReduceMax", distance, 1, keepdims=1)\n',
+        '        distance = b.reduce("ReduceMax", distance, 2, keepdims=1)\n',
     ),
     Mutant(
-        "near_one: the blocks' distances reduced over the wrong axis (ReduceMax below 18)",
-        "rewriter/lowerings/near_one.py",
-        '            distance = b.op("ReduceMax", distance, axes=[1], keepdims=1)\n',
-        '            distance = b.op("ReduceMax", distance, axes=[2], keepdims=1)\n',
+        "Builder.reduce: the axes input off by one (from opset 18)",
+        "rewriter/lowerings/builder.py",
+        "self.const([axis]), keepdims=keepdims)",
+        "self.const([axis - 1]), keepdims=keepdims)",
     ),
     Mutant(
         "near_one: the 2-D view's distances checked on the first half only",
         "rewriter/lowerings/near_one.py",
-        '            distance = b.op("Max", *chain.split(b, distance, 1, 2, size=width * run))\n',
-        "            distance = chain.split(b, distance, 1, 2, size=width * run)[0]\n",
+        '            distance = b.op("Max", *b.split(distance, 1, 2, size=width * run))\n',
+        "            distance = b.split(distance, 1, 2, size=width * run)[0]\n",
     ),
     Mutant(
         "near_one.windows: each position's distance its own factor's (not the window's)",
@@ -193,13 +193,7 @@ MUTANTS = [
         "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * w, BLOCK * w)\n",
     ),
     Mutant(
-        "doubling._blocked_flat: block totals from the last position in reverse too",
-        "rewriter/lowerings/doubling.py",
-        "    totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)\n",
-        "    totals = b.slice_axis(yb, 1, (BLOCK - 1) * w, BLOCK * w)\n",
-    ),
-    Mutant(
-        "doubling._blocked_flat: the carries not tiled over the block (one column each)",
+        "doubling._blocked: on the 2-D view the carries not tiled over the block (one column each)",
         "rewriter/lowerings/doubling.py",
         '    y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))\n',
         '    y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, 1])))\n',
@@ -371,8 +365,8 @@ MUTANTS = [
     Mutant(
         "dynamic: the blocked branch from n = 512, not 513",
         "rewriter/lowerings/tree.py",
-        "b.const([SHORT + 1]))\n",
-        "b.const([SHORT]))\n",
+        "b.const([most + 1]))\n",
+        "b.const([most]))\n",
     ),
     Mutant(
         "decompose: a CumProd under opset 25 taken",
@@ -1018,7 +1012,7 @@ MUTANTS = [
         "    tiles = b.reshape(x3, b.const([o // rows, 1, rows * n, i]))\n",
     ),
     Mutant(
-        "cached: tiles under a quarter of TILE_BYTES left uncut (the 1 MiB tiles' rule)",
+        "cached: tiles under a quarter of the tile size left uncut (the 1 MiB tiles' rule)",
         "rewriter/lowerings/cached.py",
         "    return _divisor_piece(o, n * i * itemsize, limit, limit // 8)\n",
         "    return _divisor_piece(o, n * i * itemsize, limit, limit // 4)\n",
@@ -1044,8 +1038,8 @@ MUTANTS = [
     Mutant(
         "carry: a seed left out of the last level's chain",
         "rewriter/lowerings/tree.py",
-        "exclusive=exclusive, reverse=reverse, seed=seed\n",
-        "exclusive=exclusive, reverse=reverse\n",
+        "v, exclusive=exclusive, reverse=reverse, seed=seed)\n",
+        "v, exclusive=exclusive, reverse=reverse)\n",
     ),
     Mutant(
         "carry: a seed left out of the block totals' scan",
@@ -1084,14 +1078,14 @@ MUTANTS = [
     Mutant(
         "carry: the blocks' shape from r = 16 whatever the runs",
         "rewriter/lowerings/tree.py",
-        "    levels = carry_levels(n, narrow_runs)\n    if levels and n % levels[0] == 0:\n",
-        "    levels = carry_levels(n)\n    if levels and n % levels[0] == 0:\n",
+        "        y.shape = ir.Shape(blocks_shape((o, n, i), levels))\n",
+        "        y.shape = ir.Shape(blocks_shape((o, n, i), carry_levels(n, v.target)))\n",
     ),
     Mutant(
         "carry: the second half's slices first",
         "rewriter/lowerings/tree.py",
-        "    return chain.split(b, first, 1, r // 2) + chain.split(b, second, 1, r // 2)\n",
-        "    return chain.split(b, second, 1, r // 2) + chain.split(b, first, 1, r // 2)\n",
+        "    return b.split(first, 1, r // 2) + b.split(second, 1, r // 2)\n",
+        "    return b.split(second, 1, r // 2) + b.split(first, 1, r // 2)\n",
     ),
     Mutant(
         "cached: halves from runs of 24 bytes (carry's narrow runs)",

@@ -82,7 +82,7 @@ def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The twenty-sixth round measured tiles of 2 MiB against 1 MiB on views both tile: the
-    least tile (an eighth of TILE_BYTES) keeps every view the 1 MiB tiles cut (tiles of a
+    least tile (an eighth of the tile size) keeps every view the 1 MiB tiles cut (tiles of a
     quarter of 1 MiB or more, written out here) cut, in tiles at least as large."""
 
     def rows_in_1_mib(o: int, row: int) -> int | None:
@@ -182,8 +182,9 @@ def test_each_tile_is_scanned_on_its_own_rows() -> None:
 
 
 def test_real_tiles_on_a_32_mib_tensor_match_native(monkeypatch: pytest.MonkeyPatch) -> None:
-    """auto's pick at the benchmark's int64 4M last-axis size, with the shipped tile size:
-    bit-exact against onnxruntime's native CumProd and numpy (wraparound included)."""
+    """auto's pick at the benchmark's int64 4M last-axis size, in tiles of 1 MiB (half the
+    2 MiB onnxruntime ships, ``Target.cache_pieces``: 32 Scan steps, not 16): bit-exact
+    against onnxruntime's native CumProd and numpy (wraparound included)."""
     set_pieces(monkeypatch, 1 << 20, None)
     shape = (8192, 512)
     model = cumprod_model(I64, shape, 1, reverse=1)

@@ -39,7 +39,7 @@ from tests.helpers import (
     wide_reference,
 )
 
-B = masked.BLOCK
+B = rewriter.TARGETS["tinygrad"].masked_block  # the same on every target
 # (shape, axis): one tile (n <= B), two levels with padding, three levels, first / middle /
 # last, and an n of exactly B and B + 1
 SHAPES = [

@@ -118,7 +118,7 @@ def _check_floats(
     ],
 )
 def test_levels(n: int, last_axis: bool, levels: list[int]) -> None:
-    assert carry.carry_levels(n, narrow_runs=last_axis) == levels
+    assert carry.carry_levels(n, TARGETS["onnxruntime"], narrow_runs=last_axis) == levels
 
 
 def test_narrow_runs() -> None:

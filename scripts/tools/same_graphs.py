@@ -1,0 +1,270 @@
+"""Same graphs: does a refactor change any lowered graph, refusal or warning?
+
+Lowers a one-CumProd model over a grid of cases (:func:`cases`) with two trees of the
+project, the base commit's and this one, each in a child process, and compares the results
+case by case: the SHA-256 of the serialized output model and the warnings logged, or the
+refusal (its exception type and message). Prints the count compared and every difference;
+exit status 1 when there is one.
+
+    PYTHONPATH=$PWD .venv/bin/python scripts/tools/same_graphs.py [--base REV] [--jobs J]
+
+The base tree is ``git archive REV rewriter`` (default HEAD) unpacked under /tmp, and its
+results are kept there (keyed by commit and grid), so a second run lowers this tree only.
+The grid (strategies and targets as this tree lists them; elements as in the cases below):
+
+- lengths around every threshold: 1, 2, 15-17, 63-65, 255-257, 511-513, 1023-1025, 4096, 8193,
+  every strategy and target, float32 and int32, the first axis of (n,) and the middle of
+  (4, n, 8);
+- the eight element types, ranks 1-3 with every axis, and the four directions;
+- dims before and after the axis symbolic, the length known only at run time (with and
+  without ``max_length``), and a run-time axis;
+- ``auto`` (and ``cached`` and ``carry`` on a few targets) on shapes around its size
+  conditions (slabs, bytes, rows, cache pieces);
+- ``target_opset`` 11, 13, 14, 15, 18 and 21.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LENGTHS = (
+    *(1, 2, 15, 16, 17, 63, 64, 65, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025),
+    *(4096, 8193),
+)
+TYPES = ("float", "float16", "bfloat16", "double", "int32", "int64", "uint32", "uint64")
+DIRECTIONS = ((0, 0), (1, 0), (0, 1), (1, 1))  # (exclusive, reverse)
+OPSETS = (11, 13, 14, 15, 18, 21)
+
+# A case: (strategy, target, element type, dims, axis, exclusive, reverse, form, max_length,
+# target_opset). dims: the static dims; form: "static", "symbolic" (every dim but the axis's
+# a name), "run-time length" (the axis's dim a name), "run-time axis" (the axis an input).
+Case = tuple[str, str, str, tuple[int, ...], int, int, int, str, "int | None", "int | None"]
+
+
+def _layouts(n: int) -> Iterator[tuple[tuple[int, ...], int]]:
+    """Ranks 1-3 with every axis, the scanned dim n and the others small."""
+    yield (n,), 0
+    for axis in range(2):
+        yield tuple(n if k == axis else 3 for k in range(2)), axis
+    for axis in range(3):
+        yield tuple(n if k == axis else 2 + k for k in range(3)), axis
+
+
+def cases(strategies: list[str], targets: list[str]) -> list[Case]:
+    """The grid (module docstring), without repeats, in a fixed order."""
+    out: list[Case] = []
+    every = list(itertools.product(strategies, targets))
+    for (s, t), n, dtype in itertools.product(every, LENGTHS, ("float", "int32")):
+        out.append((s, t, dtype, (n,), 0, 0, 0, "static", None, None))
+        out.append((s, t, dtype, (4, n, 8), 1, 0, 0, "static", None, None))
+    for (s, t), dtype in itertools.product(every, TYPES):
+        for dims, axis in _layouts(17):
+            out.append((s, t, dtype, dims, axis, 0, 0, "static", None, None))
+    for (s, t), (ex, rev), dtype in itertools.product(every, DIRECTIONS, ("float", "int64")):
+        for dims, axis in _layouts(65):
+            out.append((s, t, dtype, dims, axis, ex, rev, "static", None, None))
+    forms = {  # (n, max_length); n is not in a run-time length's model
+        "symbolic": ((2, None), (17, None), (65, None), (513, None), (8193, None)),
+        "run-time length": ((513, None), (513, 100), (513, 600), (513, 10000)),
+        "run-time axis": ((17, None), (513, 600), (8193, None)),
+    }
+    for (s, t), (form, bounds), (ex, rev) in itertools.product(
+        every, forms.items(), ((0, 0), (1, 1))
+    ):
+        for (n, bound), (others, axis) in itertools.product(
+            bounds, (((3,), 0), ((3,), 1), ((2, 4), 1))
+        ):
+            dims = (*others[:axis], n, *others[axis:])
+            for dtype in ("float", "int32") if n in (17, 513) else ("float",):
+                out.append((s, t, dtype, dims, axis, ex, rev, form, bound, None))
+    sizes = [
+        *(((slab,), 0) for slab in (3, 400, 800, 900, 1000, 1500, 2000, 5000)),
+        *(((rows,), 1) for rows in (1, 2, 64, 4096)),
+        *(((o, i), 1) for o, i in ((16, 16), (64, 64), (4, 2048), (2048, 4), (1, 9000))),
+    ]
+    pieces = [("cached", t) for t in ("onnxruntime", "spec", "tract")]
+    pieces += [("carry", t) for t in ("onnxruntime", "tinygrad")]
+    for s, t in [("auto", t) for t in targets] + pieces:
+        types = ("float", "int64", "int32") if t == "openvino" else ("float", "int64")
+        for n, (others, axis), dtype in itertools.product(LENGTHS, sizes, types):
+            if s != "auto" and dtype != "float":
+                continue
+            dims = (*others[:axis], n, *others[axis:])
+            for rev in (0, 1) if axis == 0 and dtype == "float" and s == "auto" else (0,):
+                out.append((s, t, dtype, dims, axis, 0, rev, "static", None, None))
+    for (s, t), opset in itertools.product(every, OPSETS):
+        out.append((s, t, "float", (2, 65, 4), 1, 0, 0, "static", None, opset))
+        out.append((s, t, "float", (2, 65, 4), 1, 1, 1, "symbolic", None, opset))
+        out.append((s, t, "int64", (2, 65, 4), 1, 0, 0, "run-time length", 1000, opset))
+        out.append((s, t, "float", (2, 65, 4), 1, 1, 0, "run-time axis", None, opset))
+    return list(dict.fromkeys(out))
+
+
+def _model(case: Case) -> object:
+    """The one-CumProd model of ``case`` (opset 26)."""
+    from onnx import TensorProto, helper
+
+    _, _, dtype, dims, axis, exclusive, reverse, form, _, _ = case
+    elem = getattr(TensorProto, dtype.upper())
+    shape: list[int | str] = list(dims)
+    if form == "symbolic":
+        shape = [d if k == axis else f"d{k}" for k, d in enumerate(dims)]
+    elif form == "run-time length":
+        shape[axis] = "n"
+    inputs = [helper.make_tensor_value_info("x", elem, shape)]
+    initializers = []
+    if form == "run-time axis":
+        inputs.append(helper.make_tensor_value_info("axis", TensorProto.INT64, []))
+    else:
+        initializers.append(helper.make_tensor("axis", TensorProto.INT64, [], [axis]))
+    node = helper.make_node(
+        "CumProd", ["x", "axis"], ["y"], name="c", exclusive=exclusive, reverse=reverse
+    )
+    graph = helper.make_graph(
+        [node], "g", inputs, [helper.make_tensor_value_info("y", elem, shape)], initializers
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=13)
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def lower_all(case_file: Path, part: int, parts: int) -> None:
+    """Child: lower every ``parts``-th case from ``part``, one JSON result a line on stdout
+    (the tree lowered is the one first on PYTHONPATH)."""
+    from rewriter.decompose import decompose_cumprod
+
+    collect = _Collect()
+    logging.getLogger().addHandler(collect)
+    logging.getLogger().setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers[:-1]:
+        logging.getLogger().removeHandler(handler)
+    for index, raw in enumerate(json.loads(case_file.read_text())):
+        if index % parts != part:
+            continue
+        strategy, target, *_, bound, opset = raw
+        collect.messages.clear()
+        try:
+            out = decompose_cumprod(
+                _model(tuple(raw)),  # type: ignore[arg-type]
+                strategy=strategy,
+                target=target,
+                max_length=bound,
+                target_opset=opset,
+            )
+            result = hashlib.sha256(out.SerializeToString()).hexdigest()  # type: ignore[union-attr]
+        except Exception as error:  # noqa: BLE001 (a refusal, or a crash: both compared)
+            result = f"{type(error).__name__}: {error}"
+        print(json.dumps([index, result, collect.messages]), flush=True)
+
+
+def _run(tree: Path, case_file: Path, jobs: int) -> dict[int, list[object]]:
+    """Every case lowered by ``tree``, in ``jobs`` children (each writing to a file of its
+    own: a pipe left unread would stall it)."""
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0")  # set orders fixed
+    script = str(Path(__file__).resolve())
+    results: dict[int, list[object]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        outputs = [Path(folder) / f"part-{part}.jsonl" for part in range(jobs)]
+        children = []
+        for part, output in enumerate(outputs):
+            with output.open("w") as file:
+                children.append(
+                    subprocess.Popen(
+                        [sys.executable, script, "--child", str(case_file), str(part), str(jobs)],
+                        env=env,
+                        cwd=folder,  # no other tree on sys.path through the cwd
+                        stdout=file,
+                    )
+                )
+        for child in children:
+            if child.wait():
+                raise SystemExit(f"a child lowering with {tree} failed ({child.returncode})")
+        for output in outputs:
+            for line in output.read_text().splitlines():
+                index, *result = json.loads(line)
+                results[index] = result
+    return results
+
+
+def _base_tree(rev: str) -> tuple[str, Path]:
+    """The commit ``rev`` names and its ``rewriter`` package unpacked under /tmp."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    tree = Path(tempfile.gettempdir()) / f"same-graphs-{sha[:12]}"
+    if not (tree / "rewriter").is_dir():
+        archive = subprocess.run(
+            ["git", "archive", sha, "rewriter"], cwd=ROOT, check=True, capture_output=True
+        ).stdout
+        tree.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile() as file:
+            file.write(archive)
+            file.seek(0)
+            with tarfile.open(fileobj=file) as tar:
+                tar.extractall(tree, filter="data")
+    return sha, tree
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="HEAD", help="the commit to compare with (HEAD)")
+    parser.add_argument("--jobs", type=int, default=1, help="children per tree (1)")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        lower_all(Path(args.child[0]), int(args.child[1]), int(args.child[2]))
+        return 0
+    from rewriter import STRATEGIES, TARGETS
+
+    grid = cases(list(STRATEGIES), list(TARGETS))
+    text = json.dumps(grid)
+    key = hashlib.sha256(text.encode()).hexdigest()[:12]
+    sha, base = _base_tree(args.base)
+    with (
+        tempfile.NamedTemporaryFile("w", suffix=".json") as case_file,
+        tempfile.TemporaryDirectory() as copy,
+    ):
+        # this tree as it is now, so that edits made while the base lowers do not count
+        shutil.copytree(ROOT / "rewriter", Path(copy) / "rewriter")
+        case_file.write(text)
+        case_file.flush()
+        kept = base / f"results-{key}.json"
+        if kept.is_file():
+            before = {int(k): v for k, v in json.loads(kept.read_text()).items()}
+        else:
+            before = _run(base, Path(case_file.name), args.jobs)
+            kept.write_text(json.dumps(before))
+        after = _run(Path(copy), Path(case_file.name), args.jobs)
+    differences = [k for k in range(len(grid)) if before.get(k) != after.get(k)]
+    for k in differences:
+        print(f"{grid[k]}\n  {sha[:7]}: {before.get(k)}\n  this tree: {after.get(k)}")
+    print(f"{len(grid)} cases compared against {sha[:7]}: {len(differences)} differences")
+    return 1 if differences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
