@@ -18,17 +18,13 @@ rewriter's op builder, at the ai.onnx version where the node lives. A check that
 gives its reason (the pass's error message) in the match result (``MatchingTracer``,
 ``verbose``) and, once per node, as a logged warning; the node is left alone. The target's
 warnings for a lowered node (``rewriter.decompose.warning_lines``) are logged as the pass
-logs them. Each warning is given once per model and rule, however often the rewriter checks
-the node; a rule set applied to another model warns about that one too.
+logs them, each once per model and rule however often the rewriter checks the node.
 
-State: the rule object holds only its configuration (strategy, target, max_length) and no
-rewrite changes it. What it learns about a model (the located CumProds, the names in use,
-the inferred types of the current graph visit, the warnings given) is kept with the model,
-per rule, in ``model.meta`` (onnx_ir's unserialized metadata; the last visit's facts stay
-there); the plan ``check`` makes for a node (its site and lowering) reaches ``rewrite``,
-which onnxscript gives no model, in the node's ``meta``, and ``rewrite`` takes it off before
-the node is replaced. One rule set thus serves several models, even one rewritten in the
-middle of another's visit.
+State: the rule object holds only its configuration and no rewrite changes it. What it
+learns about a model (located CumProds, names in use, the visit's inferred types, warnings
+given) is kept per rule in ``model.meta`` (unserialized; the last visit's facts stay there);
+``check``'s plan for a node reaches ``rewrite`` (given no model by onnxscript) in the node's
+``meta``, taken off before the node is replaced. One rule set serves several models at once.
 
 Types: x's element type and shape are declared ones where x is a main-graph input or an
 initializer (a runtime checks those); else they come from onnx shape inference on a copy of
