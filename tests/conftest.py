@@ -5,6 +5,7 @@ are marked here, so the tier of a test owned elsewhere is decided in one place."
 from __future__ import annotations
 
 import os
+import time
 
 import onnxruntime as ort
 import pytest
@@ -99,7 +100,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+def _day_seed() -> int:
+    """The seed of an exploring run: CUMPROD_HYPOTHESIS_SEED, else today's date (UTC) as
+    YYYYMMDD, so a day's runs draw the same examples and a failure reruns as it happened."""
+    return int(os.environ.get("CUMPROD_HYPOTHESIS_SEED") or time.strftime("%Y%m%d", time.gmtime()))
+
+
+@pytest.hookimpl(tryfirst=True)  # before hypothesis's plugin reads --hypothesis-seed
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("CI") == "true" and config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = _day_seed()
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     if os.environ.get("CI") == "true":
-        return "hypothesis: exploring (CI=true): a failure prints its seed and reproduce blob"
+        return (
+            f"hypothesis: exploring (CI=true), seed {config.getoption('hypothesis_seed')} "
+            "(CUMPROD_HYPOTHESIS_SEED=N or --hypothesis-seed=N to change it; a day's draw "
+            "by default)"
+        )
     return "hypothesis: derandomized (set CI=true to explore new examples)"

@@ -4,9 +4,10 @@ special values mixed into the data, against onnx.reference (integers, bit-exact)
 float64 / longdouble product (floats, within the contract of tests/bounds.py).
 
 Locally the examples are derandomized (the same each run, so a run is reproducible); with
-CI=true hypothesis explores new examples every run, and a failure prints the seed and the
-``@reproduce_failure`` blob. The target only changes which ops and compute types the output
-uses: every output runs on onnxruntime, which has all of them.
+CI=true hypothesis explores the day's examples (tests/conftest.py: the seed is the date
+unless CUMPROD_HYPOTHESIS_SEED is set), and a failure prints the ``@reproduce_failure``
+blob. The target only changes which ops and compute types the output uses: every output
+runs on onnxruntime, which has all of them.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ SETTINGS = settings(
     max_examples=int(os.environ.get("CUMPROD_VIEW_EXAMPLES", "60")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
-    derandomize=os.environ.get("CI") != "true",  # CI explores (pytest prints the seed)
+    derandomize=os.environ.get("CI") != "true",  # CI explores the day's seed (conftest.py)
 )
 
 
