@@ -1,7 +1,8 @@
 """Runs in the onnxruntime 1.20.1 environment (numpy, onnx 1.17, onnxruntime 1.20.1 only):
 for every CASE.onnx in a folder, checks it with that onnx's checker, runs it on CASE.in.npz and
-writes CASE.out.npz, or CASE.err.txt with the reason. Compared by tests/test_legacy_runtime.py
-in the main environment."""
+writes CASE.out.npz, or CASE.err.txt with the reason. Started by ``tests.helpers.LegacyBatch``
+(test_legacy_runtime, test_structures_legacy, the PyTorch exporters' tests), which compares
+the results in the main environment."""
 
 from __future__ import annotations
 
