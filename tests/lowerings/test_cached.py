@@ -81,7 +81,7 @@ def test_tile_rows(
 def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The twenty-sixth round measured tiles of 2 MiB against 1 MiB on views both tile: the
+    """Tiles of 2 MiB (``Target.cache_pieces``) replaced 1 MiB ones on views both tile: the
     least tile (an eighth of the tile size) keeps every view the 1 MiB tiles cut (tiles of a
     quarter of 1 MiB or more, written out here) cut, in tiles at least as large."""
 
@@ -217,7 +217,7 @@ def test_the_scan_writes_carrys_blocks_in_place(
 ) -> None:
     """The Scan body's result is carry's first-level Concat in its (o * m, r, i) blocks, not
     a Reshape of it to the piece: onnxruntime copies a Reshape's result into the Scan's
-    output (a copy of x, 0.7-1.0 ms on 16 MiB, docs/performance.md nineteenth round), where
+    output (a copy of x, 0.7-1.0 ms on 16 MiB measured), where
     the Concat writes there itself; the outer Reshape views the blocks as x. Where r does
     not divide the length the padded result is cut back by a Slice (a copy either way)."""
     for exclusive, reverse in itertools.product((0, 1), (0, 1)):
@@ -342,7 +342,7 @@ def test_pieces_take_the_radix_of_the_whole_tensor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """carry's r in each piece is the one carry takes on the whole x (narrow runs of at most
-    24 bytes in 2^21 elements or more: r = 4; README, docs/performance.md seventeenth round),
+    24 bytes in 2^21 elements or more: r = 4; ``Target.narrow_runs``),
     not the piece's own size; and the pieces are exact there, exclusive and reverse,
     against numpy with wraparound and onnxruntime's native kernel."""
     set_pieces(monkeypatch, 1 << 20, 4 << 20)
@@ -386,14 +386,14 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
     ("elem_type", "shape", "axis", "pick"),
     [
         (I64, (4096, 512), 1, "cached"),  # 16 MiB exactly
-        (I64, (4095, 512), 1, "cached"),  # a last axis from 4 MiB (twenty-seventh round)
+        (I64, (4095, 512), 1, "cached"),  # a last axis from 4 MiB (cache_pieces)
         (I64, (2048, 512), 1, "cached"),  # 8 MiB
         (I64, (512, 1024), 1, "cached"),  # 4 MiB exactly
         (I64, (511, 1024), 1, "carry"),  # just under
         (TensorProto.FLOAT, (8192, 512), 1, "cached"),
         (TensorProto.FLOAT, (8, 65536, 8), 1, "cached"),  # rows of 2 MiB, one per tile
         (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: past 16
-        # in place of carry, tiles of one row of up to 16 MiB (twenty-seventh round)
+        # in place of carry, tiles of one row of up to 16 MiB (the same results file)
         (I64, (2, 131072, 8), 1, "cached"),  # rows of 8 MiB
         (I64, (2, 16384, 128), 1, "cached"),  # rows of 16 MiB exactly
         (I64, (2, 16385, 128), 1, "carry"),  # just over

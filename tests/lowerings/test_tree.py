@@ -123,7 +123,7 @@ def test_levels(n: int, last_axis: bool, levels: list[int]) -> None:
 
 def test_narrow_runs() -> None:
     """Runs of i elements are narrow (r = 4) at i = 1, or at most 24 bytes in the compute type
-    in a tensor of 2^21 elements or more (docs/performance.md, fifteenth round); symbolic
+    in a tensor of 2^21 elements or more (``Target.narrow_runs``); symbolic
     dims or an unknown type are not."""
     f32, f64 = ir.DataType.FLOAT, ir.DataType.DOUBLE
     t = TARGETS["onnxruntime"]
