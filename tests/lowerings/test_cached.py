@@ -393,7 +393,7 @@ def test_the_chunks_state_enters_at_carrys_last_level(exclusive: int, reverse: i
         (TensorProto.FLOAT, (8192, 512), 1, "cached"),
         (TensorProto.FLOAT, (8, 65536, 8), 1, "cached"),  # rows of 2 MiB, one per tile
         (I64, (2, 65536, 64), 1, "carry"),  # rows of 32 MiB: past 16
-        # in place of carry, tiles of one row of up to 16 MiB (the same results file)
+        # in place of carry, tiles of one row of up to 16 MiB (against-2026-12-06-without-cached)
         (I64, (2, 131072, 8), 1, "cached"),  # rows of 8 MiB
         (I64, (2, 16384, 128), 1, "cached"),  # rows of 16 MiB exactly
         (I64, (2, 16385, 128), 1, "carry"),  # just over
