@@ -11,6 +11,8 @@ exit status 1 when there is one.
 
 ``--canonical`` compares :func:`canonical_hash` instead: the graphs up to node order and
 the names of values inside them (a refactor that builds the same dataflow in another order).
+Each child computes both hashes, so a run reports both counts (the exit status follows the
+one chosen).
 
 The base tree is ``git archive REV rewriter`` (default HEAD) unpacked under /tmp, and its
 results are kept there (keyed by commit and grid), so a second run lowers this tree only.
@@ -258,8 +260,9 @@ class _Collect(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def lower_all(case_file: Path, part: int, parts: int, canonical: bool) -> None:
-    """Child: lower every ``parts``-th case from ``part``, one JSON result a line on stdout
+def lower_all(case_file: Path, part: int, parts: int) -> None:
+    """Child: lower every ``parts``-th case from ``part``, one JSON result a line on stdout:
+    the index, the byte hash and the canonical hash (or the refusal twice), the warnings
     (the tree lowered is the one first on PYTHONPATH)."""
     from rewriter.decompose import decompose_cumprod
 
@@ -281,16 +284,14 @@ def lower_all(case_file: Path, part: int, parts: int, canonical: bool) -> None:
                 max_length=bound,
                 target_opset=opset,
             )
-            if canonical:
-                result = canonical_hash(out)
-            else:
-                result = hashlib.sha256(out.SerializeToString()).hexdigest()  # type: ignore[union-attr]
+            exact = hashlib.sha256(out.SerializeToString()).hexdigest()  # type: ignore[union-attr]
+            canonical = canonical_hash(out)
         except Exception as error:  # noqa: BLE001 (a refusal, or a crash: both compared)
-            result = f"{type(error).__name__}: {error}"
-        print(json.dumps([index, result, collect.messages]), flush=True)
+            exact = canonical = f"{type(error).__name__}: {error}"
+        print(json.dumps([index, exact, canonical, collect.messages]), flush=True)
 
 
-def _run(tree: Path, case_file: Path, jobs: int, canonical: bool) -> dict[int, list[object]]:
+def _run(tree: Path, case_file: Path, jobs: int) -> dict[int, list[object]]:
     """Every case lowered by ``tree``, in ``jobs`` children (each writing to a file of its
     own: a pipe left unread would stall it)."""
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0")  # set orders fixed
@@ -303,8 +304,7 @@ def _run(tree: Path, case_file: Path, jobs: int, canonical: bool) -> dict[int, l
             with output.open("w") as file:
                 children.append(
                     subprocess.Popen(
-                        [sys.executable, script, "--child", str(case_file), str(part), str(jobs)]
-                        + ["--canonical"] * canonical,
+                        [sys.executable, script, "--child", str(case_file), str(part), str(jobs)],
                         env=env,
                         cwd=folder,  # no other tree on sys.path through the cwd
                         stdout=file,
@@ -353,13 +353,13 @@ def main() -> int:
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        lower_all(Path(args.child[0]), int(args.child[1]), int(args.child[2]), args.canonical)
+        lower_all(Path(args.child[0]), int(args.child[1]), int(args.child[2]))
         return 0
     from rewriter import STRATEGIES, TARGETS
 
     grid = cases(list(STRATEGIES), list(TARGETS))
     text = json.dumps(grid)
-    key = hashlib.sha256(text.encode()).hexdigest()[:12] + "-canonical" * args.canonical
+    key = hashlib.sha256(text.encode()).hexdigest()[:12] + "-both"
     sha, base = _base_tree(args.base)
     with (
         tempfile.NamedTemporaryFile("w", suffix=".json") as case_file,
@@ -373,14 +373,26 @@ def main() -> int:
         if kept.is_file():
             before = {int(k): v for k, v in json.loads(kept.read_text()).items()}
         else:
-            before = _run(base, Path(case_file.name), args.jobs, args.canonical)
+            before = _run(base, Path(case_file.name), args.jobs)
             kept.write_text(json.dumps(before))
-        after = _run(Path(copy), Path(case_file.name), args.jobs, args.canonical)
-    differences = [k for k in range(len(grid)) if before.get(k) != after.get(k)]
-    for k in differences:
-        print(f"{grid[k]}\n  {sha[:7]}: {before.get(k)}\n  this tree: {after.get(k)}")
-    print(f"{len(grid)} cases compared against {sha[:7]}: {len(differences)} differences")
-    return 1 if differences else 0
+        after = _run(Path(copy), Path(case_file.name), args.jobs)
+    counts = {}
+    for mode, field in (("byte-exact", 0), ("canonical", 1)):
+
+        def result(results: dict[int, list[object]], k: int, field: int = field) -> object:
+            one = results.get(k)
+            return None if one is None else [one[field], one[2]]  # the hash, the warnings
+
+        differences = [k for k in range(len(grid)) if result(before, k) != result(after, k)]
+        counts[mode] = len(differences)
+        if (mode == "canonical") == args.canonical:
+            for k in differences:
+                print(
+                    f"{grid[k]}\n  {sha[:7]}: {result(before, k)}\n  this tree: {result(after, k)}"
+                )
+    for mode, count in counts.items():
+        print(f"{len(grid)} cases compared against {sha[:7]} ({mode}): {count} differences")
+    return 1 if counts["canonical" if args.canonical else "byte-exact"] else 0
 
 
 if __name__ == "__main__":
