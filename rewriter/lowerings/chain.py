@@ -81,8 +81,6 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type); n is static."""
     n = v.static_length
     assert n is not None
-    if n == 0:
-        return b.op("Identity", x3)
     # on the 2-D view the slices are column blocks of inner (static below opset 18: see
     # view.takes_flat_view)
     size = v.inner if v.flat and isinstance(v.inner, int) else 1

@@ -69,22 +69,13 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def _plus(b: Builder, a: Dim, c: Dim) -> Dim:
-    """``a + c``: an int when both are static, else a 1-element int64 tensor."""
-    if isinstance(a, int) and isinstance(c, int):
-        return a + c
-    return b.op(
-        "Add", b.const([a]) if isinstance(a, int) else a, b.const([c]) if isinstance(c, int) else c
-    )
-
-
 def _shift_flat(b: Builder, y: ir.Value, s: int, v: View) -> ir.Value:
     """``_shift`` on the 2-D view: by ``s * inner`` columns, Pad first (no negative bound)."""
     width = times(b, s, v.inner)
     total = times(b, v.length, v.inner)
     if v.reverse:
         padded = b.op("Pad", y, shape_of(b, 0, 0, 0, width), v.one)
-        start, end = width, _plus(b, width, total)
+        start, end = width, times(b, width, total, "Add")
     else:
         padded = b.op("Pad", y, shape_of(b, 0, width, 0, 0), v.one)
         start, end = 0, total

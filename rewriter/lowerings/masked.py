@@ -119,8 +119,6 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     multiplied in float64 (:func:`unsupported` refuses it on targets without float64)."""
     n = v.static_length
     assert n is not None
-    if n == 0 or any(d == 0 for d in v.dims()):
-        return b.op("Identity", x3)
     if v.dtype == ir.DataType.FLOAT:
         wide = wide_view(b, v, ir.DataType.DOUBLE)
         y = _scan(

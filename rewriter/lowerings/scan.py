@@ -100,32 +100,36 @@ def _padded(b: Builder, x: ir.Value, rank: int, n: ir.Value, v: View) -> ir.Valu
     return b.op("Slice", y, b.const([0]), n, b.const([0]))
 
 
+def _scan(b: Builder, x: ir.Value, rank: int, n: ir.Value | None, v: View) -> ir.Value:
+    """The scan along axis 0 of a rank-``rank`` ``x``. ``n``: its length (a 1-element int64
+    tensor) where it is known only at run time: then an If skips the Scan when n = 0
+    (onnxruntime's Scan fails on zero iterations, "Invalid dim0_offset"), or on targets
+    without If :func:`_padded` scans a slab of ones first."""
+
+    def scanned(sb: Builder) -> ir.Value:
+        y, _ = scan_front(sb, x, v, exclusive=v.exclusive, reverse=v.reverse, slice_rank=rank - 1)
+        return y
+
+    if n is None:
+        return scanned(b)
+    if "If" in v.target.missing_ops:
+        return _padded(b, x, rank, n, v)
+    return b.op(
+        "If",
+        b.op("Equal", b.op("Reshape", n, b.const([])), b.const(0)),
+        then_branch=b.subgraph(lambda sb: sb.op("Identity", x), v.dtype, "cumprod_empty"),
+        else_branch=b.subgraph(scanned, v.dtype, "cumprod_scan"),
+    )
+
+
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
-    if v.length == 0:
-        return b.op("Identity", x3)  # an empty axis: the result is x itself
     outer, length, inner = (v.tensor(b, d) for d in v.dims())
     if v.outer == 1:
         front = b.reshape(x3, b.op("Concat", length, outer, inner, axis=0))
     else:
         front = b.op("Transpose", x3, perm=[1, 0, 2])
-
-    def scanned(sb: Builder) -> ir.Value:
-        y, _ = scan_front(sb, front, v, exclusive=v.exclusive, reverse=v.reverse, slice_rank=2)
-        return y
-
-    if v.static_length is None and "If" not in v.target.missing_ops:
-        # onnxruntime's Scan fails on zero iterations ("Invalid dim0_offset"): branch.
-        y = b.op(
-            "If",
-            b.op("Equal", b.op("Reshape", length, b.const([])), b.const(0)),
-            then_branch=b.subgraph(lambda sb: sb.op("Identity", front), v.dtype, "cumprod_empty"),
-            else_branch=b.subgraph(scanned, v.dtype, "cumprod_scan"),
-        )
-    elif v.static_length is None:
-        y = _padded(b, front, 3, length, v)
-    else:
-        y = scanned(b)
+    y = _scan(b, front, 3, length if v.static_length is None else None, v)
     if v.outer == 1:
         return b.reshape(y, b.op("Concat", outer, length, inner, axis=0))
     return b.op("Transpose", y, perm=[1, 0, 2])
@@ -136,33 +140,13 @@ def build_first_axis(
 ) -> ir.Value | None:
     """The scan along axis 0 of ``x`` itself (in the compute type ``dtype``; ``spec.axis`` is
     0, the rank known): a Scan over x's slices, whose output has x's shape (module
-    docstring). Empty: x itself; a length known only at run time gets the If (or, on targets
+    docstring; x is not empty). A length known only at run time gets the If (or, on targets
     without If, the ones slab) of :func:`build`. None (nothing emitted) on targets that keep
     the view (module docstring)."""
     assert spec.axis == 0 and spec.dims is not None and spec.dims
     if not target.scan_over_x:
         return None
-    if spec.empty:
-        return b.op("Identity", x)
-    rank = len(spec.dims)
     # the scan reads only the view's type, one and target (x is not viewed)
     v = View(spec, dtype, 1, 1, 1, one_for(b, x, dtype), target)
-
-    def scanned(sb: Builder) -> ir.Value:
-        y, _ = scan_front(
-            sb, x, v, exclusive=spec.exclusive, reverse=spec.reverse, slice_rank=rank - 1
-        )
-        return y
-
-    if spec.length is not None:
-        return scanned(b)  # n >= 1 here (n = 0 is empty)
-    n = b.slice_axis(b.op("Shape", x), 0, 0, 1)
-    if "If" not in target.missing_ops:
-        # onnxruntime's Scan fails on zero iterations ("Invalid dim0_offset"): branch.
-        return b.op(
-            "If",
-            b.op("Equal", b.op("Reshape", n, b.const([])), b.const(0)),
-            then_branch=b.subgraph(lambda sb: sb.op("Identity", x), dtype, "cumprod_empty"),
-            else_branch=b.subgraph(scanned, dtype, "cumprod_scan"),
-        )
-    return _padded(b, x, rank, n, v)
+    n = None if spec.length is not None else b.slice_axis(b.op("Shape", x), 0, 0, 1)
+    return _scan(b, x, len(spec.dims), n, v)  # (a static n >= 1 here: n = 0 is empty)

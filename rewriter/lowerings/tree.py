@@ -312,9 +312,7 @@ def scan3(
 def _tree(
     b: Builder, x3: ir.Value, v: View, levels: list[int], scan_blocks: bool = False
 ) -> ir.Value:
-    """:func:`scan3` of the whole view, with its attributes (x itself when it is empty)."""
-    if any(d == 0 for d in v.dims()):
-        return b.op("Identity", x3)
+    """:func:`scan3` of the whole view, with its attributes."""
     return scan3(
         b,
         x3,
@@ -388,8 +386,6 @@ def build_carry(
         if v.spec.max_length is None:
             return build_dynamic(b, x3, v)
         return padded(b, x3, v, build_carry, max(v.spec.max_length, 1))
-    if any(d == 0 for d in v.dims()):
-        return b.op("Identity", x3)  # empty: the result is x itself
     if narrow_runs is None:
         narrow_runs = narrow((o, n, i), v.dtype, v.target)
     levels = carry_levels(n, v.target, narrow_runs)

@@ -120,15 +120,12 @@ def shape_of(b: Builder, *parts: Dim) -> ir.Value:
     return b.op("Concat", *pieces, axis=0)
 
 
-def times(b: Builder, size: Dim, factor: Dim) -> Dim:
-    """``size * factor``: an int when both are static, else a 1-element int64 tensor."""
+def times(b: Builder, size: Dim, factor: Dim, op: str = "Mul") -> Dim:
+    """``size * factor`` (``op="Add"``: ``size + factor``): an int when both are static,
+    else a 1-element int64 tensor."""
     if isinstance(size, int) and isinstance(factor, int):
-        return size * factor
-    return b.op(
-        "Mul",
-        b.const([size]) if isinstance(size, int) else size,
-        b.const([factor]) if isinstance(factor, int) else factor,
-    )
+        return size * factor if op == "Mul" else size + factor
+    return b.op(op, *(b.const([d]) if isinstance(d, int) else d for d in (size, factor)))
 
 
 def one_for(b: Builder, x: ir.Value, dtype: ir.DataType | None) -> ir.Value:
@@ -258,9 +255,7 @@ def in_view(
     returns the result in x's shape. With ``pad_to_bound``, a length known only at run time
     is padded with ones to ``spec.max_length`` first (ones at the end change no prefix
     product in either direction) and the result sliced back to n; ``flat``: on the 2-D view
-    (:func:`takes_flat_view`)."""
-    if spec.empty:
-        return b.op("Identity", x)
+    (:func:`takes_flat_view`). x is not empty (:func:`rewriter.lowerings.lower` returns it)."""
     if spec.length == 1:
         # x itself (exclusive: ones), with no view: IREE failed at run time on a (o, 1, 1)
         # view of symbolic dims and the Reshape back
@@ -285,21 +280,18 @@ def in_view(
         if flat:
             x2 = sb.reshape(source, shape_of(sb, outer, times(sb, n, inner)))
             x2 = x2 if to is None else sb.cast(x2, to)
-            y2 = build(sb, x2, dataclasses.replace(view, flat=True))
-            full = sb.const(list(spec.dims)) if spec.static_dims else sb.op("Shape", source)  # type: ignore[arg-type]
-            return sb.reshape(y2, full)
-        if spec.rank == 3 and spec.axis == 1:
-            x3 = x
-        else:
-            x3 = sb.reshape(x, shape_of(sb, outer, n, inner))
-        if pad_to_bound and not isinstance(n, int):
-            y3 = padded(sb, x3, view, build)
-        else:
-            y3 = build(sb, x3, view)
-        if x3 is x:
-            return y3
-        full = sb.const(list(spec.dims)) if spec.static_dims else sb.op("Shape", x)  # type: ignore[arg-type]
-        return sb.reshape(y3, full)
+            y = build(sb, x2, dataclasses.replace(view, flat=True))
+        else:  # (source is x)
+            if spec.rank == 3 and spec.axis == 1:
+                x3 = x
+            else:
+                x3 = sb.reshape(x, shape_of(sb, outer, n, inner))
+            pad = pad_to_bound and not isinstance(n, int)
+            y = padded(sb, x3, view, build) if pad else build(sb, x3, view)
+            if x3 is x:
+                return y
+        full = sb.const(list(spec.dims)) if spec.static_dims else sb.op("Shape", source)  # type: ignore[arg-type]
+        return sb.reshape(y, full)
 
     if b.opset >= 14 or spec.static_dims:
         return lowered(b)

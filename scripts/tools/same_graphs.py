@@ -7,6 +7,12 @@ refusal (its exception type and message). Prints the count compared and every di
 exit status 1 when there is one.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/tools/same_graphs.py [--base REV] [--jobs J]
+        [--canonical]
+
+``--canonical`` compares :func:`canonical_hash` instead: the graphs up to node order and
+the names of values inside them (a refactor that builds the same dataflow in another order).
+Each child computes both hashes, so a run reports both counts (the exit status follows the
+one chosen).
 
 The base tree is ``git archive REV rewriter`` (default HEAD) unpacked under /tmp, and its
 results are kept there (keyed by commit and grid), so a second run lowers this tree only.
@@ -38,6 +44,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 LENGTHS = (
@@ -139,6 +146,111 @@ def _model(case: Case) -> object:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)], ir_version=13)
 
 
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def _tensor(tensor: Any) -> str:
+    """A tensor by content: element type, dims and values (not its name, not its encoding)."""
+    from onnx import numpy_helper
+
+    array = numpy_helper.to_array(tensor)
+    data = hashlib.sha256(array.tobytes()).hexdigest()
+    return _digest("tensor", tensor.data_type, list(array.shape), data)
+
+
+def _attribute(attr: Any, scope: dict[str, str], depth: int) -> object:
+    """An attribute by name, type and value; tensors by content, subgraphs canonically."""
+    from onnx import helper
+
+    if attr.ref_attr_name:
+        return [attr.name, attr.type, "ref", attr.ref_attr_name]
+    value = helper.get_attribute_value(attr)
+    if attr.type == attr.TENSOR:
+        value = _tensor(value)
+    elif attr.type == attr.TENSORS:
+        value = [_tensor(t) for t in value]
+    elif attr.type == attr.GRAPH:
+        value = _graph(value, scope, depth + 1)
+    elif attr.type == attr.GRAPHS:
+        value = [_graph(g, scope, depth + 1) for g in value]
+    elif attr.type in (attr.STRING, attr.STRINGS):
+        value = [v.hex() for v in value] if isinstance(value, list) else value.hex()
+    elif attr.type not in (attr.FLOAT, attr.INT, attr.FLOATS, attr.INTS):
+        value = attr.SerializeToString(deterministic=True).hex()  # types this tool never meets
+    return [attr.name, attr.type, value]
+
+
+def _type(value_info: Any) -> str:
+    return value_info.type.SerializeToString(deterministic=True).hex()
+
+
+def _body(
+    inputs: list[tuple[str, str]],
+    constants: dict[str, str],
+    nodes: Any,
+    outputs: list[str],
+    outer: dict[str, str],
+    *,
+    depth: int,
+) -> object:
+    """A Merkle hash of one graph body: a graph input is its nesting depth, position and type,
+    an initializer its content, a node's output the hash of its op, domain, attributes,
+    input hashes and output index; the body is its outputs in order and the sorted hashes of
+    every node (so a dead or a duplicated node counts)."""
+    scope = {**outer, **constants}
+    scope.update({name: _digest("input", depth, k, kind) for k, (name, kind) in enumerate(inputs)})
+    scope[""] = "absent"
+    every = []
+    for node in nodes:
+        attributes = sorted((_attribute(a, scope, depth) for a in node.attribute), key=json.dumps)
+        operands = [scope.get(name, f"unknown {name}") for name in node.input]
+        n = len(node.output)
+        key = _digest(node.op_type, node.domain, node.overload, attributes, operands, n)
+        every.append(key)
+        for index, name in enumerate(node.output):
+            if name:
+                scope[name] = _digest(key, index)
+    return [[scope.get(name, f"unknown {name}") for name in outputs], sorted(every)]
+
+
+def _graph(graph: Any, outer: dict[str, str], depth: int) -> str:
+    """A (sub)graph: its inputs by position and type, its outputs in order with their types."""
+    constants = {t.name: _tensor(t) for t in graph.initializer}
+    inputs = [(v.name, _type(v)) for v in graph.input if v.name not in constants]
+    outputs = [v.name for v in graph.output]
+    body = _body(inputs, constants, graph.node, outputs, outer, depth=depth)
+    return _digest(body, [_type(v) for v in graph.output])
+
+
+def canonical_hash(model: Any) -> str:
+    """The SHA-256 of ``model`` up to node order and the names of the values inside it: equal
+    hashes mean the same ops in the same dataflow, with the same attributes and constants.
+    The model's interface counts (its input and output names, types and order), and so do
+    its opset imports, IR version and functions (each body hashed as a graph's)."""
+    graph = model.graph
+    functions = [
+        [
+            f.domain,
+            f.name,
+            f.overload,
+            sorted([o.domain, o.version] for o in f.opset_import),
+            list(f.attribute),
+            [p.SerializeToString(deterministic=True).hex() for p in f.attribute_proto],
+            _body([(n, "") for n in f.input], {}, f.node, list(f.output), {}, depth=0),
+        ]
+        for f in model.functions
+    ]
+    return _digest(
+        model.ir_version,
+        sorted([o.domain, o.version] for o in model.opset_import),
+        [[v.name, _type(v)] for v in graph.input],
+        [[v.name, _type(v)] for v in graph.output],
+        _graph(graph, {}, 0),
+        sorted(functions, key=json.dumps),
+    )
+
+
 class _Collect(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -149,7 +261,8 @@ class _Collect(logging.Handler):
 
 
 def lower_all(case_file: Path, part: int, parts: int) -> None:
-    """Child: lower every ``parts``-th case from ``part``, one JSON result a line on stdout
+    """Child: lower every ``parts``-th case from ``part``, one JSON result a line on stdout:
+    the index, the byte hash and the canonical hash (or the refusal twice), the warnings
     (the tree lowered is the one first on PYTHONPATH)."""
     from rewriter.decompose import decompose_cumprod
 
@@ -171,10 +284,11 @@ def lower_all(case_file: Path, part: int, parts: int) -> None:
                 max_length=bound,
                 target_opset=opset,
             )
-            result = hashlib.sha256(out.SerializeToString()).hexdigest()  # type: ignore[union-attr]
+            exact = hashlib.sha256(out.SerializeToString()).hexdigest()  # type: ignore[union-attr]
+            canonical = canonical_hash(out)
         except Exception as error:  # noqa: BLE001 (a refusal, or a crash: both compared)
-            result = f"{type(error).__name__}: {error}"
-        print(json.dumps([index, result, collect.messages]), flush=True)
+            exact = canonical = f"{type(error).__name__}: {error}"
+        print(json.dumps([index, exact, canonical, collect.messages]), flush=True)
 
 
 def _run(tree: Path, case_file: Path, jobs: int) -> dict[int, list[object]]:
@@ -233,6 +347,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="HEAD", help="the commit to compare with (HEAD)")
     parser.add_argument("--jobs", type=int, default=1, help="children per tree (1)")
+    parser.add_argument(
+        "--canonical", action="store_true", help="compare graphs up to node order and names"
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -242,7 +359,7 @@ def main() -> int:
 
     grid = cases(list(STRATEGIES), list(TARGETS))
     text = json.dumps(grid)
-    key = hashlib.sha256(text.encode()).hexdigest()[:12]
+    key = hashlib.sha256(text.encode()).hexdigest()[:12] + "-both"
     sha, base = _base_tree(args.base)
     with (
         tempfile.NamedTemporaryFile("w", suffix=".json") as case_file,
@@ -259,11 +376,23 @@ def main() -> int:
             before = _run(base, Path(case_file.name), args.jobs)
             kept.write_text(json.dumps(before))
         after = _run(Path(copy), Path(case_file.name), args.jobs)
-    differences = [k for k in range(len(grid)) if before.get(k) != after.get(k)]
-    for k in differences:
-        print(f"{grid[k]}\n  {sha[:7]}: {before.get(k)}\n  this tree: {after.get(k)}")
-    print(f"{len(grid)} cases compared against {sha[:7]}: {len(differences)} differences")
-    return 1 if differences else 0
+    counts = {}
+    for mode, field in (("byte-exact", 0), ("canonical", 1)):
+
+        def result(results: dict[int, list[object]], k: int, field: int = field) -> object:
+            one = results.get(k)
+            return None if one is None else [one[field], one[2]]  # the hash, the warnings
+
+        differences = [k for k in range(len(grid)) if result(before, k) != result(after, k)]
+        counts[mode] = len(differences)
+        if (mode == "canonical") == args.canonical:
+            for k in differences:
+                print(
+                    f"{grid[k]}\n  {sha[:7]}: {result(before, k)}\n  this tree: {result(after, k)}"
+                )
+    for mode, count in counts.items():
+        print(f"{len(grid)} cases compared against {sha[:7]} ({mode}): {count} differences")
+    return 1 if counts["canonical" if args.canonical else "byte-exact"] else 0
 
 
 if __name__ == "__main__":
