@@ -485,13 +485,12 @@ def test_target_warnings_as_the_pass_gives_them(
         assert any(text in m for m in from_rules), (text, from_rules)
 
 
-def test_no_shape_inference_for_a_main_graph_input(monkeypatch: pytest.MonkeyPatch) -> None:
-    """x a main-graph input (its declaration is checked at run time): no inference, which the
-    rule would otherwise run once per visited subgraph (50 If branches: 3.9 s against 1.0 s);
-    a value inside a branch still gets it."""
+@pytest.fixture
+def inference_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A 1 appended each time the rule runs shape inference (``rules.infer_types``)."""
     import rewriter.rules
 
-    calls = []
+    calls: list[int] = []
     real = rewriter.rules.infer_types
 
     def counted(model: ir.Model) -> object:
@@ -499,12 +498,19 @@ def test_no_shape_inference_for_a_main_graph_input(monkeypatch: pytest.MonkeyPat
         return real(model)
 
     monkeypatch.setattr(rewriter.rules, "infer_types", counted)
+    return calls
+
+
+def test_no_shape_inference_for_a_main_graph_input(inference_calls: list[int]) -> None:
+    """x a main-graph input (its declaration is checked at run time): no inference, which the
+    rule would otherwise run once per visited subgraph (50 If branches: 3.9 s against 1.0 s);
+    a value inside a branch still gets it."""
     model = cumprod_model(TensorProto.INT64, (3, 5), 1)
     assert "CumProd" not in op_types(_with_rules(model))
-    assert calls == []
+    assert inference_calls == []
     model = onnx.parser.parse_model(UNTYPED)  # x squared first: an intermediate
     assert "CumProd" not in op_types(_with_rules(model))
-    assert calls == [1]
+    assert inference_calls == [1]
 
 
 @pytest.mark.parametrize("form", ["value_int", "value"])
@@ -731,23 +737,11 @@ def test_a_model_changed_between_two_rewrites_is_seen_anew() -> None:
 
 
 @pytest.mark.parametrize("strategy", ["auto", "scan"])
-def test_shape_inference_once_per_graph_visit(
-    strategy: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_shape_inference_once_per_graph_visit(strategy: str, inference_calls: list[int]) -> None:
     """Ten CumProds in a chain in one graph, each x an intermediate: inference runs once
     for the graph's visit, not once per CumProd, also where each lowering brings a Scan
     whose body onnxscript visits in between (it ran ten times there before the facts were
     kept per visit with the model; 50 such CumProds took 16 times as long)."""
-    import rewriter.rules
-
-    calls = []
-    real = rewriter.rules.infer_types
-
-    def counted(model: ir.Model) -> object:
-        calls.append(1)
-        return real(model)
-
-    monkeypatch.setattr(rewriter.rules, "infer_types", counted)
     nodes, previous = [], "x"
     for i in range(10):
         nodes.append(helper.make_node("Neg", [previous], [f"n{i}"]))
@@ -767,6 +761,6 @@ def test_shape_inference_once_per_graph_visit(
     assert "CumProd" not in op_types(rewritten)
     if strategy == "scan":
         assert op_types(rewritten).count("Scan") == 10
-    assert calls == [1]
+    assert inference_calls == [1]
     x = np.arange(-5, 7, dtype=np.int32).reshape(3, 4)
     np.testing.assert_array_equal(run_ort(rewritten, {"x": x})[0], native(model, {"x": x})[0])
