@@ -407,7 +407,7 @@ NCNN_REFUSED = [  # (elem_type, dims, axis form, strategy, what the refusal says
         "auto",
         "('radix' here) fails to load on ncnn",
     ),
-    (TensorProto.FLOAT, (3, 5), "initializer", "doubling", "no Pad with a value"),
+    (TensorProto.FLOAT, (3, 5), "initializer", "doubling", "no layer for the Pad with a value"),
 ]
 
 
