@@ -94,3 +94,19 @@ def test_placeholders_globs_and_alternatives_match_paths(check_docs) -> None:  #
     assert exists(ROOT, "tests/test_cli.py::test_x")
     assert not exists(ROOT, "rewriter/{decompose,no_such}.py")
     assert not exists(ROOT, "scripts/runtimes/NAME.toml")
+
+
+def test_a_results_file_named_but_not_kept_fails(check_docs, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    source = tmp_path / "rule.py"
+    source.write_text(
+        '"""r = 16: scripts/results/carry-radix-2026-12-03.md; blocks of 32 from 2000\n'
+        "(bench-runtime-{openvino,iree}-2026-12-01-doubling-*); four (bench-2026-11-30-lost.md).\n"
+        '"""\n'
+    )
+    failures = check_docs.evidence_failures(ROOT, [source])
+    missing = "results file bench-2026-11-30-lost.md not in scripts/results/"
+    assert failures == [f"{source}:2: {missing}"]
+
+
+def test_the_projects_rules_cite_results_it_keeps(check_docs) -> None:  # type: ignore[no-untyped-def]
+    assert check_docs.evidence_failures(ROOT) == []

@@ -16,13 +16,17 @@ Checks, each failure one line naming the file (and line) and what is wrong:
   "target", is in ``rewriter.lowerings.STRATEGIES`` / ``rewriter.targets.TARGETS``; and the
   backticked names on the line after ``<!-- strategies -->`` / in the table after
   ``<!-- targets -->`` are exactly those (one place the docs list them);
-- docs/performance.md is what scripts/bench/report.py generates from its results files.
+- docs/performance.md is what scripts/bench/report.py generates from its results files;
+- every results file that rewriter/'s code or a docs page names (a dated name such as
+  ``bench-2026-12-05-round29.md``, ``{a,b}``, ``*`` and ``{name}`` matching any part) is in
+  scripts/results/: a rule's evidence is in the tree, not only in git's history.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import fnmatch
 import importlib
 import importlib.util
 import itertools
@@ -47,6 +51,9 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _DOTTED = re.compile(r"(?<![\w.])(rewriter(?:\.\w+)+)")
 _OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 _PLACEHOLDER = re.compile(r"<[^>]*>|(?<![A-Za-z0-9])[A-Z]{2,}[A-Z0-9]*(?![a-z0-9])")
+_RESULT = re.compile(
+    r"(?<![\w{},*.-])([a-z][\w{},*-]*-20\d\d-\d\d-\d\d[\w{},*-]*(?:\.(?:md|json))?)"
+)
 _NAMED = re.compile(r"(--strategy|--target|strategy=|target=)[ \"']*([a-z][a-z0-9_]*)")
 
 
@@ -213,6 +220,25 @@ def performance_failures(root: Path) -> list[str]:
     return []
 
 
+def evidence_failures(root: Path, sources: list[Path] | None = None) -> list[str]:
+    """One failure per results file named in ``sources`` (default: rewriter/'s modules and
+    docs/*.md) that scripts/results/ does not hold."""
+    held = [f.name for f in (root / "scripts" / "results").iterdir()]
+    if sources is None:
+        sources = sorted((root / "rewriter").rglob("*.py")) + sorted((root / "docs").glob("*.md"))
+    failures = []
+    for path in sources:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for name in _RESULT.findall(line):
+                pattern = re.sub(r"\{[a-z]+\}", "*", name)  # a format field: any part
+                patterns = [
+                    v if v.endswith((".md", ".json")) else v + "*" for v in _brace_expand(pattern)
+                ]
+                if not any(fnmatch.filter(held, pattern) for pattern in patterns):
+                    failures.append(f"{path}:{number}: results file {name} not in scripts/results/")
+    return failures
+
+
 def length_failures(readme: Path) -> list[str]:
     count = len(readme.read_text().splitlines())
     return (
@@ -228,6 +254,7 @@ def check(root: Path, readme: Path) -> list[str]:
     for page in sorted((root / "docs").glob("*.md")):
         failures += mention_failures(page, root, options)
     failures += performance_failures(root)
+    failures += evidence_failures(root)
     return failures
 
 
