@@ -86,7 +86,7 @@ class InlineFunctionsPass(ir.passes.InPlacePass):
                 node.meta[INLINED_FROM] = (node.name or "", label)
         try:
             common.InlinePass()(model)
-        except (ValueError, ir.passes.PassError, ir.passes.InvariantError) as exc:
+        except (ValueError, ir.passes.InvariantError) as exc:  # what InlinePass raises
             raise self._refusal(names, pass_error_cause(exc)) from exc
         # the inliner keeps inlined names apart from the ones it has seen, not from those of
         # subgraphs it has not visited yet
