@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import io
 import logging
 import os
 import subprocess
+import sys
+import types
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,6 +44,17 @@ FLOATS = [BF16, F16, F32, F64]
 INTS = [I32, I64, U32, U64]
 ALL_TYPES = FLOATS + INTS
 TYPE_NAMES = {t: TensorProto.DataType.Name(t).lower() for t in ALL_TYPES}
+
+
+def load_script(path: Path, name: str) -> types.ModuleType:
+    """The script at ``path`` imported as module ``name`` (registered in sys.modules, so its
+    dataclasses and pickling find it): scripts/ is not a package."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def np_dtype(elem_type: int) -> np.dtype:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import io
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.helpers import load_script
 
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "bench.py"
 
@@ -42,12 +43,7 @@ def _main(module, *argv: str) -> _Ran:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_under_test", _PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(_PATH, "bench_under_test")
 
 
 def _row(native: float, auto: float, scan: float, position: str = "middle") -> dict:
@@ -446,12 +442,7 @@ def test_bench_against_commit_checks_a_new_graph_and_lists_its_cells(monkeypatch
     (integers equal; floats the same non-finite elements, the rest within 2^-16 relative)
     before it is timed; exclusive + reverse cells only on the last axis."""
     monkeypatch.syspath_prepend(str(_PATH.parent))
-    spec = importlib.util.spec_from_file_location(
-        "against_under_test", _PATH.parent / "bench_against_commit.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(_PATH.parent / "bench_against_commit.py", "against_under_test")
     old = np.array([1.0, 3.0, np.inf, np.nan], dtype=np.float32)
     assert module.agrees(old.copy(), old)
     assert module.agrees(old * np.float32(1 + 2.0**-20), old)

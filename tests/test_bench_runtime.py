@@ -4,7 +4,6 @@ onnxruntime."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +14,13 @@ import onnx.reference
 import pytest
 from onnx import TensorProto, helper
 
+from tests.helpers import load_script
+
 _SCRIPTS = Path(__file__).resolve().parents[1] / "scripts" / "bench"
 
 
 def _load(name: str):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", _SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(_SCRIPTS / f"{name}.py", f"{name}_under_test")
 
 
 @pytest.fixture(scope="module")

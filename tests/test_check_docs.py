@@ -3,25 +3,18 @@ passes the project's own README (a tmp copy, edited one line at a time)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def check_docs():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "check_docs", ROOT / "scripts" / "ci" / "check_docs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "ci" / "check_docs.py", "check_docs")
 
 
 @pytest.fixture(scope="module")

@@ -6,25 +6,18 @@ draws a seeded sample."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.helpers import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "mutation_check", ROOT / "scripts" / "tools" / "mutation_check.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["mutation_check"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "tools" / "mutation_check.py", "mutation_check")
 
 
 HARNESS = _harness()

@@ -4,24 +4,19 @@ each per-runtime table's auto column (bench_runtime.py's .md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def report():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("report", ROOT / "scripts/bench/report.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts/bench/report.py", "report")
 
 
 def test_the_grid_figures_are_benchs_own(report) -> None:  # type: ignore[no-untyped-def]

@@ -5,26 +5,19 @@ differently."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import onnx
 import pytest
 
+from tests.helpers import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "same_graphs", ROOT / "scripts" / "tools" / "same_graphs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["same_graphs"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "tools" / "same_graphs.py", "same_graphs")
 
 
 TOOL = _tool()
