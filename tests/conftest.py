@@ -91,6 +91,25 @@ def _slow(item: pytest.Item, function: str, index: int) -> bool:
     return index % THINNED.get(function, 1) != 0
 
 
+# The files that take minutes, longest first (durations of CI=true runs): under
+# `--dist loadfile` a worker takes a whole file, and pytest-xdist would otherwise hand out
+# files by their count of tests, so files of a few long tests (the structure generator, the
+# runtime tables) came last and one worker ran them alone. Collected first, in this order,
+# they start at once and the many short files fill the gaps.
+LONGEST_FIRST = (
+    "test_runtime_tables.py",
+    "test_runtimes_new.py",
+    "test_file_safety.py",
+    "test_runtimes.py",
+    "test_view.py",
+    "test_runtime_accuracy.py",
+    "test_dynamo.py",
+    "test_runtimes_iree_tflite.py",
+    "test_structure_fuzz.py",
+    "test_properties.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     seen: dict[str, int] = {}  # cases of each parametrised test so far
     for item in items:
@@ -98,18 +117,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         index = seen[function] = seen.get(function, -1) + 1
         if _slow(item, function, index):
             item.add_marker(pytest.mark.slow)
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: else as collected
+
+
+@pytest.hookimpl(tryfirst=True)  # before hypothesis's plugin reads --hypothesis-seed
+def pytest_configure(config: pytest.Config) -> None:
+    """CI's hypothesis seed (below), and the collection's order kept by `--dist loadfile`."""
+    if getattr(config.option, "dist", "no") in ("loadfile", "loadscope"):
+        config.option.loadscopereorder = False  # LONGEST_FIRST, not xdist's count of tests
+    if os.environ.get("CI") == "true" and config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = _day_seed()
 
 
 def _day_seed() -> int:
     """The seed of an exploring run: CUMPROD_HYPOTHESIS_SEED, else today's date (UTC) as
     YYYYMMDD, so a day's runs draw the same examples and a failure reruns as it happened."""
     return int(os.environ.get("CUMPROD_HYPOTHESIS_SEED") or time.strftime("%Y%m%d", time.gmtime()))
-
-
-@pytest.hookimpl(tryfirst=True)  # before hypothesis's plugin reads --hypothesis-seed
-def pytest_configure(config: pytest.Config) -> None:
-    if os.environ.get("CI") == "true" and config.getoption("hypothesis_seed", None) is None:
-        config.option.hypothesis_seed = _day_seed()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
