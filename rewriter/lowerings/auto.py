@@ -261,7 +261,7 @@ def facts_of(spec: ScanSpec, compute: ir.DataType | None, target: Target) -> Fac
         position = LAST if i == 1 else FIRST if o == 1 else UNKNOWN if i is None else MIDDLE
     itemsize = int(compute.itemsize) if compute is not None else 4
     static = o is not None and n is not None and i is not None
-    piece = cached.pieces((o, n, i), itemsize, target.cache_pieces) if static else None  # type: ignore[arg-type]
+    piece = cached.pieces((o, n, i), itemsize, target) if static else None  # type: ignore[arg-type]
     return Facts(
         position=position,
         n=n,

@@ -13,8 +13,8 @@ Formula, on the (o, n, i) view of x, for block sizes r_1, r_2, ... (one per leve
 
 - ``carry``: unrolled, ``carry_each``, r from ``Target.carry_radix`` (the narrow runs' r on
   narrow runs, :func:`narrow`); a run-time length padded to ``max_length``, else ``dynamic``.
-- ``radix``: unrolled, one Mul after the Concat, r = 8 on the last axis or up to 512, 16
-  above: r Muls per level against ``carry``'s 2r - 1, fewer nodes for compiling runtimes.
+- ``radix``: unrolled, one Mul after the Concat, r from ``Target.radix_r``: r Muls per
+  level against ``carry``'s 2r - 1, fewer nodes for compiling runtimes.
 - ``blocked``: ``scan_blocks``, one or two levels of power-of-two blocks (:func:`block_sizes`).
 - ``dynamic`` (any length): ``If(n <= S or x empty, scan, blocked with levels L)`` padded at
   run time (S, L: ``Target.dynamic_scan_up_to``, ``Target.dynamic_levels``): one model for
@@ -75,15 +75,16 @@ def carry_levels(n: int, target: Target, narrow_runs: bool = False) -> list[int]
     return _levels(n, narrow_r if narrow_runs else wide)
 
 
-def radix_levels(n: int, last_axis: bool) -> list[int]:
-    """``radix``'s levels: r = 8 on the last axis or up to 512, 16 above."""
-    return _levels(n, 8 if last_axis or n <= 512 else 16)
+def radix_levels(n: int, target: Target, last_axis: bool) -> list[int]:
+    """``radix``'s levels: r by ``target.radix_r``."""
+    r, up_to, beyond = target.radix_r
+    return _levels(n, r if last_axis or n <= up_to else beyond)
 
 
-def block_sizes(n: int) -> list[int]:
-    """``blocked``'s power-of-two block sizes: one level up to 8192, two above, so that
-    B^levels * m is about n with B ~ m."""
-    count = 1 if n <= 8192 else 2
+def block_sizes(n: int, target: Target) -> list[int]:
+    """``blocked``'s power-of-two block sizes: one level up to
+    ``target.blocked_one_level_up_to``, two beyond, so that B^levels * m is about n."""
+    count = 1 if n <= target.blocked_one_level_up_to else 2
     return [1 << max(1, round(math.log2(n) / (count + 1)))] * count
 
 
@@ -330,14 +331,14 @@ def build_radix(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """``radix``: the scan along axis 1 of ``x3`` (in the compute type); n is static."""
     n = v.static_length
     assert n is not None
-    return _tree(b, x3, v, radix_levels(max(n, 1), last_axis=v.inner == 1))
+    return _tree(b, x3, v, radix_levels(max(n, 1), v.target, last_axis=v.inner == 1))
 
 
 def build_blocked(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """``blocked``: the scan along axis 1 of ``x3`` (in the compute type); n is static."""
     n = v.static_length
     assert n is not None
-    return _tree(b, x3, v, block_sizes(max(n, 1)), scan_blocks=True)
+    return _tree(b, x3, v, block_sizes(max(n, 1), v.target), scan_blocks=True)
 
 
 def build_dynamic(b: Builder, x3: ir.Value, v: View) -> ir.Value:

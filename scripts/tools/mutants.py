@@ -1013,9 +1013,9 @@ MUTANTS = [
     ),
     Mutant(
         "cached: tiles under a quarter of the tile size left uncut (the 1 MiB tiles' rule)",
-        "rewriter/lowerings/cached.py",
-        "    return _divisor_piece(o, n * i * itemsize, limit, limit // 8)\n",
-        "    return _divisor_piece(o, n * i * itemsize, limit, limit // 4)\n",
+        "rewriter/targets.py",
+        "    cache_least: tuple[int, int] = (8, 4)\n",
+        "    cache_least: tuple[int, int] = (4, 4)\n",
     ),
     Mutant(
         "cached: a single tile of every row allowed",
@@ -1090,8 +1090,8 @@ MUTANTS = [
     Mutant(
         "cached: halves from runs of 24 bytes (carry's narrow runs)",
         "rewriter/targets.py",
-        "_CACHE_HALVES = (2 << 20, 32, 64)\n",
-        "_CACHE_HALVES = (2 << 20, 24, 64)\n",
+        "_CACHE_HALVES = (4, 2 << 20, 32, 64)\n",
+        "_CACHE_HALVES = (4, 2 << 20, 24, 64)\n",
     ),
     Mutant(
         "cached: halves under 2 MiB too",
@@ -1102,8 +1102,8 @@ MUTANTS = [
     Mutant(
         "cached: halves on 8-byte types too",
         "rewriter/lowerings/cached.py",
-        "    return itemsize == 4 and rows",
-        "    return itemsize in (4, 8) and rows",
+        "        itemsize == size and rows",
+        "        itemsize in (size, 8) and rows",
     ),
     Mutant(
         "cached: the chunks' runs judged narrow on the chunk",
