@@ -12,8 +12,9 @@ import onnx_ir as ir
 
 from rewriter.graphs import NameSource
 
-__all__ = ["Builder", "NameSource"]
+__all__ = ["END", "Builder", "NameSource"]
 
+END = int(np.iinfo(np.int64).max)  # a Slice to the end
 _INT64_MIN = np.iinfo(np.int64).min
 
 

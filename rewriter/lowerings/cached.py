@@ -44,9 +44,8 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
 
 
 def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
-    """The largest divisor k of ``count`` up to count / 2 (two pieces at least) with
-    k * ``unit`` bytes at most ``limit`` (one unit may take more); None where there is none,
-    or its piece takes under ``least`` bytes."""
+    """The largest divisor k of ``count`` up to count / 2 with k * ``unit`` bytes at most
+    ``limit`` (one unit may take more); None where there is none or k * unit < ``least``."""
     if unit == 0:
         return None
     most = min(count // 2, max(1, limit // unit))
@@ -55,9 +54,7 @@ def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
 
 
 def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int, least: int) -> int | None:
-    """T, the rows per tile: the largest divisor of o up to o / 2 whose tile of T * n * i
-    elements takes at most ``limit`` bytes (a single row may take more); None where the
-    view does not tile: a dim not static, o < 2, or tiles under ``least`` bytes."""
+    """T, the rows per tile (:func:`_divisor_piece` of o); None where a dim is not static."""
     o, n, i = dims
     if not (isinstance(o, int) and isinstance(n, int) and isinstance(i, int)):
         return None
@@ -65,9 +62,8 @@ def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int, least: int)
 
 
 def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int, least: int) -> int | None:
-    """C, the positions per chunk of an outermost axis (o = 1): the largest divisor of n up to
-    n / 2 whose chunk of C * i elements takes at most ``limit`` bytes; None where the view
-    does not chunk: o is not 1, a dim not static, or chunks under ``least`` bytes."""
+    """C, the positions per chunk of an outermost axis (:func:`_divisor_piece` of n); None
+    where o is not 1 or a dim is not static."""
     o, n, i = dims
     if o != 1 or not (isinstance(n, int) and isinstance(i, int)):
         return None
@@ -77,10 +73,8 @@ def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int, least: i
 def pieces(
     dims: tuple[Dim, Dim, Dim], itemsize: int, target: Target
 ) -> tuple[tuple[int, int, int], int] | None:
-    """``carry``'s view of one piece and how many there are: a tile (T, n, i) of
-    :func:`tile_rows`, or a chunk (1, C, i) of :func:`chunk_length`, for the target's
-    ``cache_pieces`` and ``cache_least``; None where :func:`build` runs ``carry`` on the
-    whole view."""
+    """``carry``'s view of one piece, a tile (T, n, i) or a chunk (1, C, i), and how many
+    there are; None where :func:`build` runs ``carry`` on the whole view."""
     if target.cache_pieces is None:
         return None
     (tile, chunk), (tile_share, chunk_share) = target.cache_pieces, target.cache_least
@@ -99,9 +93,8 @@ def pieces(
 def halves(
     tile: tuple[int, int, int], itemsize: int, rule: tuple[int, int, int, int] | None
 ) -> bool:
-    """Whether carry's first level cuts the (T, n, i) ``tile`` into its slices in two steps
-    (``carry``'s ``halves``), by the target's ``rule`` (``Target.cache_halves``: item
-    bytes, least tile bytes, least and most bytes of a run of i)."""
+    """Whether carry's first level cuts the (T, n, i) ``tile`` in halves first, by the
+    ``rule`` of ``Target.cache_halves``."""
     if rule is None:
         return False
     rows, n, i = tile
