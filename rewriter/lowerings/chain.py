@@ -49,7 +49,7 @@ def chain(
     seed: ir.Value | None = None,
     slice_first: bool = False,
 ) -> list[ir.Value]:
-    """The running products of ``slices`` (from the end when ``reverse``), started from
+    """The running products of ``slices`` (from the end in ``v.reverse``), started from
     ``seed`` when given. ``slice_first``: each Mul takes the slice first (its last use:
     onnxruntime may write the product in its place)."""
     n = len(slices)
