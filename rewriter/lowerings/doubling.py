@@ -201,5 +201,4 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     middle = guarded_length(b, v, n, bound)
     if v.flat:
         return b.reshape(y, shape_of(b, v.outer, times(b, middle, v.inner)))
-    shape = b.op("Concat", v.tensor(b, v.outer), middle, v.tensor(b, v.inner), axis=0)
-    return b.reshape(y, shape)
+    return b.reshape(y, shape_of(b, v.outer, middle, v.inner))
