@@ -211,6 +211,21 @@ def scan3(
         t = b.op("Pad", t, b.op("Concat", b.const([0] * 4), amount, b.const([0]), axis=0), v.one)
     om = times(b, o, m)
     view = b.reshape(t, shape_of(b, om, r, i))
+
+    def above(totals: ir.Value, tv: View, first: ir.Value | None) -> ir.Value:
+        """The exclusive scan of the (o, m, i) block ``totals`` by the levels above."""
+        return scan3(
+            b,
+            totals,
+            (o, m, i),
+            tv,
+            exclusive=True,
+            levels=rest,
+            seed=first,
+            scan_blocks=scan_blocks,
+            carry_each=carry_each,
+        )
+
     slices = None
     if not scan_blocks:
         slices = _split_in_halves(b, view, r) if halves else b.split(view, 1, r)
@@ -218,17 +233,7 @@ def scan3(
         # the carries first, from float64 totals of x itself; each block's scan then starts
         # from its carry, so its partial products are x's own prefixes (:mod:`.wide`)
         totals = b.reshape(block_totals(b, view, wide, v.target, slices), shape_of(b, o, m, i))
-        carry = scan3(
-            b,
-            totals,
-            (o, m, i),
-            wide_view(b, v, wide),
-            exclusive=True,
-            levels=rest,
-            seed=None if seed is None else b.cast(seed, wide),
-            scan_blocks=scan_blocks,
-            carry_each=carry_each,
-        )
+        carry = above(totals, wide_view(b, v, wide), None if seed is None else b.cast(seed, wide))
         carry = b.cast(carry, ir.DataType.FLOAT)  # wide only for a float32 computation
         if slices is not None:
             pieces = chain.chain(
@@ -266,17 +271,7 @@ def scan3(
             if slices is None:  # the Scan's totals are (o * m, i)
                 total = b.reshape(total, shape_of(b, om, 1, i))
             total = near_one.totals(b, v, total, r, blocks=view, slices=slices)
-        carry = scan3(
-            b,
-            b.reshape(total, shape_of(b, o, m, i)),
-            (o, m, i),
-            v,
-            exclusive=True,
-            levels=rest,
-            seed=seed,
-            scan_blocks=scan_blocks,
-            carry_each=carry_each,
-        )
+        carry = above(b.reshape(total, shape_of(b, o, m, i)), v, seed)
         carry = b.reshape(carry, shape_of(b, om, 1, i))
         if carry_each:
             assert slices is not None
