@@ -63,20 +63,22 @@ MUTANTS = [
     Mutant(
         "tree: the block carries scanned inclusively",
         "rewriter/lowerings/tree.py",
-        "            v,\n            exclusive=True,\n",
-        "            v,\n            exclusive=exclusive,\n",
+        "            exclusive=True,\n            levels=rest,\n",
+        "            exclusive=exclusive,\n            levels=rest,\n",
     ),
     Mutant(
         "tree: the float64 block carries scanned inclusively",
         "rewriter/lowerings/tree.py",
-        "            wide_view(b, v, wide),\n            exclusive=True,\n",
-        "            wide_view(b, v, wide),\n            exclusive=exclusive,\n",
+        "        carry = above(totals, wide_view(b, v, wide), ",
+        "        carry = (lambda t, w, f: scan3(b, t, (o, m, i), w, exclusive=exclusive, "
+        "levels=rest, seed=f, scan_blocks=scan_blocks, carry_each=carry_each))(totals, "
+        "wide_view(b, v, wide), ",
     ),
     Mutant(
         "tree: the seed left out of the float64 carries",
         "rewriter/lowerings/tree.py",
-        "            seed=None if seed is None else b.cast(seed, wide),\n",
-        "            seed=None,\n",
+        "None if seed is None else b.cast(seed, wide))\n",
+        "None)\n",
     ),
     Mutant(
         "wide.block_totals: a block's last slice left out of its float64 total",
@@ -1044,8 +1046,8 @@ MUTANTS = [
     Mutant(
         "carry: a seed left out of the block totals' scan",
         "rewriter/lowerings/tree.py",
-        "            levels=rest,\n            seed=seed,\n",
-        "            levels=rest,\n",
+        "shape_of(b, o, m, i)), v, seed)\n",
+        "shape_of(b, o, m, i)), v, None)\n",
     ),
     Mutant(
         "cached: an exclusive one-position chunk's state output as itself",
