@@ -53,12 +53,7 @@ class Builder:
             return ir.Value(name=self.fresh_name(suffix))
         return ir.Value(name=self.fresh_name(suffix), type=ir.TensorType(dtype), shape=shape)
 
-    def op(
-        self,
-        op_type: str,
-        *inputs: ir.Value | None,
-        **attributes: object,
-    ) -> ir.Value:
+    def op(self, op_type: str, *inputs: ir.Value | None, **attributes: object) -> ir.Value:
         """Append a node with one output and return that output."""
         return self.op_multi(op_type, *inputs, n_out=1, **attributes)[0]
 

@@ -39,14 +39,7 @@ from rewriter.lowerings.view import Dim, View, guarded_length, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = [
-    "ACCURATE_BLOCKED_ABOVE",
-    "BLOCK",
-    "WINDOW_STEPS",
-    "build",
-    "steps",
-    "unsupported",
-]
+__all__ = ["ACCURATE_BLOCKED_ABOVE", "BLOCK", "WINDOW_STEPS", "build", "steps", "unsupported"]
 
 BLOCK = 32  # B: positions per block of the blocked form
 ACCURATE_BLOCKED_ABOVE = 64  # float32 beyond: blocked (or windows), for accuracy
