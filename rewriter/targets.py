@@ -147,6 +147,10 @@ class Target:
         carry_radix: ``carry``'s r per level, ``(elsewhere, on narrow runs)``: 16 (8 and 32
             measured slower on first / middle axes; no results file kept), 4 on the runs
             ``narrow_runs`` calls narrow.
+        radix_r: ``radix``'s r per level, ``(r, up to n, r beyond)``: 8 on the last axis and
+            up to n = 512, 16 beyond (r Muls a level: fewer nodes than ``carry``'s 2r - 1).
+        blocked_one_level_up_to: ``blocked`` takes one level of blocks up to this length,
+            two beyond (B^levels * m about n with B ~ m).
         tree_chain_up_to: A product tree that scans its blocks with Scan (``blocked``,
             ``dynamic``) still unrolls a top level of at most this many blocks as a chain.
         dynamic_scan_up_to: ``dynamic`` takes the plain Scan up to this length (as fast as
@@ -206,10 +210,14 @@ class Target:
             its chunks of an outermost axis (``carry`` on cache-sized pieces, one Scan step
             each: 0.52-0.92x carry's time on 4-32 MiB, against-2026-12-06-without-cached.md);
             None: ``cached`` is not offered (measured and tested on onnxruntime only).
-        cache_halves: ``(tile bytes, least run bytes, most run bytes)``: a 4-byte tile of
-            ``cached`` at least this large (the L2 cache measured) whose runs of i elements
-            take from least to most bytes has carry's first Split in two steps (0.77-1.06x
-            the one Split's time, median 0.90x; 8-byte types 0.84-1.19x, so not there).
+        cache_least: ``(tile, chunk)``: pieces under 1 / tile of the most tile bytes, or
+            1 / chunk of the most chunk bytes, are not cut (``carry`` on the whole view): an
+            eighth of 2 MiB cuts every view the 1 MiB tiles measured before cut.
+        cache_halves: ``(item bytes, tile bytes, least run bytes, most run bytes)``: a tile
+            of ``cached`` of that item size and at least this large (the L2 cache measured)
+            whose runs of i elements take from least to most bytes has carry's first Split
+            in two steps (0.77-1.06x the one Split's time, median 0.90x; 8-byte types
+            0.84-1.19x, so 4 bytes only).
         narrow_runs: ``(bytes, elements)``: ``carry`` takes r = 4 on runs of i elements of at
             most this many bytes in tensors of at least this many elements (and on the last
             axis), r = 16 elsewhere (results/carry-radix-2026-12-03; below 2^21 elements
@@ -251,6 +259,8 @@ class Target:
     local_functions: bool = True
     chain_max_length: int = 1024
     carry_radix: tuple[int, int] = (16, 4)
+    radix_r: tuple[int, int, int] = (8, 512, 16)
+    blocked_one_level_up_to: int = 8192
     tree_chain_up_to: int = 16
     dynamic_scan_up_to: int = 512
     dynamic_levels: tuple[int, ...] = (32, 32)
@@ -268,7 +278,8 @@ class Target:
     where_keeps_negative_zero: bool = False
     scan_over_x: bool = False
     cache_pieces: tuple[int, int] | None = None
-    cache_halves: tuple[int, int, int] | None = None
+    cache_least: tuple[int, int] = (8, 4)
+    cache_halves: tuple[int, int, int, int] | None = None
     narrow_runs: tuple[int, int] = (24, 1 << 21)
     reduce_totals_above: int | None = None
 
@@ -317,7 +328,7 @@ def _compiled(name: str, description: str, **facts: Any) -> Target:
 
 
 _CACHE_PIECES = (2 << 20, 4 << 20)  # onnxruntime: 2 MiB tiles, 4 MiB chunks
-_CACHE_HALVES = (2 << 20, 32, 64)
+_CACHE_HALVES = (4, 2 << 20, 32, 64)
 
 TARGETS: dict[str, Target] = {
     target.name: target

@@ -278,10 +278,9 @@ def _refused_at(lowering: Lowering, spec: ScanSpec, target: Target, opset: int) 
 
 
 def _plain_view(spec: ScanSpec, lowering: str) -> bool:
-    """Whether ``lowering`` builds nothing from x's symbolic dims but a Reshape to them: a
-    ``chain`` over a static length whose view reads at most one symbolic dim on each side of
-    the axis, with no static factor beside it (:func:`.view.in_view` then slices it out of
-    Shape(x) and multiplies nothing), or a length of 1 or an empty x (no view at all)."""
+    """Whether ``lowering`` builds nothing from x's symbolic dims but a Reshape to them: no
+    view (length 1, empty x), or a ``chain`` over a static length with at most one symbolic
+    dim and no static factor on each side of the axis (sliced from Shape(x), not multiplied)."""
     if spec.length == 1 or spec.empty:
         return True
     if lowering != "chain" or spec.length is None or spec.dims is None or spec.axis is None:
@@ -335,9 +334,8 @@ def choose(
     target: Target | None = None,
     opset: int | None = None,
 ) -> Lowering:
-    """The lowering for ``site``: the one named, or ``auto``'s choice for ``target`` (the
-    first row of its table, :mod:`.auto`, that the target accepts), to be built at ai.onnx
-    ``opset`` (None: what depends on the build opset is not checked).
+    """The lowering for ``site``: the one named, or ``auto``'s row for ``target``
+    (:mod:`.auto`), built at ai.onnx ``opset`` (None: the build opset is not checked).
 
     Raises:
         StrategyError: when the lowering cannot compute the site exactly on the target.
@@ -408,11 +406,10 @@ def _as_auto(reason: str, wanted: str, runtime: Target) -> str:
 def _axis_select(
     b: Builder, axis: ir.Value, spec: ScanSpec, emit: Callable[[Builder, ScanSpec], ir.Value]
 ) -> ir.Value:
-    """``Gather(Concat(y_0, ..., y_{r-1}), a)``: each ``y_k`` the lowering at the static axis
-    k (given a new leading axis), one picked at run time, where ``Target.runtime_view`` is
-    false. Gather copies the chosen slab bit for bit (Where turns -0.0 into +0.0); the axis
-    is normalised by ``Gather(range(r), axis)``, which fails outside [-r, r - 1] like the
-    native op. No control flow; it computes r lowerings."""
+    """``Gather(Concat(y_0, ..., y_{r-1}), Gather(range(r), axis))``, ``y_k`` the lowering
+    at axis k with a new leading axis, where ``Target.runtime_view`` is false: no control
+    flow, r lowerings; Gather copies bit for bit (Where turns -0.0 into +0.0) and fails
+    outside [-r, r - 1] like the native op."""
     rank = spec.rank
     assert rank is not None
     table = b.const(list(range(rank)))
@@ -423,9 +420,8 @@ def _axis_select(
 
 
 def _rank_checked(b: Builder, axis: ir.Value) -> ir.Value:
-    """``axis`` as int64, failing at run time unless it has rank 0 or 1 like the native op:
-    ``axis + Gather([0, 0], rank(axis))``, out of bounds for rank >= 2. For an axis whose
-    shape is not declared or inferred."""
+    """``axis + Gather([0, 0], rank(axis))`` in int64 (out of bounds for rank >= 2): an axis
+    of unknown shape fails unless it has rank 0 or 1, like the native op."""
     rank = b.op("Size", b.op("Shape", axis))
     return b.op(
         "Add", b.cast(axis, ir.DataType.INT64), b.op("Gather", b.const([0, 0]), rank, axis=0)

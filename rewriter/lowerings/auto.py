@@ -15,6 +15,7 @@ tables decide speed and compile time, never correctness.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import onnx_ir as ir
@@ -60,8 +61,8 @@ class Facts:
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One rule: where every condition holds, use ``lowering``. Conditions left at their
-    defaults match anything."""
+    """Where every condition holds (those left at their defaults match anything), use
+    ``lowering``."""
 
     lowering: str
     reason: str
@@ -82,70 +83,66 @@ class Row:
     def matches(self, f: Facts) -> bool:
         lo, hi = self.n
         in_range = (lo, hi) == (0, None) if f.n is None else lo <= f.n and (hi is None or f.n <= hi)
-        direction = "reverse" if f.reverse else "forward"
         return (
             f.position in self.at
             and in_range
-            and (self.itemsize is None or f.itemsize == self.itemsize)
-            and (self.dtype is None or f.compute == self.dtype)
+            and self.itemsize in (None, f.itemsize)
+            and self.dtype in (None, f.compute)
             and f.slab >= self.slab
             and (not self.over_bytes or f.nbytes > self.over_bytes)
             and (not self.under_bytes or 0 < f.nbytes <= self.under_bytes)
-            and (self.direction is None or direction == self.direction)
-            and (self.pads is None or f.carry_pads == self.pads)
+            and self.direction in (None, "reverse" if f.reverse else "forward")
+            and self.pads in (None, f.carry_pads)
             and f.rows >= self.rows
-            and (self.static_dims is None or f.static_dims == self.static_dims)
+            and self.static_dims in (None, f.static_dims)
             and (not self.piece_up_to or 0 < f.piece_bytes <= self.piece_up_to)
         )
 
 
 # fmt: off
-# -- onnxruntime (and ``spec``): scripts/bench.py, one intra-op thread ------------------------
-_ORT = "bench-2026-12-05-round29.md"
-_FIRST_HELD = "bench-2026-12-01-first-heldout.md"
+# -- onnxruntime (and spec): scripts/bench.py, one intra-op thread ----------------------------
+_ORT, _HELD = "bench-2026-12-05-round29.md", "bench-2026-12-01-first-heldout.md"
 _CACHED = "against-2026-12-06-without-cached.md"  # auto with cached against without
-_4MIB, _16MIB = 4 * _MIB - 1, 16 * _MIB - 1  # "over" these: 4 MiB or more, 16 MiB or more
 _COMPILE = "compile-2026-12-06-summary.md"  # load / compile + first run against CumSum
+_4M, _16M = 4 * _MIB, 16 * _MIB
+_4MIB, _16MIB = _4M - 1, _16M - 1  # "over" these: 4 MiB or more, 16 MiB or more
 ONNXRUNTIME = (
-    Row("dynamic", "an If on n at run time: scan to 512, a padded blocked scan beyond", _ORT,
-        at=_RT),
+    Row("dynamic", "an If on n: scan to 512, a padded blocked scan beyond", _ORT, at=_RT),
     Row("chain", "n <= 1: x itself, or ones", at=STATIC, n=(0, 1)),
     Row("scan", "a Scan over x's own slabs: no view, no Transpose", _ORT, at=_F, n=(2, 512)),
-    Row("scan", "a Scan step (~1 us) costs less than carry's passes on large slabs", _FIRST_HELD,
-        at=_F, itemsize=4, slab=1000, over_bytes=4 * _MIB, direction="forward"),
-    Row("scan", "in reverse onnxruntime's Scan steps cost more: twice the slab", _FIRST_HELD, at=_F,
-        itemsize=4, slab=2000, over_bytes=4 * _MIB),
-    Row("scan", "8-byte slabs move slower through carry's Split / Concat", _FIRST_HELD, at=_F,
-        itemsize=8, slab=400, over_bytes=4 * _MIB, direction="forward"),
-    Row("scan", "8-byte, in reverse: twice the slab", _FIRST_HELD, at=_F, itemsize=8, slab=800,
-        over_bytes=4 * _MIB),
-    Row("cached", "carry on chunks that stay in cache", _CACHED, at=_F, over_bytes=_4MIB,
-        piece_up_to=16 * _MIB),
+    Row("scan", "a Scan step (~1 us) costs less than carry's passes on large slabs", _HELD, at=_F,
+        itemsize=4, slab=1000, over_bytes=_4M, direction="forward"),
+    Row("scan", "in reverse Scan steps cost more: twice the slab", _HELD, at=_F, itemsize=4,
+        slab=2000, over_bytes=_4M),
+    Row("scan", "8-byte slabs move slower through carry's Split / Concat", _HELD, at=_F,
+        itemsize=8, slab=400, over_bytes=_4M, direction="forward"),
+    Row("scan", "8-byte in reverse: twice the slab", _HELD, at=_F, itemsize=8, slab=800,
+        over_bytes=_4M),
+    Row("cached", "carry on chunks in cache", _CACHED, at=_F, over_bytes=_4MIB, piece_up_to=_16M),
     Row("carry", "log levels of unrolled blocks beat n Scan steps on small slabs", _ORT, at=_F),
-    Row("scan", "short last axes: fewer steps than carry has nodes", _ORT, at=_L, n=(2, 63),
+    Row("scan", "short last axes: fewer steps than carry nodes", _ORT, at=_L, n=(2, 63),
         itemsize=4),
     Row("scan", "short last axes, 8-byte", _ORT, at=_L, n=(2, 7), itemsize=8),
     Row("scan", "carry's padded levels cost a Pad and a Slice each",
         "bench-2026-11-30-round5-lengths.md", at=_L, n=(2, 128), pads=True),
     Row("cached", "carry in tiles that stay in cache, from 16 MiB", _CACHED, at=_L, n=(2, 256),
-        dtype=_F32, over_bytes=_16MIB, piece_up_to=16 * _MIB),
-    Row("scan", "float32 trees take float64 carries, which cost more than a Scan here",
+        dtype=_F32, over_bytes=_16MIB, piece_up_to=_16M),
+    Row("scan", "float32 trees take float64 carries, slower than a Scan here",
         "bench-wide-carries-2026-12-04.md", at=_L, n=(2, 256), dtype=_F32),
     Row("cached", "carry in tiles of rows that stay in cache", _CACHED, at=_L, over_bytes=_4MIB,
-        rows=2, piece_up_to=16 * _MIB),
-    Row("cached", "a single row in chunks, from 16 MiB", _CACHED, at=_L, over_bytes=_16MIB,
-        piece_up_to=16 * _MIB),
+        rows=2, piece_up_to=_16M),
+    Row("cached", "one row in chunks from 16 MiB", _CACHED, at=_L, over_bytes=_16MIB,
+        piece_up_to=_16M),
     Row("carry", "r = 4 blocks on single elements: the fastest exact route measured",
         "bench-2026-11-30-last-carry.md", at=_L),
     Row("chain", "short: n - 1 Muls", _ORT, at=_MU, n=(2, 16)),
-    Row("radix", "under 1 MiB a chain's session costs more than its run: 1.4-1.8x CumSum's "
-        "compile against 2.9-3.8x", _COMPILE, at=_M, n=(17, 512), itemsize=4, under_bytes=_MIB),
-    Row("chain", "one Mul per position, no Transpose: the fastest up to 512", _ORT, at=_MU,
-        n=(2, 512)),
+    Row("radix", "under 1 MiB a chain's session costs more than its run", _COMPILE, at=_M,
+        n=(17, 512), itemsize=4, under_bytes=_MIB),
+    Row("chain", "one Mul per position, no Transpose: fastest to 512", _ORT, at=_MU, n=(2, 512)),
     Row("chain", "on large slabs the chain's per-node cost pays off to its limit",
         "bench-2026-12-01-middle-heldout.md", at=_M, n=(513, 1024), slab=2048),
     Row("cached", "carry in tiles of rows that stay in cache", _CACHED, at=_M, over_bytes=_4MIB,
-        piece_up_to=16 * _MIB),
+        piece_up_to=_16M),
     Row("carry", "log levels of unrolled blocks", _ORT, at=_MU),
 )
 # -- every target without a table of its own (portable), and the others' last rows ---------
@@ -156,86 +153,75 @@ STATIC_RULES = (
     Row("doubling", "no control flow, over a length bounded by max_length", at=_RTL),
 )
 # -- the runtimes' own: scripts/bench_runtime.py --runtime NAME, against its own CumSum -------
-_OV = "bench-runtime-openvino-2026-12-05-round29.md"
-# float32 first / middle axes keep the trees: loop compiles within 2x of CumSum where they take
-# 1.9-5.6x, but runs 2.8-80x CumSum against their 0.06-0.9x (compile-openvino-float32-2026-12-06)
+# OpenVINO float32 first / middle axes keep the trees: loop compiles within 2x of CumSum,
+# runs 2.8-80x CumSum against their 0.06-0.9x (compile-openvino-float32-2026-12-06)
 OPENVINO = (
-    Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis", _OV, at=_L,
-        n=(2, None)),
-    Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x", _COMPILE,
-        at=_FM, n=(256, None), dtype=_I32),
+    Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis",
+        "bench-runtime-openvino-2026-12-05-round29.md", at=_L, n=(2, None)),
+    Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x",
+        _COMPILE, at=_FM, n=(256, None), dtype=_I32),
     Row("chain", "0.31-0.92x radix's time; its compile time grows with its nodes",
         "bench-runtime-openvino-2026-12-01-chain.md", at=_FM, n=(2, 512)),
     *STATIC_RULES,
 )
-_TG = "bench-runtime-tinygrad-2026-12-05-round29.md"
 TINYGRAD = (
-    Row("masked", "carry's fused unrolled tree compiled > 4.3x CumSum's time, masked 0.95-1.21x "
-        "(runs 0.26-0.45x CumSum)", "compile-tinygrad-masked-2026-12-06.md", at=_F | _L,
-        n=(1024, 8192), itemsize=4, under_bytes=_MIB),
-    Row("masked", "middle axes: carry compiled 4.2-4.4x CumSum's time at n = 1024 (> 5.5x at "
-        "8192), masked 0.92-1.16x; runs 0.82-1.03x carry's time",
+    Row("masked", "carry's unrolled tree compiled > 4.3x CumSum's time, masked 0.95-1.21x",
+        "compile-tinygrad-masked-2026-12-06.md", at=_F | _L, n=(1024, 8192), itemsize=4,
+        under_bytes=_MIB),
+    Row("masked", "middle axes: carry compiled 4.2-4.4x CumSum's time, masked 0.92-1.16x",
         "compile-tinygrad-2026-12-06-middle.md", at=_M, n=(1024, 8192), itemsize=4,
         under_bytes=_MIB),
-    Row("carry", "0.36-1.10x radix's time (median 0.96x)", _TG, at=_FLM, n=(17, None)),
+    Row("carry", "0.36-1.10x radix's time (median 0.96x)",
+        "bench-runtime-tinygrad-2026-12-05-round29.md", at=_FLM, n=(17, None)),
     Row("carry", "padded to max_length: doubling compiled 5-10x longer",
         "tinygrad-run-time-length-2026-12-01.md", at=_RTL),
     *STATIC_RULES,
 )
-_TRACT = "bench-runtime-tract-2026-12-05-round29.md"
-_FEW_ROWS = "few rows: Scan's n steps cost more than unrolled levels"
+_TR, _FEW = "bench-runtime-tract-2026-12-05-round29.md", "few rows: n Scan steps cost more"
 TRACT = (
-    Row("chain", "short last axes", _TRACT, at=_L, n=(2, 64)),
-    Row("radix", _FEW_ROWS, _TRACT, at=_L, n=(8193, None), dtype=_F32),
-    Row("carry", _FEW_ROWS, _TRACT, at=_L, n=(8193, None)),
-    Row("carry", "8-byte: carry where its levels pad nothing", _TRACT, at=_L, n=(2, None),
+    Row("chain", "short last axes", _TR, at=_L, n=(2, 64)),
+    Row("radix", _FEW, _TR, at=_L, n=(8193, None), dtype=_F32),
+    Row("carry", _FEW, _TR, at=_L, n=(8193, None)),
+    Row("carry", "8-byte: carry where its levels pad nothing", _TR, at=_L, n=(2, None),
         itemsize=8, pads=False),
     Row("carry", "tract's Scan is slow at powers of two from 1024; carry pads nothing there",
         "bench-runtime-tract-2026-12-01-int32-last-2e20.md", at=_L, n=(1024, None), pads=False),
-    Row("scan", "padded levels cost tract a Pad and a Slice each", _TRACT, at=_L, n=(2, None)),
-    Row("scan", "a Scan's slices of x are views: any n on large slabs", _TRACT, at=_F, n=(2, None),
+    Row("scan", "padded levels cost tract a Pad and a Slice each", _TR, at=_L, n=(2, None)),
+    Row("scan", "slices of x are views: any n on large slabs", _TR, at=_F, n=(2, None),
         dtype=_F32, slab=1500),
-    Row("scan", "float32 first and middle axes to 512", _TRACT, at=_FM, n=(2, 512), dtype=_F32),
-    Row("scan", "where carry's levels pad, Scan to 1024", _TRACT, at=_FM, n=(2, 1024), dtype=_F32,
-        pads=True),
-    Row("carry", "float32 beyond", _TRACT, at=_FM, n=(2, None), dtype=_F32),
-    Row("scan", "a Scan's slices of x are views: any n on large slabs", _TRACT, at=_F, n=(2, None),
-        slab=900),
-    Row("scan", "0.62-1.04x radix's time at 1000 and 1024", _TRACT, at=_FM, n=(2, 1024)),
-    Row("radix", "beyond 1024", _TRACT, at=_FM, n=(2, None)),
+    Row("scan", "float32 first and middle axes to 512", _TR, at=_FM, n=(2, 512), dtype=_F32),
+    Row("scan", "where carry pads, Scan to 1024", _TR, at=_FM, n=(2, 1024), dtype=_F32, pads=True),
+    Row("carry", "float32 beyond", _TR, at=_FM, n=(2, None), dtype=_F32),
+    Row("scan", "slices of x are views: any n on large slabs", _TR, at=_F, n=(2, None), slab=900),
+    Row("scan", "0.62-1.04x radix's time at 1000 and 1024", _TR, at=_FM, n=(2, 1024)),
+    Row("radix", "beyond 1024", _TR, at=_FM, n=(2, None)),
     *STATIC_RULES,
 )
 _IREE = "bench-runtime-iree-2026-12-05-round29.md"
 IREE = (
     Row("doubling", "1.3-6.8x its CumSum against chain / radix's 2.2-7.9x", _IREE, at=_L,
         n=(2, None), itemsize=4),
-    Row("chain", "8-byte short rows; IREE refused one row's chain past 32 bindings", _IREE, at=_L,
+    Row("chain", "8-byte short rows; one row's chain past 32 bindings refused", _IREE, at=_L,
         n=(2, 32), itemsize=8),
     Row("chain", "8-byte, two rows or more", _IREE, at=_L, n=(2, 64), itemsize=8, rows=2),
     Row("radix", "8-byte beyond", _IREE, at=_L, n=(2, None), itemsize=8),
-    Row("chain", "0.15-0.72x radix's time; compiles within 2x CumSum's to n = 32 (middle)",
-        _COMPILE, at=_M, n=(2, 32)),
-    Row("chain", "compiles within 2x CumSum's to n = 64 on a first axis", _COMPILE, at=_F,
-        n=(2, 64)),
-    Row("doubling", "compiles in 1.0-1.7x CumSum's time (chain 2.2-7.7x, carry 2.3-2.9x); "
-        "runs 1.6-3.6x CumSum against carry's 0.8-1.2x", _COMPILE, at=_FM, n=(2, None),
-        itemsize=4),
+    Row("chain", "0.15-0.72x radix's time; compiles within 2x CumSum's to n = 32", _COMPILE,
+        at=_M, n=(2, 32)),
+    Row("chain", "compiles within 2x CumSum's to n = 64, first axis", _COMPILE, at=_F, n=(2, 64)),
+    Row("doubling", "compiles in 1.0-1.7x CumSum's time (chain 2.2-7.7x, carry 2.3-2.9x)",
+        _COMPILE, at=_FM, n=(2, None), itemsize=4),
     Row("chain", "8-byte (compile not measured): 0.15-0.72x radix's time",
         "bench-runtime-iree-2026-12-01-probe.md", at=_FM, n=(2, 256)),
     Row("carry", "0.62-1.12x radix's time at n = 512-4096", _IREE, at=_FM, n=(2, None)),
     *STATIC_RULES,
 )
-# -- MNN 3.6: bench_runtime.py --runtime mnn --compile 1, float32, N = 65536, a loaded machine
-MNN = (
-    Row("doubling", "radix ran 2.7-118x MNN's CumSum, doubling 0.23-11.5x, at 1.4-3.6x "
-        "CumSum's convert + first run (0.2-0.4 s; radix 0.8-2.5x)",
+MNN = (  # MNN 3.6, --compile 1, float32, N = 65536, a loaded machine
+    Row("doubling", "radix ran 2.7-118x MNN's CumSum, doubling 0.23-11.5x",
         "bench-runtime-mnn-2026-12-06-auto.md", at=STATIC, n=(17, None)),
     *STATIC_RULES,
 )
-# -- ncnn via pnnx: which lowerings load and run right, float32 (4 direction pairs a shape)
-NCNN = (
-    Row("chain", "the one lowering ncnn loads and runs right at every static length tried "
-        "(6-1024); the trees load on some shapes only (no Pad layer)",
+NCNN = (  # ncnn via pnnx: which lowerings load and run right, float32
+    Row("chain", "the one lowering ncnn loads and runs right at every static length tried",
         "ncnn-lowerings-2026-12-06.md", at=STATIC, n=(0, 1024)),
     *STATIC_RULES,
 )
@@ -261,7 +247,7 @@ def facts_of(spec: ScanSpec, compute: ir.DataType | None, target: Target) -> Fac
         position = LAST if i == 1 else FIRST if o == 1 else UNKNOWN if i is None else MIDDLE
     itemsize = int(compute.itemsize) if compute is not None else 4
     static = o is not None and n is not None and i is not None
-    piece = cached.pieces((o, n, i), itemsize, target.cache_pieces) if static else None  # type: ignore[arg-type]
+    piece = cached.pieces((o, n, i), itemsize, target) if static else None  # type: ignore[arg-type]
     return Facts(
         position=position,
         n=n,
@@ -271,10 +257,10 @@ def facts_of(spec: ScanSpec, compute: ir.DataType | None, target: Target) -> Fac
         reverse=spec.reverse,
         rows=o if o is not None else 1,
         static_dims=spec.static_dims,
-        carry_pads=n is not None
-        and n > 1
-        and tree.pads(n, tree.carry_levels(n, target, position == LAST)),
-        piece_bytes=0 if piece is None else itemsize * piece[0][0] * piece[0][1] * piece[0][2],
+        carry_pads=bool(
+            n and n > 1 and tree.pads(n, tree.carry_levels(n, target, position == LAST))
+        ),
+        piece_bytes=0 if piece is None else itemsize * math.prod(piece[0]),
     )
 
 

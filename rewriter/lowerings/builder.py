@@ -12,8 +12,9 @@ import onnx_ir as ir
 
 from rewriter.graphs import NameSource
 
-__all__ = ["Builder", "NameSource"]
+__all__ = ["END", "Builder", "NameSource"]
 
+END = int(np.iinfo(np.int64).max)  # a Slice to the end
 _INT64_MIN = np.iinfo(np.int64).min
 
 
@@ -52,12 +53,7 @@ class Builder:
             return ir.Value(name=self.fresh_name(suffix))
         return ir.Value(name=self.fresh_name(suffix), type=ir.TensorType(dtype), shape=shape)
 
-    def op(
-        self,
-        op_type: str,
-        *inputs: ir.Value | None,
-        **attributes: object,
-    ) -> ir.Value:
+    def op(self, op_type: str, *inputs: ir.Value | None, **attributes: object) -> ir.Value:
         """Append a node with one output and return that output."""
         return self.op_multi(op_type, *inputs, n_out=1, **attributes)[0]
 

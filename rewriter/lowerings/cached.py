@@ -10,8 +10,7 @@ Formula, on the (o, n, i) view of x, all three static, for the target's piece si
         chunks scanned so far (ones at first; in reverse the Scan runs from the end):
         y_chunk = carry(chunk) seeded with P;  P' = y_chunk at the chunk's last position
         in scan order (exclusive: times the chunk's own factor there)
-    else (a dim not static, tiles under an eighth of ``tile``, chunks under a quarter of
-    ``chunk``): ``carry``
+    else (a dim not static, pieces under ``Target.cache_least``'s share): ``carry``
 
 Accuracy: rows are independent scans and each chunk is seeded with the product before it,
 as ``carry`` seeds its blocks: the same products, bounds and special values as ``carry``.
@@ -45,9 +44,8 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
 
 
 def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
-    """The largest divisor k of ``count`` up to count / 2 (two pieces at least) with
-    k * ``unit`` bytes at most ``limit`` (one unit may take more); None where there is none,
-    or its piece takes under ``least`` bytes."""
+    """The largest divisor k of ``count`` up to count / 2 with k * ``unit`` bytes at most
+    ``limit`` (one unit may take more); None where there is none or k * unit < ``least``."""
     if unit == 0:
         return None
     most = min(count // 2, max(1, limit // unit))
@@ -55,62 +53,60 @@ def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
     return None if k == 0 or k * unit < least else k
 
 
-def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int) -> int | None:
-    """T, the rows per tile: the largest divisor of o up to o / 2 whose tile of T * n * i
-    elements takes at most ``limit`` bytes (a single row may take more); None where the
-    view does not tile: a dim not static, o < 2, or tiles under an eighth of ``limit``."""
+def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int, least: int) -> int | None:
+    """T, the rows per tile (:func:`_divisor_piece` of o); None where a dim is not static."""
     o, n, i = dims
     if not (isinstance(o, int) and isinstance(n, int) and isinstance(i, int)):
         return None
-    return _divisor_piece(o, n * i * itemsize, limit, limit // 8)
+    return _divisor_piece(o, n * i * itemsize, limit, least)
 
 
-def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int) -> int | None:
-    """C, the positions per chunk of an outermost axis (o = 1): the largest divisor of n up to
-    n / 2 whose chunk of C * i elements takes at most ``limit`` bytes; None where the view
-    does not chunk: o is not 1, a dim not static, or chunks under a quarter of ``limit``."""
+def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int, least: int) -> int | None:
+    """C, the positions per chunk of an outermost axis (:func:`_divisor_piece` of n); None
+    where o is not 1 or a dim is not static."""
     o, n, i = dims
     if o != 1 or not (isinstance(n, int) and isinstance(i, int)):
         return None
-    return _divisor_piece(n, i * itemsize, limit, limit // 4)
+    return _divisor_piece(n, i * itemsize, limit, least)
 
 
 def pieces(
-    dims: tuple[Dim, Dim, Dim], itemsize: int, sizes: tuple[int, int] | None
+    dims: tuple[Dim, Dim, Dim], itemsize: int, target: Target
 ) -> tuple[tuple[int, int, int], int] | None:
-    """``carry``'s view of one piece and how many there are: a tile (T, n, i) of
-    :func:`tile_rows`, or a chunk (1, C, i) of :func:`chunk_length`, for the target's
-    ``(tile, chunk)`` byte ``sizes`` (``Target.cache_pieces``); None where :func:`build`
-    runs ``carry`` on the whole view."""
-    if sizes is None:
+    """``carry``'s view of one piece, a tile (T, n, i) or a chunk (1, C, i), and how many
+    there are; None where :func:`build` runs ``carry`` on the whole view."""
+    if target.cache_pieces is None:
         return None
+    (tile, chunk), (tile_share, chunk_share) = target.cache_pieces, target.cache_least
     o, n, i = dims
-    rows = tile_rows(dims, itemsize, sizes[0])
+    rows = tile_rows(dims, itemsize, tile, tile // tile_share)
     if rows is not None:
         assert isinstance(o, int) and isinstance(n, int) and isinstance(i, int)
         return (rows, n, i), o // rows
-    length = chunk_length(dims, itemsize, sizes[1])
+    length = chunk_length(dims, itemsize, chunk, chunk // chunk_share)
     if length is not None:
         assert isinstance(n, int) and isinstance(i, int)
         return (1, length, i), n // length
     return None
 
 
-def halves(tile: tuple[int, int, int], itemsize: int, rule: tuple[int, int, int] | None) -> bool:
-    """Whether carry's first level cuts the (T, n, i) ``tile`` into its slices in two steps
-    (``carry``'s ``halves``): 4-byte compute types, by the target's ``rule``
-    (``Target.cache_halves``: least tile bytes, least and most bytes of a run of i)."""
+def halves(
+    tile: tuple[int, int, int], itemsize: int, rule: tuple[int, int, int, int] | None
+) -> bool:
+    """Whether carry's first level cuts the (T, n, i) ``tile`` in halves first, by the
+    ``rule`` of ``Target.cache_halves``."""
     if rule is None:
         return False
     rows, n, i = tile
-    least_tile, least, most = rule
-    return itemsize == 4 and rows * n * i * itemsize >= least_tile and least <= i * itemsize <= most
+    size, least_tile, least, most = rule
+    return (
+        itemsize == size and rows * n * i * itemsize >= least_tile and least <= i * itemsize <= most
+    )
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
-    sizes = v.target.cache_pieces
-    piece = pieces(v.dims(), int(v.dtype.itemsize), sizes) if v.dtype is not None else None
+    piece = pieces(v.dims(), int(v.dtype.itemsize), v.target) if v.dtype is not None else None
     if piece is None:
         return tree.build_carry(b, x3, v)
     (rows, length, _), _ = piece

@@ -46,16 +46,14 @@ def chain(
     v: View,
     *,
     exclusive: bool,
-    reverse: bool,
     seed: ir.Value | None = None,
     slice_first: bool = False,
 ) -> list[ir.Value]:
-    """The running products of ``slices`` (in order, or from the end when ``reverse``), each
-    started from ``seed`` when given, in the slices' order. ``slice_first``: each Mul takes
-    the slice as its first input (its last use, so onnxruntime may write the product in its
-    place; ``carry``'s seeded blocks); the same products."""
+    """The running products of ``slices`` (from the end in ``v.reverse``), started from
+    ``seed`` when given. ``slice_first``: each Mul takes the slice first (its last use:
+    onnxruntime may write the product in its place)."""
     n = len(slices)
-    order = list(range(n - 1, -1, -1) if reverse else range(n))
+    order = list(range(n - 1, -1, -1) if v.reverse else range(n))
     outputs: list[ir.Value | None] = [None] * n
     running = seed
     for step, idx in enumerate(order):
@@ -86,7 +84,7 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     size = v.inner if v.flat and isinstance(v.inner, int) else 1
     assert not v.flat or isinstance(v.inner, int) or b.opset >= 18, "Split needs the sizes"
     slices = b.split(x3, 1, n, size)
-    outputs = chain(b, slices, v, exclusive=v.exclusive, reverse=v.reverse)
+    outputs = chain(b, slices, v, exclusive=v.exclusive)
     if n == 1:
         return outputs[0] if outputs[0] is not x3 else b.op("Identity", x3)
     return b.op("Concat", *outputs, axis=1)

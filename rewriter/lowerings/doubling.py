@@ -31,25 +31,16 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
 import onnx_ir as ir
 
 from rewriter.lowerings import near_one
-from rewriter.lowerings.builder import Builder
+from rewriter.lowerings.builder import END, Builder
 from rewriter.lowerings.view import Dim, View, guarded_length, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = [
-    "ACCURATE_BLOCKED_ABOVE",
-    "BLOCK",
-    "WINDOW_STEPS",
-    "build",
-    "steps",
-    "unsupported",
-]
+__all__ = ["ACCURATE_BLOCKED_ABOVE", "BLOCK", "WINDOW_STEPS", "build", "steps", "unsupported"]
 
-_INT64_MAX = int(np.iinfo(np.int64).max)
 BLOCK = 32  # B: positions per block of the blocked form
 ACCURATE_BLOCKED_ABOVE = 64  # float32 beyond: blocked (or windows), for accuracy
 WINDOW_STEPS = 5  # the plain form's first steps in offset windows of 2^5 factors
@@ -83,10 +74,9 @@ def _shift_flat(b: Builder, y: ir.Value, s: int, v: View) -> ir.Value:
 
 
 def _shift_padded_first(b: Builder, y: ir.Value, s: int, n: ir.Value, v: View) -> ir.Value:
-    """``_shift`` by a Pad of ``s`` ones first, then a Slice back to ``n`` with bounds in
-    [0, n + s]: ``Slice(Pad(y, s before), 0, n)`` (reverse: ``Slice(Pad(y, s after), s, s +
-    n)``), for targets without ``slice_clamps`` or ``empty_pad``, where the plain shift (a
-    Slice to -s, then a Pad) goes wrong when s >= n at run time."""
+    """``_shift`` as ``Slice(Pad(y, s before), 0, n)`` (reverse: ``Slice(Pad(y, s after),
+    s, s + n)``), bounds in [0, n + s], for targets without ``slice_clamps`` or
+    ``empty_pad`` (the plain shift goes wrong there when s >= n at run time)."""
     pads = [0, 0, 0, 0, s, 0] if v.reverse else [0, s, 0, 0, 0, 0]
     padded = b.op("Pad", y, b.const(pads), v.one)
     if v.reverse:
@@ -108,11 +98,11 @@ def _shift(b: Builder, y: ir.Value, s: int, n: ir.Value | None, v: View) -> ir.V
         # ones Concat-ed (always n long, no cut): IREE's Pad bug, seen for 8-byte types
         ones = v.ones(b, b.slice_axis(y, 1, 0, s))
         if v.reverse:
-            return b.op("Concat", b.slice_axis(y, 1, s, _INT64_MAX), ones, axis=1)
+            return b.op("Concat", b.slice_axis(y, 1, s, END), ones, axis=1)
         return b.op("Concat", ones, b.slice_axis(y, 1, 0, -s), axis=1)
     pads = [0, 0, 0, 0, 0, 0]
     if v.reverse:
-        kept = b.slice_axis(y, 1, s, _INT64_MAX)
+        kept = b.slice_axis(y, 1, s, END)
         pads[4] = s
     else:
         kept = b.slice_axis(y, 1, 0, -s)
@@ -133,9 +123,8 @@ def _scan_static(b: Builder, y: ir.Value, length: int, v: View, *, exclusive: bo
 
 
 def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
-    """The blocked form (module docstring) of the scan along axis 1 of ``x3``; n static. On
-    the 2-D view (o, n * i), i static, every tensor has rank 2: a position is i columns (a
-    block B * i, a shift by s one by s * i) and the carries (o * m, i) are tiled B times."""
+    """The blocked form of the scan along axis 1 of ``x3``, n static; on the 2-D view
+    (i static) a position is i columns and the carries (o * m, i) are tiled B times."""
     i = v.inner
     w = i if v.flat else 1  # columns per position
     assert isinstance(w, int), w
@@ -172,9 +161,7 @@ def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
 
 
 def _blocks(v: View, n: int) -> bool:
-    """Whether the static length ``n`` takes the blocked form (3-D or 2-D view): from
-    ``Target.doubling_blocked_from`` (speed), and a float32 computation beyond
-    :data:`ACCURATE_BLOCKED_ABOVE` (accuracy)."""
+    """Whether the static length ``n`` takes the blocked form (module docstring)."""
     first = v.target.doubling_blocked_from
     if first is not None and n >= first:
         return True
@@ -207,5 +194,4 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     middle = guarded_length(b, v, n, bound)
     if v.flat:
         return b.reshape(y, shape_of(b, v.outer, times(b, middle, v.inner)))
-    shape = b.op("Concat", v.tensor(b, v.outer), middle, v.tensor(b, v.inner), axis=0)
-    return b.reshape(y, shape)
+    return b.reshape(y, shape_of(b, v.outer, middle, v.inner))

@@ -23,6 +23,8 @@ Cost: 15 elementwise nodes and 3 CumSum; about 12 passes over memory. No control
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import onnx_ir as ir
 
@@ -36,7 +38,6 @@ __all__ = [
     "build32",
     "compute_dtype",
     "compute_dtype32",
-    "exclusive_cumsum_refusal",
     "max_ulps",
     "max_ulps32",
     "unsupported",
@@ -56,14 +57,9 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
             f"strategy 'logsum' computes in float32 on {target.name}, which has no float64, "
             "and float32 cannot hold float64 inputs: use 'auto'"
         )
-    return exclusive_cumsum_refusal("logsum", spec, target)
-
-
-def exclusive_cumsum_refusal(name: str, spec: ScanSpec, target: Target) -> str | None:
-    """Why ``name`` cannot run an exclusive scan on ``target`` (``exclusive_cumsum``)."""
     if spec.exclusive and not target.exclusive_cumsum:
         return (
-            f"strategy '{name}' takes an exclusive CumSum, which {target.name} computes as the "
+            f"strategy 'logsum' takes an exclusive CumSum, which {target.name} computes as the "
             "inclusive sum minus x (NaN after a zero or an infinity): use 'auto'"
         )
     return None
@@ -103,7 +99,7 @@ def max_ulps32(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
 
 
 def log_exp(b: Builder, x3: ir.Value, v: View, dtype: ir.DataType) -> ir.Value:
-    """The formula above in ``dtype`` (x3 is already in it)."""
+    """The scan along axis 1 of ``x3`` by the formula above, in ``dtype`` (x3 is in it)."""
     axis = b.const(1)
     scan = {"exclusive": int(v.exclusive), "reverse": int(v.reverse)}
     zero = b.const(0.0, dtype)
@@ -121,11 +117,5 @@ def log_exp(b: Builder, x3: ir.Value, v: View, dtype: ir.DataType) -> ir.Value:
     return b.op("Mul", b.op("Mul", sign, magnitude), nonzero)
 
 
-def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
-    """The scan along axis 1 of ``x3`` (float64)."""
-    return log_exp(b, x3, v, ir.DataType.DOUBLE)
-
-
-def build32(b: Builder, x3: ir.Value, v: View) -> ir.Value:
-    """The scan along axis 1 of ``x3`` (float32), for a target without float64."""
-    return log_exp(b, x3, v, ir.DataType.FLOAT)
+build = functools.partial(log_exp, dtype=ir.DataType.DOUBLE)
+build32 = functools.partial(log_exp, dtype=ir.DataType.FLOAT)  # a target without float64

@@ -24,12 +24,11 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.lowerings.builder import Builder
+from rewriter.lowerings.builder import END, Builder
 from rewriter.lowerings.view import View
 
 __all__ = ["build", "compute_dtype", "max_ulps"]
 
-_END = np.iinfo(np.int64).max  # a Slice to the end
 _WIDER = {ir.DataType.FLOAT16: ir.DataType.FLOAT, ir.DataType.BFLOAT16: ir.DataType.FLOAT}
 
 
@@ -73,12 +72,9 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
 
 
 def _running_product(b: Builder, x3: ir.Value, v: View) -> ir.Value:
-    """The inclusive scan along axis 1: Loop, then the stacked axis moved back.
-
-    Where a zero-iteration Loop's output cannot be given its shape
-    (``Target.loop_empty_length``: OpenVINO) and the length may be 0, a slab of ones is
-    put before x3 so the Loop runs at least once, and its product sliced off the result
-    (one more copy of x3 and a Slice)."""
+    """The inclusive scan along axis 1: Loop, then the stacked axis moved back; without
+    ``Target.loop_empty_length``, where the length may be 0, a slab of ones before x3 (the
+    Loop runs at least once) sliced off the result."""
     outer, length, inner = (v.tensor(b, d) for d in v.dims())
     guarded = not v.target.loop_empty_length and not (v.static_length or 0) > 0
     steps = length
@@ -112,7 +108,7 @@ def _running_product(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     if b.opset >= 14 or (v.static_length or 0) > 0 or guarded:
         stacked = b.reshape(stacked, full)
         if guarded:
-            stacked = b.slice_axis(stacked, 0, 1, _END)
+            stacked = b.slice_axis(stacked, 0, 1, END)
     else:  # without allowzero a 0 in ``full`` would copy a dim the [0]-shaped output lacks
         stacked = b.op(
             "If",

@@ -35,14 +35,10 @@ import onnx_ir as ir
 from rewriter.lowerings.builder import Builder
 from rewriter.lowerings.view import Dim, View, shape_of, times
 from rewriter.lowerings.wide import wide_view
-from rewriter.site import ScanSpec
+from rewriter.site import FLOAT_TYPES, ScanSpec
 from rewriter.targets import Target
 
 __all__ = ["build", "unsupported"]
-
-_FLOATS = frozenset(
-    {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
-)
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
@@ -50,18 +46,18 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     Where is not known to keep -0.0; float32 (and narrower) where it computes no float64."""
     if spec.dtype is None:
         return None  # refused by the record (not type-generic)
-    if spec.dtype not in _FLOATS and not target.reduce_prod_wraps:
+    if spec.dtype not in FLOAT_TYPES and not target.reduce_prod_wraps:
         return (
             "strategy 'masked' multiplies integers with ReduceProd, which is not known to "
             f"wrap around like Mul on {target.name} (onnxruntime 1.32's saturates): use "
             "another strategy"
         )
-    if spec.dtype in _FLOATS and not target.where_keeps_negative_zero:
+    if spec.dtype in FLOAT_TYPES and not target.where_keeps_negative_zero:
         return (
             "strategy 'masked' selects x's factors with Where, which is not known to keep "
             f"-0.0 on {target.name} (onnxruntime 1.32's returns +0.0): use another strategy"
         )
-    if spec.dtype in _FLOATS - {ir.DataType.DOUBLE} and not target.float64:
+    if spec.dtype in FLOAT_TYPES - {ir.DataType.DOUBLE} and not target.float64:
         return (
             f"strategy 'masked' multiplies {spec.dtype.name.lower()} in float64, which "
             f"{target.name} does not compute: use another strategy"

@@ -41,9 +41,8 @@ Offsets = tuple[ir.Value, ir.Value]  # a product's offset from 1, and its factor
 
 
 def wanted(v: View) -> bool:
-    """Whether the tree computes float32 (float32, float16 and bfloat16 inputs), so takes
-    these totals where it takes no float64 ones (the trees ask :func:`.wide.carry_dtype`
-    first; blocked ``doubling`` never takes float64)."""
+    """Whether the tree computes float32 (float32, float16 and bfloat16 inputs): these
+    totals where it takes no float64 ones (:func:`.wide.carry_dtype`; ``doubling`` none)."""
     return v.dtype == ir.DataType.FLOAT
 
 
@@ -66,9 +65,9 @@ def _offsets_of_slices(b: Builder, v: View, slices: list[ir.Value]) -> Offsets:
 
 
 def _offsets_of_blocks(b: Builder, v: View, blocks: ir.Value, size: int, run: int) -> Offsets:
-    """The ``blocks``' offsets halved pairwise along axis 1 (a Split in two, each level):
-    (o * m, r, i), or on the 2-D view (o * m, r * run), a factor being ``run`` columns. The
-    distances: a ReduceMax along axis 1, or on the 2-D view with run > 1 halved as well."""
+    """The (o * m, r, i) ``blocks``' offsets halved pairwise along axis 1 (on the 2-D view
+    (o * m, r * run) a factor is ``run`` columns); their distances by a ReduceMax (run > 1:
+    halved as well)."""
     offset = b.op("Sub", blocks, v.one)
     distance = b.op("Abs", offset)
     by_halves = run > 1

@@ -24,10 +24,9 @@ over x itself: no view and no Reshape back, which onnxruntime copies into a grap
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 
-from rewriter.lowerings.builder import Builder
+from rewriter.lowerings.builder import END, Builder
 from rewriter.lowerings.view import View, one_for
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
@@ -41,24 +40,19 @@ def scan_front(
     v: View,
     *,
     exclusive: bool,
-    reverse: bool,
     slice_rank: int,
     init: ir.Value | None = None,
 ) -> tuple[ir.Value, ir.Value]:
     """Scan along axis 0 of ``x`` in ``v``'s type: (the running products, the product of
-    all slices).
-
-    ``init`` (broadcastable to a slice) seeds the running product; ones by default. The body's
-    values get the slice's rank (``slice_rank``) as their shape: onnxruntime's Scan-9/11
-    refuses a body output without a shape when the input's dims are symbolic. Where the
-    target ignores Scan directions, ``reverse`` flips the input and the outputs instead.
-    """
+    all slices), seeded by ``init`` (broadcastable to a slice; ones by default). The body's
+    values have rank ``slice_rank`` (onnxruntime's Scan-9/11 refuses a body output without
+    a shape over symbolic dims); without ``Target.scan_directions`` reverse is a flip."""
     dtype = v.dtype
     if init is None:
         shape = b.op("Shape", x)
-        rest = b.op("Slice", shape, b.const([1]), b.const([np.iinfo(np.int64).max]))
+        rest = b.op("Slice", shape, b.const([1]), b.const([END]))
         init = b.op("Expand", v.one, rest)
-    flip = reverse and not v.target.scan_directions
+    flip = v.reverse and not v.target.scan_directions
     if flip:
         x = b.flip(x, 0)
     body = b.child()
@@ -74,7 +68,7 @@ def scan_front(
     graph = body.graph([state, item], [product, out], "cumprod_scan_body")
     directions = (
         {"scan_input_directions": [1], "scan_output_directions": [1]}
-        if reverse and not flip
+        if v.reverse and not flip
         else {}
     )
     total, y = b.op_multi("Scan", init, x, n_out=2, body=graph, num_scan_inputs=1, **directions)
@@ -84,16 +78,14 @@ def scan_front(
 
 
 def _padded(b: Builder, x: ir.Value, rank: int, n: ir.Value, v: View) -> ir.Value:
-    """The scan along axis 0 of a rank-``rank`` ``x`` of run-time length ``n`` (a 1-element
-    int64 tensor) without an If for n = 0, for targets without If: one slab of ones is put
-    before the first item scanned (after the last when reverse), so the Scan always runs at
-    least once; the inclusive scan of that is [1, y_0, ..., y_{n-1}], whose first n slabs
-    are the exclusive result and last n the inclusive one (in scan order). One extra slab
-    copy (Pad) and a Slice."""
+    """The scan along axis 0 of a rank-``rank`` ``x`` of run-time length ``n`` without If:
+    one slab of ones scanned first, so the Scan always runs; the inclusive scan
+    [1, y_0, ..., y_{n-1}] holds the exclusive result in its first n slabs and the
+    inclusive one in its last n (in scan order). One Pad (a copy of x) and a Slice."""
     pads = [0] * (2 * rank)
     pads[rank if v.reverse else 0] = 1
     padded = b.op("Pad", x, b.const(pads), v.one)
-    y, _ = scan_front(b, padded, v, exclusive=False, reverse=v.reverse, slice_rank=rank - 1)
+    y, _ = scan_front(b, padded, v, exclusive=False, slice_rank=rank - 1)
     drop_first = v.exclusive == v.reverse  # forward inclusive / reverse exclusive
     if drop_first:
         return b.op("Slice", y, b.const([1]), b.op("Add", n, b.const([1])), b.const([0]))
@@ -101,13 +93,12 @@ def _padded(b: Builder, x: ir.Value, rank: int, n: ir.Value, v: View) -> ir.Valu
 
 
 def _scan(b: Builder, x: ir.Value, rank: int, n: ir.Value | None, v: View) -> ir.Value:
-    """The scan along axis 0 of a rank-``rank`` ``x``. ``n``: its length (a 1-element int64
-    tensor) where it is known only at run time: then an If skips the Scan when n = 0
-    (onnxruntime's Scan fails on zero iterations, "Invalid dim0_offset"), or on targets
-    without If :func:`_padded` scans a slab of ones first."""
+    """The scan along axis 0 of a rank-``rank`` ``x``; ``n``: its run-time length, where
+    an If skips the Scan at n = 0 (onnxruntime's Scan fails on zero iterations: "Invalid
+    dim0_offset"), or without If :func:`_padded`."""
 
     def scanned(sb: Builder) -> ir.Value:
-        y, _ = scan_front(sb, x, v, exclusive=v.exclusive, reverse=v.reverse, slice_rank=rank - 1)
+        y, _ = scan_front(sb, x, v, exclusive=v.exclusive, slice_rank=rank - 1)
         return y
 
     if n is None:
@@ -138,11 +129,9 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
 def build_first_axis(
     b: Builder, x: ir.Value, spec: ScanSpec, *, dtype: ir.DataType | None, target: Target
 ) -> ir.Value | None:
-    """The scan along axis 0 of ``x`` itself (in the compute type ``dtype``; ``spec.axis`` is
-    0, the rank known): a Scan over x's slices, whose output has x's shape (module
-    docstring; x is not empty). A length known only at run time gets the If (or, on targets
-    without If, the ones slab) of :func:`build`. None (nothing emitted) on targets that keep
-    the view (module docstring)."""
+    """The scan along axis 0 of x itself (not empty; ``spec.axis`` 0, the rank known) in
+    ``dtype``, as :func:`build` scans the view; None (nothing emitted) without
+    ``Target.scan_over_x``."""
     assert spec.axis == 0 and spec.dims is not None and spec.dims
     if not target.scan_over_x:
         return None

@@ -13,8 +13,8 @@ Formula, on the (o, n, i) view of x, for block sizes r_1, r_2, ... (one per leve
 
 - ``carry``: unrolled, ``carry_each``, r from ``Target.carry_radix`` (the narrow runs' r on
   narrow runs, :func:`narrow`); a run-time length padded to ``max_length``, else ``dynamic``.
-- ``radix``: unrolled, one Mul after the Concat, r = 8 on the last axis or up to 512, 16
-  above: r Muls per level against ``carry``'s 2r - 1, fewer nodes for compiling runtimes.
+- ``radix``: unrolled, one Mul after the Concat, r from ``Target.radix_r``: r Muls per
+  level against ``carry``'s 2r - 1, fewer nodes for compiling runtimes.
 - ``blocked``: ``scan_blocks``, one or two levels of power-of-two blocks (:func:`block_sizes`).
 - ``dynamic`` (any length): ``If(n <= S or x empty, scan, blocked with levels L)`` padded at
   run time (S, L: ``Target.dynamic_scan_up_to``, ``Target.dynamic_levels``): one model for
@@ -75,15 +75,16 @@ def carry_levels(n: int, target: Target, narrow_runs: bool = False) -> list[int]
     return _levels(n, narrow_r if narrow_runs else wide)
 
 
-def radix_levels(n: int, last_axis: bool) -> list[int]:
-    """``radix``'s levels: r = 8 on the last axis or up to 512, 16 above."""
-    return _levels(n, 8 if last_axis or n <= 512 else 16)
+def radix_levels(n: int, target: Target, last_axis: bool) -> list[int]:
+    """``radix``'s levels: r by ``target.radix_r``."""
+    r, up_to, beyond = target.radix_r
+    return _levels(n, r if last_axis or n <= up_to else beyond)
 
 
-def block_sizes(n: int) -> list[int]:
-    """``blocked``'s power-of-two block sizes: one level up to 8192, two above, so that
-    B^levels * m is about n with B ~ m."""
-    count = 1 if n <= 8192 else 2
+def block_sizes(n: int, target: Target) -> list[int]:
+    """``blocked``'s power-of-two block sizes: one level up to
+    ``target.blocked_one_level_up_to``, two beyond, so that B^levels * m is about n."""
+    count = 1 if n <= target.blocked_one_level_up_to else 2
     return [1 << max(1, round(math.log2(n) / (count + 1)))] * count
 
 
@@ -127,8 +128,8 @@ def blocks_shape(dims: tuple[int, int, int], levels: list[int]) -> tuple[int, in
 
 
 def carry_refused(spec: ScanSpec, target: Target) -> str | None:
-    """Why ``carry`` cannot take ``spec``: a length known only at run time and no bound is
-    lowered as ``dynamic``, which needs If and Scan."""
+    """Why ``carry`` cannot take ``spec``: a run-time length without a bound is lowered as
+    ``dynamic``, which needs If and Scan."""
     missing = sorted({"If", "Scan"} & target.missing_ops)
     if spec.length is None and spec.max_length is None and missing:
         return (
@@ -146,7 +147,6 @@ def _top(
     v: View,
     *,
     exclusive: bool,
-    reverse: bool,
     scan_blocks: bool,
     seed: ir.Value | None,
 ) -> ir.Value:
@@ -154,20 +154,18 @@ def _top(
     (the product before the first position); with ``scan_blocks`` and n past
     ``Target.tree_chain_up_to`` or known only at run time, a Transpose + Scan."""
     if isinstance(n, int) and (n <= v.target.tree_chain_up_to or not scan_blocks):
-        outs = chain.chain(b, b.split(t, 1, n), v, exclusive=exclusive, reverse=reverse, seed=seed)
+        outs = chain.chain(b, b.split(t, 1, n), v, exclusive=exclusive, seed=seed)
         return outs[0] if n == 1 else b.op("Concat", *outs, axis=1)
     assert seed is None, "a seeded tree is unrolled"
     front = b.op("Transpose", t, perm=[1, 0, 2])
-    y, _ = scan_front(b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2)
+    y, _ = scan_front(b, front, v, exclusive=exclusive, slice_rank=2)
     return b.op("Transpose", y, perm=[1, 0, 2])
 
 
 def _split_in_halves(b: Builder, view: ir.Value, r: int) -> list[ir.Value]:
-    """The r slices of the (o * m, r, i) ``view`` along axis 1 in two steps: its two halves
-    first, then each cut into its r / 2 slices. The same slices as one Split; on
-    onnxruntime a Split reads each output's runs of i elements from the whole view in
-    turn, so with runs under a cache line each line is read once per slice it holds, from
-    memory where the view outgrows the cache; the halves' lines stay in it."""
+    """The r slices of the (o * m, r, i) ``view`` along axis 1, its two halves first: on
+    onnxruntime a Split reads each output's runs from the whole view in turn, so runs
+    under a cache line are read once per slice from memory; the halves stay in cache."""
     assert r % 2 == 0, r
     first, second = b.split(view, 1, 2, size=r // 2)
     return b.split(first, 1, r // 2) + b.split(second, 1, r // 2)
@@ -180,7 +178,6 @@ def scan3(
     v: View,
     *,
     exclusive: bool,
-    reverse: bool,
     levels: list[int],
     scan_blocks: bool = False,
     carry_each: bool = False,
@@ -198,9 +195,7 @@ def scan3(
     in that type and the levels above computed in it (:mod:`.wide`)."""
     o, n, i = dims
     if not levels or (isinstance(n, int) and n <= levels[0]):
-        return _top(
-            b, t, n, v, exclusive=exclusive, reverse=reverse, scan_blocks=scan_blocks, seed=seed
-        )
+        return _top(b, t, n, v, exclusive=exclusive, scan_blocks=scan_blocks, seed=seed)
     r, rest = levels[0], levels[1:]
     m: Dim
     padded_n: Dim
@@ -216,6 +211,21 @@ def scan3(
         t = b.op("Pad", t, b.op("Concat", b.const([0] * 4), amount, b.const([0]), axis=0), v.one)
     om = times(b, o, m)
     view = b.reshape(t, shape_of(b, om, r, i))
+
+    def above(totals: ir.Value, tv: View, first: ir.Value | None) -> ir.Value:
+        """The exclusive scan of the (o, m, i) block ``totals`` by the levels above."""
+        return scan3(
+            b,
+            totals,
+            (o, m, i),
+            tv,
+            exclusive=True,
+            levels=rest,
+            seed=first,
+            scan_blocks=scan_blocks,
+            carry_each=carry_each,
+        )
+
     slices = None
     if not scan_blocks:
         slices = _split_in_halves(b, view, r) if halves else b.split(view, 1, r)
@@ -223,18 +233,7 @@ def scan3(
         # the carries first, from float64 totals of x itself; each block's scan then starts
         # from its carry, so its partial products are x's own prefixes (:mod:`.wide`)
         totals = b.reshape(block_totals(b, view, wide, v.target, slices), shape_of(b, o, m, i))
-        carry = scan3(
-            b,
-            totals,
-            (o, m, i),
-            wide_view(b, v, wide),
-            exclusive=True,
-            reverse=reverse,
-            levels=rest,
-            seed=None if seed is None else b.cast(seed, wide),
-            scan_blocks=scan_blocks,
-            carry_each=carry_each,
-        )
+        carry = above(totals, wide_view(b, v, wide), None if seed is None else b.cast(seed, wide))
         carry = b.cast(carry, ir.DataType.FLOAT)  # wide only for a float32 computation
         if slices is not None:
             pieces = chain.chain(
@@ -242,7 +241,6 @@ def scan3(
                 slices,
                 v,
                 exclusive=exclusive,
-                reverse=reverse,
                 seed=b.reshape(carry, shape_of(b, om, 1, i)),
                 slice_first=True,
             )
@@ -250,15 +248,13 @@ def scan3(
         else:
             front = b.op("Transpose", view, perm=[1, 0, 2])
             init = b.reshape(carry, shape_of(b, om, i))
-            inner, _ = scan_front(
-                b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2, init=init
-            )
+            inner, _ = scan_front(b, front, v, exclusive=exclusive, slice_rank=2, init=init)
             y = b.op("Transpose", inner, perm=[1, 0, 2])
     else:
         outs: list[ir.Value | None] = [None] * r
         if slices is not None:
             running: ir.Value | None = None
-            for k in range(r - 1, -1, -1) if reverse else range(r):
+            for k in range(r - 1, -1, -1) if v.reverse else range(r):
                 if exclusive:
                     outs[k] = running  # None for the first: the carry alone
                 # the slice first: its last use, so onnxruntime may write the product there
@@ -269,26 +265,13 @@ def scan3(
             total = running
         else:
             front = b.op("Transpose", view, perm=[1, 0, 2])
-            inner, total = scan_front(
-                b, front, v, exclusive=exclusive, reverse=reverse, slice_rank=2
-            )
+            inner, total = scan_front(b, front, v, exclusive=exclusive, slice_rank=2)
             inner = b.op("Transpose", inner, perm=[1, 0, 2])
         if near_one.wanted(v):
             if slices is None:  # the Scan's totals are (o * m, i)
                 total = b.reshape(total, shape_of(b, om, 1, i))
             total = near_one.totals(b, v, total, r, blocks=view, slices=slices)
-        carry = scan3(
-            b,
-            b.reshape(total, shape_of(b, o, m, i)),
-            (o, m, i),
-            v,
-            exclusive=True,
-            reverse=reverse,
-            levels=rest,
-            seed=seed,
-            scan_blocks=scan_blocks,
-            carry_each=carry_each,
-        )
+        carry = above(b.reshape(total, shape_of(b, o, m, i)), v, seed)
         carry = b.reshape(carry, shape_of(b, om, 1, i))
         if carry_each:
             assert slices is not None
@@ -297,7 +280,7 @@ def scan3(
             )
         else:
             if slices is not None:
-                first = 0 if not reverse else r - 1  # exclusive: ones at the first position
+                first = 0 if not v.reverse else r - 1  # exclusive: ones at the first position
                 outs = [v.ones(b, slices[first]) if c is None else c for c in outs]
                 inner = b.op("Concat", *outs, axis=1)
             y = b.op("Mul", inner, carry)
@@ -319,7 +302,6 @@ def _tree(
         v.dims(),
         v,
         exclusive=v.exclusive,
-        reverse=v.reverse,
         levels=levels,
         scan_blocks=scan_blocks,
         wide=carry_dtype(v),
@@ -330,14 +312,14 @@ def build_radix(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """``radix``: the scan along axis 1 of ``x3`` (in the compute type); n is static."""
     n = v.static_length
     assert n is not None
-    return _tree(b, x3, v, radix_levels(max(n, 1), last_axis=v.inner == 1))
+    return _tree(b, x3, v, radix_levels(max(n, 1), v.target, last_axis=v.inner == 1))
 
 
 def build_blocked(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """``blocked``: the scan along axis 1 of ``x3`` (in the compute type); n is static."""
     n = v.static_length
     assert n is not None
-    return _tree(b, x3, v, block_sizes(max(n, 1)), scan_blocks=True)
+    return _tree(b, x3, v, block_sizes(max(n, 1), v.target), scan_blocks=True)
 
 
 def build_dynamic(b: Builder, x3: ir.Value, v: View) -> ir.Value:
@@ -369,15 +351,13 @@ def build_carry(
     blocks: bool = False,
     halves: bool = False,
 ) -> ir.Value:
-    """``carry``: the scan along axis 1 of ``x3`` (in the compute type). A length known
-    only at run time is padded to ``max_length`` (:func:`.view.padded`), or without one
-    lowered as ``dynamic``. ``seed``: the product before its first position (n static);
-    ``narrow_runs``: whether its runs are narrow, when a caller judges that on a larger
-    tensor than ``x3`` (None: :func:`narrow` of ``x3``'s view); ``blocks`` (all dims
-    static, none 0): the result in the shape of :func:`blocks_shape`, which it carries, the
-    first level's Concat without its Reshape (for a Scan body's output, where onnxruntime
-    copies a Reshape's result but lets a Concat write in place); ``halves`` (n static):
-    the first level's Split in two steps (``cached``'s tiles)."""
+    """``carry``: the scan along axis 1 of ``x3`` (in the compute type); a run-time length
+    padded to ``max_length`` (:func:`.view.padded`), or without one ``dynamic``. For
+    ``cached``'s pieces (n static): ``seed``, the product before the first position;
+    ``narrow_runs`` judged on the whole tensor (None: :func:`narrow` of ``x3``'s view);
+    ``blocks`` (no dim 0), the first level's Concat as the result, in the shape of
+    :func:`blocks_shape` (onnxruntime copies a Reshape into a Scan output, not a Concat);
+    ``halves``, :func:`_split_in_halves`."""
     n = v.static_length
     assert seed is None or n, "a seed needs a static, non-zero length"
     o, i = v.outer, v.inner
@@ -395,7 +375,6 @@ def build_carry(
         (o, n, i),
         v,
         exclusive=v.exclusive,
-        reverse=v.reverse,
         levels=levels,
         carry_each=True,
         seed=seed,

@@ -29,14 +29,13 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.lowerings.builder import Builder
+from rewriter.lowerings.builder import END, Builder
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
 __all__ = ["Dim", "View", "in_view", "ones_like", "padded"]
 
 Dim = int | ir.Value  # a static size, or a 1-D int64 tensor of one element
-_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,9 +85,8 @@ class View:
         return ones_like(b, like, self.one, self.dtype, self.target)
 
     def pad_ones_after(self, b: Builder, t: ir.Value, count: int, n: int) -> ir.Value:
-        """``t``, (o, n, i), with ``count`` (< n) ones after it along axis 1: a Pad, or where
-        the target's Pad of an 8-byte tensor breaks (``Target.pad_shifts``) the first
-        ``count`` positions' ones Concat-ed after it."""
+        """``t``, (o, n, i), with ``count`` (< n) ones after it along axis 1: a Pad, or a
+        Concat of ones for an 8-byte type where ``Target.pad_shifts`` is false."""
         if self.target.pad_shifts or (self.dtype is not None and self.dtype.itemsize < 8):
             return b.op("Pad", t, b.const([0, 0, 0, 0, count, 0]), self.one)
         assert 0 < count < n, (count, n)
@@ -98,11 +96,9 @@ class View:
 def ones_like(
     b: Builder, like: ir.Value, one: ir.Value, dtype: ir.DataType | None, target: Target
 ) -> ir.Value:
-    """A tensor of ones shaped like ``like``: ``Expand(one, Shape(like))``, or where the
-    target folds that into a constant it cannot use (``Target.constant_ones``)
-    ``Cast(Equal(c, c))`` with ``c = Less(like, like)``: nothing folds it, and it is true
-    whatever ``c`` is (``Not(c)`` is not: TFLite's float64 ``Less(v, v)`` is not always
-    false)."""
+    """A tensor of ones shaped like ``like``: ``Expand(one, Shape(like))``, or without
+    ``Target.constant_ones`` ``Cast(Equal(c, c))`` with ``c = Less(like, like)``, true
+    whatever c is (``Not(c)`` is not: TFLite's float64 ``Less(v, v)`` is not always false)."""
     if target.constant_ones:
         return b.op("Expand", one, b.op("Shape", like))
     test = b.op("Less", like, like)
@@ -138,9 +134,8 @@ def one_for(b: Builder, x: ir.Value, dtype: ir.DataType | None) -> ir.Value:
 
 
 def _static_dims(b: Builder, x: ir.Value, spec: ScanSpec) -> tuple[Dim, Dim, Dim]:
-    """(outer, n, inner) for a static rank and axis: static where the dims are; a product with
-    symbolic dims multiplies the dims read from Shape(x) one by one (no ReduceProd, which
-    IREE cannot compile over symbolic dims)."""
+    """(outer, n, inner) for a static rank and axis, symbolic dims read from Shape(x) and
+    multiplied one by one (IREE cannot compile a ReduceProd over symbolic dims)."""
     assert spec.dims is not None and spec.axis is not None
     dims, axis = spec.dims, spec.axis
     shape: ir.Value | None = None
@@ -175,7 +170,7 @@ def _runtime_dims(b: Builder, x: ir.Value, axis: ir.Value, spec: ScanSpec) -> tu
     rank = b.const([spec.rank]) if spec.rank is not None else b.op("Shape", shape)
     pos = b.op("Mod", b.op("Add", raw, rank), rank)
     before = b.op("Slice", shape, b.const([0]), pos)
-    after = b.op("Slice", shape, b.op("Add", pos, b.const([1])), b.const([_INT64_MAX]))
+    after = b.op("Slice", shape, b.op("Add", pos, b.const([1])), b.const([END]))
     return b.op("ReduceProd", before, keepdims=1), n, b.op("ReduceProd", after, keepdims=1)
 
 
@@ -187,8 +182,7 @@ def padded(
     bound: int | None = None,
 ) -> ir.Value:
     """``build`` on x3 padded with ones to the static length ``bound`` (default
-    ``v.spec.max_length``), sliced back to the run-time n; an n above the bound fails at run
-    time (the final Reshape's middle dim becomes n + 1) instead of being cropped."""
+    ``v.spec.max_length``), sliced back to the run-time n (:func:`guarded_length`)."""
     bound = bound or v.spec.max_length
     assert bound is not None and not isinstance(v.length, int)
     n = v.length
@@ -202,10 +196,9 @@ def padded(
 
 def guarded_length(b: Builder, v: View, n: ir.Value, bound: int) -> ir.Value:
     """The scanned length for the final Reshape of a lowering that computed a run-time
-    length ``n`` padded to ``bound``: ``n + 1 - (n < bound + 1)``, i.e. n when it fits and
-    n + 1 (the Reshape then fails, as the native op gives no partial product) when it does
-    not. Where Reshape checks nothing (``Target.run_time_checks`` False) ``n`` as it is: the
-    guard would fail nothing and its device-computed dim was read back wrong under load."""
+    length ``n`` padded to ``bound``: ``n + 1 - (n < bound + 1)``, n + 1 (the Reshape fails,
+    as the native op gives no partial product) where n does not fit; ``n`` itself where
+    ``Target.run_time_checks`` is False (its device-computed dim was read back wrong)."""
     if v.target.run_time_checks is False:
         return n
     fits = b.cast(b.op("Less", n, b.const([bound + 1])), ir.DataType.INT64)
@@ -214,9 +207,8 @@ def guarded_length(b: Builder, v: View, n: ir.Value, bound: int) -> ir.Value:
 
 def takes_flat_view(spec: ScanSpec, target: Target, flat_view: str, opset: int) -> bool:
     """Whether a lowering whose ``Lowering.flat_view`` is ``flat_view`` runs on the 2-D view
-    (module docstring), on targets without ``symbolic_rank3``: ``"always"``, or ``"static
-    length"`` (a Split into the n column blocks) over a static length with inner static or
-    from opset 18 (n equal parts)."""
+    where the target lacks ``symbolic_rank3``: ``"always"``, or ``"static length"`` over a
+    static length with inner static or from opset 18 (Split into n equal parts)."""
     if target.symbolic_rank3 or flat_view == "never":
         return False
     if flat_view == "always":
@@ -251,11 +243,10 @@ def in_view(
     pad_to_bound: bool = False,
     flat: bool = False,
 ) -> ir.Value:
-    """``build`` applied to the (outer, n, inner) view of ``x`` (in the compute type);
-    returns the result in x's shape. With ``pad_to_bound``, a length known only at run time
-    is padded with ones to ``spec.max_length`` first (ones at the end change no prefix
-    product in either direction) and the result sliced back to n; ``flat``: on the 2-D view
-    (:func:`takes_flat_view`). x is not empty (:func:`rewriter.lowerings.lower` returns it)."""
+    """``build`` on the (outer, n, inner) view of ``x`` (in the compute type), in x's shape.
+    ``pad_to_bound``: a run-time length is padded with ones to ``spec.max_length`` (ones at
+    the end change no prefix product) and the result sliced back (:func:`padded`);
+    ``flat``: on the 2-D view. x is not empty (:func:`rewriter.lowerings.lower`)."""
     if spec.length == 1:
         # x itself (exclusive: ones), with no view: IREE failed at run time on a (o, 1, 1)
         # view of symbolic dims and the Reshape back

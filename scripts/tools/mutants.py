@@ -63,20 +63,22 @@ MUTANTS = [
     Mutant(
         "tree: the block carries scanned inclusively",
         "rewriter/lowerings/tree.py",
-        "            v,\n            exclusive=True,\n",
-        "            v,\n            exclusive=exclusive,\n",
+        "            exclusive=True,\n            levels=rest,\n",
+        "            exclusive=exclusive,\n            levels=rest,\n",
     ),
     Mutant(
         "tree: the float64 block carries scanned inclusively",
         "rewriter/lowerings/tree.py",
-        "            wide_view(b, v, wide),\n            exclusive=True,\n",
-        "            wide_view(b, v, wide),\n            exclusive=exclusive,\n",
+        "        carry = above(totals, wide_view(b, v, wide), ",
+        "        carry = (lambda t, w, f: scan3(b, t, (o, m, i), w, exclusive=exclusive, "
+        "levels=rest, seed=f, scan_blocks=scan_blocks, carry_each=carry_each))(totals, "
+        "wide_view(b, v, wide), ",
     ),
     Mutant(
         "tree: the seed left out of the float64 carries",
         "rewriter/lowerings/tree.py",
-        "            seed=None if seed is None else b.cast(seed, wide),\n",
-        "            seed=None,\n",
+        "None if seed is None else b.cast(seed, wide))\n",
+        "None)\n",
     ),
     Mutant(
         "wide.block_totals: a block's last slice left out of its float64 total",
@@ -177,8 +179,8 @@ MUTANTS = [
     Mutant(
         "tree: the float64 carries do not start the blocks' Scan (blocked)",
         "rewriter/lowerings/tree.py",
-        "slice_rank=2, init=init\n",
-        "slice_rank=2\n",
+        "slice_rank=2, init=init)\n",
+        "slice_rank=2)\n",
     ),
     Mutant(
         "View.pad_ones_after (carry, radix): padded with zeros, not ones (wrong only in reverse)",
@@ -1013,9 +1015,9 @@ MUTANTS = [
     ),
     Mutant(
         "cached: tiles under a quarter of the tile size left uncut (the 1 MiB tiles' rule)",
-        "rewriter/lowerings/cached.py",
-        "    return _divisor_piece(o, n * i * itemsize, limit, limit // 8)\n",
-        "    return _divisor_piece(o, n * i * itemsize, limit, limit // 4)\n",
+        "rewriter/targets.py",
+        "    cache_least: tuple[int, int] = (8, 4)\n",
+        "    cache_least: tuple[int, int] = (4, 4)\n",
     ),
     Mutant(
         "cached: a single tile of every row allowed",
@@ -1038,14 +1040,14 @@ MUTANTS = [
     Mutant(
         "carry: a seed left out of the last level's chain",
         "rewriter/lowerings/tree.py",
-        "v, exclusive=exclusive, reverse=reverse, seed=seed)\n",
-        "v, exclusive=exclusive, reverse=reverse)\n",
+        "v, exclusive=exclusive, seed=seed)\n",
+        "v, exclusive=exclusive)\n",
     ),
     Mutant(
         "carry: a seed left out of the block totals' scan",
         "rewriter/lowerings/tree.py",
-        "            levels=rest,\n            seed=seed,\n",
-        "            levels=rest,\n",
+        "shape_of(b, o, m, i)), v, seed)\n",
+        "shape_of(b, o, m, i)), v, None)\n",
     ),
     Mutant(
         "cached: an exclusive one-position chunk's state output as itself",
@@ -1090,8 +1092,8 @@ MUTANTS = [
     Mutant(
         "cached: halves from runs of 24 bytes (carry's narrow runs)",
         "rewriter/targets.py",
-        "_CACHE_HALVES = (2 << 20, 32, 64)\n",
-        "_CACHE_HALVES = (2 << 20, 24, 64)\n",
+        "_CACHE_HALVES = (4, 2 << 20, 32, 64)\n",
+        "_CACHE_HALVES = (4, 2 << 20, 24, 64)\n",
     ),
     Mutant(
         "cached: halves under 2 MiB too",
@@ -1102,8 +1104,8 @@ MUTANTS = [
     Mutant(
         "cached: halves on 8-byte types too",
         "rewriter/lowerings/cached.py",
-        "    return itemsize == 4 and rows",
-        "    return itemsize in (4, 8) and rows",
+        "        itemsize == size and rows",
+        "        itemsize in (size, 8) and rows",
     ),
     Mutant(
         "cached: the chunks' runs judged narrow on the chunk",
@@ -1120,8 +1122,8 @@ MUTANTS = [
     Mutant(
         "auto: a large first-axis slab scans from 100 elements, not 1000",
         "rewriter/lowerings/auto.py",
-        "        at=_F, itemsize=4, slab=1000,",
-        "        at=_F, itemsize=4, slab=100,",
+        "        itemsize=4, slab=1000,",
+        "        itemsize=4, slab=100,",
     ),
     Mutant(
         "auto: a row's size condition ignored",
@@ -1144,13 +1146,13 @@ MUTANTS = [
     Mutant(
         "auto: IREE's middle chain to 256 again",
         "rewriter/lowerings/auto.py",
-        "        _COMPILE, at=_M, n=(2, 32)),",
-        "        _COMPILE, at=_M, n=(2, 256)),",
+        "        at=_M, n=(2, 32)),",
+        "        at=_M, n=(2, 256)),",
     ),
     Mutant(
         "auto: the direction of a row ignored",
         "rewriter/lowerings/auto.py",
-        "            and (self.direction is None or direction == self.direction)\n",
+        '            and self.direction in (None, "reverse" if f.reverse else "forward")\n',
         "",
     ),
     Mutant(

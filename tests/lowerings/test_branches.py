@@ -175,6 +175,29 @@ def test_radix_and_blocked_build_their_levels() -> None:
     assert counts[("blocked", (2, 8193))] == (0, 3, 2)  # two levels and a final Scan
 
 
+def test_radix_and_blocked_levels_follow_the_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Target.radix_r`` and ``Target.blocked_one_level_up_to`` decide the levels: with
+    r = 8 up to 1024 (16 beyond, as before) radix scans (513, 3) in three padded levels of 8,
+    not two of 16; with one level of blocks only up to 256, blocked scans (2, 257) in two
+    levels of 8 (a chained top), not one of 8 under a Scanned top. The values stay exact."""
+    target = dataclasses.replace(
+        TARGETS["onnxruntime"], radix_r=(8, 1024, 16), blocked_one_level_up_to=256
+    )
+    monkeypatch.setitem(TARGETS, "onnxruntime", target)
+    rng = np.random.default_rng(52)
+    for strategy, shape, axis, counts in (
+        ("radix", (513, 3), 0, (4, 0, 3)),
+        ("blocked", (2, 257), 1, (1, 2, 2)),
+    ):
+        model = cumprod_model(I32, shape, axis)
+        lowered, _ = lower(model, strategy)
+        kinds = op_types(lowered)
+        assert (kinds.count("Split"), kinds.count("Scan"), kinds.count("Pad")) == counts
+        x = random_data(I32, shape, rng)
+        y = session(lowered)({"x": x})[0]
+        np.testing.assert_array_equal(y, np.cumprod(x, axis=axis, dtype=np.int32))
+
+
 # -- lengths known only at run time ---------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ onnxruntime's native CumProd; the fixture below makes pieces of 256 bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import zlib
 
@@ -75,7 +76,7 @@ def test_tile_rows(
     rows: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert cached.tile_rows(dims, itemsize, tile_bytes) == rows
+    assert cached.tile_rows(dims, itemsize, tile_bytes, tile_bytes // 8) == rows
 
 
 def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
@@ -98,13 +99,13 @@ def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
         before = rows_in_1_mib(o, n * i * itemsize)
         if before is not None:
             checked += 1
-            now = cached.tile_rows((o, n, i), itemsize, 2 << 20)  # as shipped
+            now = cached.tile_rows((o, n, i), itemsize, 2 << 20, (2 << 20) // 8)  # as shipped
             assert now is not None and now >= before, (o, n, i, itemsize)
     assert checked > 300
 
 
 def test_tile_rows_needs_static_dims() -> None:
-    assert cached.tile_rows((ir.Value(name="o"), 512, 1), 8, 1 << 20) is None
+    assert cached.tile_rows((ir.Value(name="o"), 512, 1), 8, 1 << 20, 1 << 17) is None
 
 
 @pytest.mark.parametrize(
@@ -126,8 +127,8 @@ def test_chunk_length(
     length: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert cached.chunk_length(dims, itemsize, chunk_bytes) == length
-    assert cached.chunk_length((1, ir.Value(name="n"), 8), itemsize, chunk_bytes) is None
+    assert cached.chunk_length(dims, itemsize, chunk_bytes, chunk_bytes // 4) == length
+    assert cached.chunk_length((1, ir.Value(name="n"), 8), itemsize, chunk_bytes, 1) is None
 
 
 CELLS = [
@@ -254,6 +255,30 @@ def test_the_scan_writes_carrys_blocks_in_place(
 )
 def test_halves(tile: tuple[int, int, int], itemsize: int, expected: bool) -> None:
     assert cached.halves(tile, itemsize, TARGETS["onnxruntime"].cache_halves) is expected
+
+
+def test_halves_take_the_item_size_of_the_rule() -> None:
+    """``Target.cache_halves``' item size decides: an 8-byte tile the 4-byte rule leaves
+    alone is cut in halves by the same rule written for 8 bytes."""
+    rule = TARGETS["onnxruntime"].cache_halves
+    assert rule is not None
+    assert not cached.halves((1, 65536, 4), 8, rule)
+    assert cached.halves((1, 65536, 4), 8, (8, *rule[1:]))
+
+
+def test_pieces_follow_the_targets_least_share() -> None:
+    """``Target.cache_least`` decides which pieces are too small to cut (pieces of at most
+    256 bytes): 2 rows of 8 bytes, under an eighth of 256, are not cut, under a sixteenth
+    they are; a chunk of one 40-byte position, under a quarter of 256, is not, under an
+    eighth it is."""
+    base = dataclasses.replace(TARGETS["onnxruntime"], cache_pieces=(256, 256))
+    assert base.cache_least == (8, 4)
+    assert cached.pieces((202, 2, 1), 4, base) is None
+    finer = dataclasses.replace(base, cache_least=(16, 4))
+    assert cached.pieces((202, 2, 1), 4, finer) == ((2, 2, 1), 101)
+    assert cached.pieces((1, 7, 5), 8, base) is None
+    finer = dataclasses.replace(base, cache_least=(8, 8))
+    assert cached.pieces((1, 7, 5), 8, finer) == ((1, 1, 5), 7)
 
 
 def _halving_splits(lowered: onnx.ModelProto) -> list[onnx.NodeProto]:
