@@ -144,9 +144,9 @@ class Target:
         chain_max_length: The longest axis ``chain`` unrolls (n + 2 nodes); longer ones are
             refused: on middle axes of large slabs it ran faster than ``carry`` up to 1024,
             not past it (bench-2026-12-01-middle-heldout.md).
-        carry_radix: ``carry``'s r per level, ``(elsewhere, on narrow runs)``: 16 (8 and 32
-            measured slower on first / middle axes; no results file kept), 4 on the runs
-            ``narrow_runs`` calls narrow.
+        carry_radix: ``carry``'s r per level, ``(elsewhere, on narrow runs)``: 16 (r = 8 and
+            32 took 1.07x and 1.04x its time, medians on first / middle axes,
+            carry-radix-16-2026-12-06.md), 4 on the runs ``narrow_runs`` calls narrow.
         radix_r: ``radix``'s r per level, ``(r, up to n, r beyond)``: 8 on the last axis and
             up to n = 512, 16 beyond (r Muls a level: fewer nodes than ``carry``'s 2r - 1).
         blocked_one_level_up_to: ``blocked`` takes one level of blocks up to this length,
