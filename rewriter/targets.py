@@ -213,11 +213,6 @@ class Target:
         cache_least: ``(tile, chunk)``: pieces under 1 / tile of the most tile bytes, or
             1 / chunk of the most chunk bytes, are not cut (``carry`` on the whole view): an
             eighth of 2 MiB cuts every view the 1 MiB tiles measured before cut.
-        cache_halves: ``(item bytes, tile bytes, least run bytes, most run bytes)``: a tile
-            of ``cached`` of that item size and at least this large (the L2 cache measured)
-            whose runs of i elements take from least to most bytes has carry's first Split
-            in two steps (0.77-1.06x the one Split's time, median 0.90x; 8-byte types
-            0.84-1.19x, so 4 bytes only).
         narrow_runs: ``(bytes, elements)``: ``carry`` takes r = 4 on runs of i elements of at
             most this many bytes in tensors of at least this many elements (and on the last
             axis), r = 16 elsewhere (results/carry-radix-2026-12-03; below 2^21 elements
@@ -279,7 +274,6 @@ class Target:
     scan_over_x: bool = False
     cache_pieces: tuple[int, int] | None = None
     cache_least: tuple[int, int] = (8, 4)
-    cache_halves: tuple[int, int, int, int] | None = None
     narrow_runs: tuple[int, int] = (24, 1 << 21)
     reduce_totals_above: int | None = None
 
@@ -328,7 +322,6 @@ def _compiled(name: str, description: str, **facts: Any) -> Target:
 
 
 _CACHE_PIECES = (2 << 20, 4 << 20)  # onnxruntime: 2 MiB tiles, 4 MiB chunks
-_CACHE_HALVES = (4, 2 << 20, 32, 64)
 
 TARGETS: dict[str, Target] = {
     target.name: target
@@ -341,7 +334,6 @@ TARGETS: dict[str, Target] = {
             bfloat16_math=False,
             scan_over_x=True,
             cache_pieces=_CACHE_PIECES,
-            cache_halves=_CACHE_HALVES,
             reduce_totals_above=4,
         ),
         Target(  # onnxruntime's table and forms, integers in their own type
@@ -349,7 +341,6 @@ TARGETS: dict[str, Target] = {
             "every kernel the ONNX spec lists: integers in their own type",
             scan_over_x=True,
             cache_pieces=_CACHE_PIECES,
-            cache_halves=_CACHE_HALVES,
             reduce_totals_above=4,
         ),
         Target(

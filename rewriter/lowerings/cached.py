@@ -31,7 +31,7 @@ from rewriter.lowerings.view import Dim, View, one_for
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["build", "chunk_length", "halves", "pieces", "tile_rows", "unsupported"]
+__all__ = ["build", "chunk_length", "pieces", "tile_rows", "unsupported"]
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
@@ -90,20 +90,6 @@ def pieces(
     return None
 
 
-def halves(
-    tile: tuple[int, int, int], itemsize: int, rule: tuple[int, int, int, int] | None
-) -> bool:
-    """Whether carry's first level cuts the (T, n, i) ``tile`` in halves first, by the
-    ``rule`` of ``Target.cache_halves``."""
-    if rule is None:
-        return False
-    rows, n, i = tile
-    size, least_tile, least, most = rule
-    return (
-        itemsize == size and rows * n * i * itemsize >= least_tile and least <= i * itemsize <= most
-    )
-
-
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     """The scan along axis 1 of ``x3`` (in the compute type)."""
     piece = pieces(v.dims(), int(v.dtype.itemsize), v.target) if v.dtype is not None else None
@@ -125,10 +111,7 @@ def _tiles(b: Builder, x3: ir.Value, v: View, rows: int) -> ir.Value:
     narrow_runs = tree.narrow((o, n, i), v.dtype, v.target)  # judged on x, not on the tile
     # the blocks of carry's first level, not viewed (rows, n, i): the Scan's output slice
     # is then written by the Concat itself, where a Reshape's result would be copied there
-    split_in_halves = halves((rows, n, i), int(v.dtype.itemsize), v.target.cache_halves)
-    out = tree.build_carry(
-        body, tile, inside, narrow_runs=narrow_runs, blocks=True, halves=split_in_halves
-    )
+    out = tree.build_carry(body, tile, inside, narrow_runs=narrow_runs, blocks=True)
     graph = body.graph([tile], [out], "cumprod_cached_body")
     y = b.op("Scan", tiles, body=graph, num_scan_inputs=1)
     return b.reshape(y, b.const([o, n, i]))

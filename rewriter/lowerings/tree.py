@@ -162,15 +162,6 @@ def _top(
     return b.op("Transpose", y, perm=[1, 0, 2])
 
 
-def _split_in_halves(b: Builder, view: ir.Value, r: int) -> list[ir.Value]:
-    """The r slices of the (o * m, r, i) ``view`` along axis 1, its two halves first: on
-    onnxruntime a Split reads each output's runs from the whole view in turn, so runs
-    under a cache line are read once per slice from memory; the halves stay in cache."""
-    assert r % 2 == 0, r
-    first, second = b.split(view, 1, 2, size=r // 2)
-    return b.split(first, 1, r // 2) + b.split(second, 1, r // 2)
-
-
 def scan3(
     b: Builder,
     t: ir.Value,
@@ -183,16 +174,14 @@ def scan3(
     carry_each: bool = False,
     seed: ir.Value | None = None,
     blocks: bool = False,
-    halves: bool = False,
     wide: ir.DataType | None = None,
 ) -> ir.Value:
     """Scan ``t`` (o, n, i) along axis 1 by the tree of ``levels`` (module docstring).
 
     ``seed`` (broadcast to (o, 1, i)): the product before the first position; it starts the
     top chain, so the carries multiply it into every output. ``blocks``: the first level's
-    Concat itself where r divides n (:func:`blocks_shape`). ``halves``: the first level's
-    Split in two steps (:func:`_split_in_halves`). ``wide``: block totals taken from ``t``
-    in that type and the levels above computed in it (:mod:`.wide`)."""
+    Concat itself where r divides n (:func:`blocks_shape`). ``wide``: block totals taken
+    from ``t`` in that type and the levels above computed in it (:mod:`.wide`)."""
     o, n, i = dims
     if not levels or (isinstance(n, int) and n <= levels[0]):
         return _top(b, t, n, v, exclusive=exclusive, scan_blocks=scan_blocks, seed=seed)
@@ -228,7 +217,7 @@ def scan3(
 
     slices = None
     if not scan_blocks:
-        slices = _split_in_halves(b, view, r) if halves else b.split(view, 1, r)
+        slices = b.split(view, 1, r)
     if wide is not None:
         # the carries first, from float64 totals of x itself; each block's scan then starts
         # from its carry, so its partial products are x's own prefixes (:mod:`.wide`)
@@ -349,15 +338,13 @@ def build_carry(
     seed: ir.Value | None = None,
     narrow_runs: bool | None = None,
     blocks: bool = False,
-    halves: bool = False,
 ) -> ir.Value:
     """``carry``: the scan along axis 1 of ``x3`` (in the compute type); a run-time length
     padded to ``max_length`` (:func:`.view.padded`), or without one ``dynamic``. For
     ``cached``'s pieces (n static): ``seed``, the product before the first position;
     ``narrow_runs`` judged on the whole tensor (None: :func:`narrow` of ``x3``'s view);
     ``blocks`` (no dim 0), the first level's Concat as the result, in the shape of
-    :func:`blocks_shape` (onnxruntime copies a Reshape into a Scan output, not a Concat);
-    ``halves``, :func:`_split_in_halves`."""
+    :func:`blocks_shape` (onnxruntime copies a Reshape into a Scan output, not a Concat)."""
     n = v.static_length
     assert seed is None or n, "a seed needs a static, non-zero length"
     o, i = v.outer, v.inner
@@ -379,7 +366,6 @@ def build_carry(
         carry_each=True,
         seed=seed,
         blocks=blocks,
-        halves=halves,
         wide=carry_dtype(v),
     )
     if blocks:

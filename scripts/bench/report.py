@@ -39,7 +39,7 @@ SOURCES = {
     },
     "compile": "compile-2026-12-06-auto-picks.md",
     "compile_study": "compile-2026-12-06-summary.md",
-    "compile_ort": "compile-onnxruntime-2026-12-06-5reps.md",
+    "compile_ort": "compile-onnxruntime-2026-12-06-9reps.md",
     "compile_tinygrad_middle": "compile-tinygrad-2026-12-06-middle.md",
     "compile_openvino_long": "compile-openvino-2026-12-06-long-summary.md",
 }
@@ -355,13 +355,13 @@ def compile_section() -> list[str]:
         "",
         *table,
         "",
-        "onnxruntime, again with 5 repetitions from an idle start "
-        f"(`scripts/results/{SOURCES['compile_ort']}`): `auto`'s session + first run took "
-        "1.56-2.26× CumSum's wall time (12-17 ms against 7-9 ms; within 2× in 5 of 8 cells, "
-        "CPU time in 3), and the whole fresh process, Python and imports included, "
-        "0.95-1.14×. A session costs about 0.1 ms per node there; the forms with fewer "
-        "nodes run slower (`radix` on the last axes: 1.04-3.17× CumSum where `carry` runs "
-        "0.84-1.87×), so the table keeps the faster run.",
+        "onnxruntime, again with 9 repetitions on a nearly idle machine "
+        f"(`scripts/results/{SOURCES['compile_ort']}`; the table's row above was taken at "
+        "load 16): `auto`'s session + first run took 1.19-1.61× CumSum's wall time and "
+        "1.25-1.66× its CPU time (14-22 ms against 11-13 ms), within 2× in all 8 cells, and "
+        "the whole fresh process, Python and imports included, 0.94-1.05×. `radix`, with "
+        "fewer nodes, compiles about as fast (1.19-1.58× against `carry`'s 1.34-1.61×) and "
+        "runs slower on the last axes (1.00-3.52× CumSum where `carry` runs 0.79-1.70×).",
         "",
         "Measured again with 5 repetitions and a CPU clock that counts tinygrad's compile "
         "pool (the table's tinygrad CPU figures predate it; its wall figures stand): "

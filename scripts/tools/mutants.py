@@ -1064,10 +1064,8 @@ MUTANTS = [
     Mutant(
         "cached: the tiles' result viewed as the tile (a Reshape copied into the Scan's output)",
         "rewriter/lowerings/cached.py",
-        "        body, tile, inside, narrow_runs=narrow_runs, blocks=True, halves=split_in_halves\n"
-        "    )\n",
-        "        body, tile, inside, narrow_runs=narrow_runs, halves=split_in_halves\n"
-        "    )\n"
+        "    out = tree.build_carry(body, tile, inside, narrow_runs=narrow_runs, blocks=True)\n",
+        "    out = tree.build_carry(body, tile, inside, narrow_runs=narrow_runs)\n"
         "    out.type, out.shape = ir.TensorType(v.dtype), ir.Shape([rows, n, i])\n",
     ),
     Mutant(
@@ -1082,30 +1080,6 @@ MUTANTS = [
         "rewriter/lowerings/tree.py",
         "        y.shape = ir.Shape(blocks_shape((o, n, i), levels))\n",
         "        y.shape = ir.Shape(blocks_shape((o, n, i), carry_levels(n, v.target)))\n",
-    ),
-    Mutant(
-        "carry: the second half's slices first",
-        "rewriter/lowerings/tree.py",
-        "    return b.split(first, 1, r // 2) + b.split(second, 1, r // 2)\n",
-        "    return b.split(second, 1, r // 2) + b.split(first, 1, r // 2)\n",
-    ),
-    Mutant(
-        "cached: halves from runs of 24 bytes (carry's narrow runs)",
-        "rewriter/targets.py",
-        "_CACHE_HALVES = (4, 2 << 20, 32, 64)\n",
-        "_CACHE_HALVES = (4, 2 << 20, 24, 64)\n",
-    ),
-    Mutant(
-        "cached: halves under 2 MiB too",
-        "rewriter/lowerings/cached.py",
-        "rows * n * i * itemsize >= least_tile and",
-        "rows * n * i * itemsize >= least_tile // 2 and",
-    ),
-    Mutant(
-        "cached: halves on 8-byte types too",
-        "rewriter/lowerings/cached.py",
-        "        itemsize == size and rows",
-        "        itemsize in (size, 8) and rows",
     ),
     Mutant(
         "cached: the chunks' runs judged narrow on the chunk",

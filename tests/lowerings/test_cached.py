@@ -239,33 +239,6 @@ def test_the_scan_writes_carrys_blocks_in_place(
         assert problem is None, (exclusive, reverse, problem)
 
 
-@pytest.mark.parametrize(
-    ("tile", "itemsize", "expected"),
-    [
-        ((1, 65536, 8), 4, True),  # the grid's float32 4M middle n = 65536: 2 MiB, 32-byte runs
-        ((2, 32768, 8), 4, True),  # two rows of 1 MiB
-        ((1, 65535, 8), 4, False),  # 32 bytes under 2 MiB
-        ((1, 65536, 16), 4, True),  # 64-byte runs
-        ((1, 65536, 17), 4, False),  # 68-byte runs: whole cache lines mostly
-        ((1, 131072, 6), 4, False),  # 3 MiB of 24-byte runs (narrow: carry's r = 4 there)
-        ((1, 65536, 8), 8, False),  # 8-byte types: mixed in the held-out round (0.84-1.19x)
-        ((1, 131072, 4), 8, False),
-        ((16384, 512, 1), 4, False),  # a last axis: runs of one element
-    ],
-)
-def test_halves(tile: tuple[int, int, int], itemsize: int, expected: bool) -> None:
-    assert cached.halves(tile, itemsize, TARGETS["onnxruntime"].cache_halves) is expected
-
-
-def test_halves_take_the_item_size_of_the_rule() -> None:
-    """``Target.cache_halves``' item size decides: an 8-byte tile the 4-byte rule leaves
-    alone is cut in halves by the same rule written for 8 bytes."""
-    rule = TARGETS["onnxruntime"].cache_halves
-    assert rule is not None
-    assert not cached.halves((1, 65536, 4), 8, rule)
-    assert cached.halves((1, 65536, 4), 8, (8, *rule[1:]))
-
-
 def test_pieces_follow_the_targets_least_share() -> None:
     """``Target.cache_least`` decides which pieces are too small to cut (pieces of at most
     256 bytes): 2 rows of 8 bytes, under an eighth of 256, are not cut, under a sixteenth
@@ -281,56 +254,16 @@ def test_pieces_follow_the_targets_least_share() -> None:
     assert cached.pieces((1, 7, 5), 8, finer) == ((1, 1, 5), 7)
 
 
-def _halving_splits(lowered: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """The Splits into two in the (single) Scan's body whose two halves are cut by Splits:
-    carry's first level in halves (an upper level's chain of two is a Split into two too)."""
-    (scan,) = _scans(lowered)
-    body = next(a.g for a in scan.attribute if a.name == "body")
-    split_inputs = {name for node in body.node if node.op_type == "Split" for name in node.input}
-    return [
-        node
-        for node in body.node
-        if node.op_type == "Split" and len(node.output) == 2 and set(node.output) <= split_inputs
-    ]
-
-
-@pytest.mark.parametrize("elem_type", ALL_TYPES, ids=lambda t: TYPE_NAMES[t])
-@pytest.mark.parametrize("n", [32, 40])  # r = 16 divides 32; 40 is padded to 48
-def test_halves_are_exact_on_every_type_and_attribute(
-    elem_type: int, n: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """carry's first level cut in halves (here on every tile of 256 bytes, whatever its
-    type), every exclusive / reverse pair; the halves in the body."""
-    monkeypatch.setattr(cached, "halves", lambda tile, itemsize, rule: True)
-    shape = (3, n, 8)
-    for exclusive, reverse in itertools.product((0, 1), (0, 1)):
-        model = cumprod_model(elem_type, shape, 1, exclusive=exclusive, reverse=reverse)
-        lowered = rewriter.decompose_cumprod(model, strategy="cached")
-        assert isinstance(lowered, onnx.ModelProto)
-        assert len(_halving_splits(lowered)) == 1
-        seed = zlib.crc32(f"halves{elem_type}{n}{exclusive}{reverse}".encode())
-        x = random_data(elem_type, shape, np.random.default_rng(seed))
-        (y,) = run_ort(lowered, {"x": feed(elem_type, x)})
-        y = y.astype(x.dtype) if elem_type == TensorProto.BFLOAT16 else y
-        problem = check_result(elem_type, "cached", y, x, 1, exclusive=exclusive, reverse=reverse)
-        assert problem is None, (n, exclusive, reverse, problem)
-
-
-def test_halves_at_the_real_size_match_native(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The grid's int32 4M middle n = 65536 cell with the shipped sizes (2 MiB one-row tiles,
-    32-byte runs): the first level in halves, the upper levels in one Split each, and the
-    result bit-exact against onnxruntime's native CumProd and numpy on odd values (with
+def test_the_real_size_matches_native(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grid's int32 4M middle n = 65536 cell with 1 MiB tiles (one-row tiles, 32-byte
+    runs): bit-exact against onnxruntime's native CumProd and numpy on odd values (with
     wraparound)."""
     set_pieces(monkeypatch, 1 << 20, None)
     shape = (8, 65536, 8)
     model = cumprod_model(TensorProto.INT32, shape, 1)
     lowered = rewriter.decompose_cumprod(model)
     assert isinstance(lowered, onnx.ModelProto)
-    (split,) = _halving_splits(lowered)
-    (scan,) = _scans(lowered)
-    body = next(a.g for a in scan.attribute if a.name == "body")
-    halves = [node for node in body.node if set(node.input) & set(split.output)]
-    assert [(node.op_type, len(node.output)) for node in halves] == [("Split", 8)] * 2
+    assert len(_scans(lowered)) == 1
     x = (2 * np.random.default_rng(5).integers(-2, 2, shape) + 1).astype(np.int32)
     (y,) = run_ort(lowered, {"x": x})
     (native,) = run_ort(model, {"x": x})
