@@ -148,7 +148,8 @@ class Target:
             32 took 1.07x and 1.04x its time, medians on first / middle axes,
             carry-radix-16-2026-12-06.md), 4 on the runs ``narrow_runs`` calls narrow.
         radix_r: ``radix``'s r per level, ``(r, up to n, r beyond)``: 8 on the last axis and
-            up to n = 512, 16 beyond (r Muls a level: fewer nodes than ``carry``'s 2r - 1).
+            up to n = 512, 16 beyond (16 took 0.91x 8's time there; 8 and 16 tie below on
+            onnxruntime, radix-r-2026-12-06.md).
         blocked_one_level_up_to: ``blocked`` takes one level of blocks up to this length,
             two beyond (B^levels * m about n with B ~ m).
         tree_chain_up_to: A product tree that scans its blocks with Scan (``blocked``,
