@@ -93,12 +93,16 @@ def test_a_results_file_named_but_not_kept_fails(check_docs, tmp_path) -> None: 
     source = tmp_path / "rule.py"
     source.write_text(
         '"""r = 16: scripts/results/carry-radix-2026-12-03.md; blocks of 32 from 2000\n'
-        "(bench-runtime-{openvino,iree}-2026-12-01-doubling-*); four (bench-2026-11-30-lost.md).\n"
+        "(bench-runtime-{openvino,iree}-2026-12-01-doubling-*); four (bench-2026-11-30-lost.md);\n"
+        "each of bench-runtime-{openvino,tvm}-2026-12-01-doubling-* (tvm's is not kept).\n"
         '"""\n'
     )
     failures = check_docs.evidence_failures(ROOT, [source])
-    missing = "results file bench-2026-11-30-lost.md not in scripts/results/"
-    assert failures == [f"{source}:2: {missing}"]
+    assert failures == [
+        f"{source}:2: results file bench-2026-11-30-lost.md not in scripts/results/",
+        f"{source}:3: results file bench-runtime-{{openvino,tvm}}-2026-12-01-doubling-* not in "
+        "scripts/results/",
+    ]
 
 
 def test_the_projects_rules_cite_results_it_keeps(check_docs) -> None:  # type: ignore[no-untyped-def]

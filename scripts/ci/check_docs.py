@@ -18,15 +18,14 @@ Checks, each failure one line naming the file (and line) and what is wrong:
   ``<!-- targets -->`` are exactly those (one place the docs list them);
 - docs/performance.md is what scripts/bench/report.py generates from its results files;
 - every results file that rewriter/'s code or a docs page names (a dated name such as
-  ``bench-2026-12-05-round29.md``, ``{a,b}``, ``*`` and ``{name}`` matching any part) is in
-  scripts/results/: a rule's evidence is in the tree, not only in git's history.
+  ``bench-2026-12-05-round29.md``; ``{a,b}``: each of them; ``*`` and ``{name}``: any part) is
+  in scripts/results/: a rule's evidence is in the tree, not only in git's history.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import fnmatch
 import importlib
 import importlib.util
 import itertools
@@ -223,7 +222,6 @@ def performance_failures(root: Path) -> list[str]:
 def evidence_failures(root: Path, sources: list[Path] | None = None) -> list[str]:
     """One failure per results file named in ``sources`` (default: rewriter/'s modules and
     docs/*.md) that scripts/results/ does not hold."""
-    held = [f.name for f in (root / "scripts" / "results").iterdir()]
     if sources is None:
         sources = sorted((root / "rewriter").rglob("*.py")) + sorted((root / "docs").glob("*.md"))
     failures = []
@@ -231,10 +229,9 @@ def evidence_failures(root: Path, sources: list[Path] | None = None) -> list[str
         for number, line in enumerate(path.read_text().splitlines(), 1):
             for name in _RESULT.findall(line):
                 pattern = re.sub(r"\{[a-z]+\}", "*", name)  # a format field: any part
-                patterns = [
-                    v if v.endswith((".md", ".json")) else v + "*" for v in _brace_expand(pattern)
-                ]
-                if not any(fnmatch.filter(held, pattern) for pattern in patterns):
+                if not pattern.endswith((".md", ".json", "*")):
+                    pattern += "*"  # a name without its extension
+                if not path_exists(root, f"scripts/results/{pattern}"):
                     failures.append(f"{path}:{number}: results file {name} not in scripts/results/")
     return failures
 
