@@ -135,7 +135,6 @@ ONNXRUNTIME = (
         piece_up_to=_16M),
     Row("carry", "r = 4 blocks on single elements: the fastest exact route measured",
         "bench-2026-11-30-last-carry.md", at=_L),
-    Row("chain", "short: n - 1 Muls", _ORT, at=_MU, n=(2, 16)),
     Row("radix", "under 1 MiB a chain's session costs more than its run", _COMPILE, at=_M,
         n=(17, 512), itemsize=4, under_bytes=_MIB),
     Row("chain", "one Mul per position, no Transpose: fastest to 512", _ORT, at=_MU, n=(2, 512)),

@@ -63,15 +63,19 @@ def _facts_for(row: auto.Row) -> list[auto.Facts]:
         run_time = position == auto.RUN_TIME_LENGTH
         if run_time and row.n != (0, None):
             continue
-        for slab, rows in ((row.slab, row.rows), (row.slab + 5000, row.rows + 100)):
+        sizes = {row.under_bytes} if row.under_bytes else {0}
+        if row.over_bytes:
+            sizes = {row.over_bytes + 1, max(row.over_bytes + 1, 1 << 26)}
+        for (slab, rows), nbytes in itertools.product(
+            ((row.slab, row.rows), (row.slab + 5000, row.rows + 100)), sorted(sizes)
+        ):
             out.append(
                 auto.Facts(
                     position=position,
                     n=None if run_time else n,
                     compute=compute,
                     slab=slab,
-                    nbytes=row.under_bytes
-                    or max(row.over_bytes + 1, 1 << 26) * bool(row.over_bytes),
+                    nbytes=nbytes,
                     reverse=reverse,
                     rows=max(rows, 1),
                     static_dims=static,
@@ -114,6 +118,24 @@ def test_every_row_can_be_picked(case: tuple[str, int, auto.Row]) -> None:
 
     assert any(reached(f) for f in _facts_for(row)), (
         f"{table} row {k} ({row.lowering}: {row.reason}) is never reached"
+    )
+
+
+@pytest.mark.parametrize("case", ROWS, ids=_row_id)
+def test_every_row_decides_something(case: tuple[str, int, auto.Row]) -> None:
+    """Some case meeting the row's conditions would take another lowering without it: the
+    first row below that matches it names another lowering, or none matches. A row whose
+    every case the rows below give the same lowering is a rule that decides nothing."""
+    table, k, row = case
+    below = auto.TABLES[table][k + 1 :]
+
+    def decides(facts: auto.Facts) -> bool:
+        after = next((r for r in below if r.matches(facts)), None)
+        return after is None or after.lowering != row.lowering
+
+    assert any(decides(f) for f in _facts_for(row) if row.matches(f)), (
+        f"{table} row {k} ({row.lowering}: {row.reason}) decides nothing: the rows below it "
+        "give the same lowering wherever it matches"
     )
 
 
