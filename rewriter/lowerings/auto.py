@@ -178,11 +178,8 @@ TINYGRAD = (
 )
 _TR, _FEW = "bench-runtime-tract-2026-12-05-round29.md", "few rows: n Scan steps cost more"
 TRACT = (
-    Row("chain", "short last axes", _TR, at=_L, n=(2, 64)),
     Row("radix", _FEW, _TR, at=_L, n=(8193, None), dtype=_F32),
     Row("carry", _FEW, _TR, at=_L, n=(8193, None)),
-    Row("carry", "8-byte: carry where its levels pad nothing", _TR, at=_L, n=(2, None),
-        itemsize=8, pads=False),
     Row("carry", "tract's Scan is slow at powers of two from 1024; carry pads nothing there",
         "bench-runtime-tract-2026-12-01-int32-last-2e20.md", at=_L, n=(1024, None), pads=False),
     Row("scan", "padded levels cost tract a Pad and a Slice each", _TR, at=_L, n=(2, None)),
@@ -202,8 +199,6 @@ IREE = (
         n=(2, None), itemsize=4),
     Row("chain", "8-byte short rows; one row's chain past 32 bindings refused", _IREE, at=_L,
         n=(2, 32), itemsize=8),
-    Row("chain", "8-byte, two rows or more", _IREE, at=_L, n=(2, 64), itemsize=8, rows=2),
-    Row("radix", "8-byte beyond", _IREE, at=_L, n=(2, None), itemsize=8),
     Row("chain", "0.15-0.72x radix's time; compiles within 2x CumSum's to n = 32", _COMPILE,
         at=_M, n=(2, 32)),
     Row("chain", "compiles within 2x CumSum's to n = 64, first axis", _COMPILE, at=_F, n=(2, 64)),
@@ -211,7 +206,6 @@ IREE = (
         _COMPILE, at=_FM, n=(2, None), itemsize=4),
     Row("chain", "8-byte (compile not measured): 0.15-0.72x radix's time",
         "bench-runtime-iree-2026-12-01-probe.md", at=_FM, n=(2, 256)),
-    Row("carry", "0.62-1.12x radix's time at n = 512-4096", _IREE, at=_FM, n=(2, None)),
     *STATIC_RULES,
 )
 MNN = (  # MNN 3.6, --compile 1, float32, N = 65536, a loaded machine
