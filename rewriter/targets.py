@@ -160,6 +160,10 @@ class Target:
         dynamic_levels: The block sizes of ``dynamic``'s tree beyond ``dynamic_scan_up_to``.
         masked_block: ``masked``'s tile side B: a tile of B times the elements per level, the
             blocks' count scanned by the same scheme (compile-tinygrad-masked-2026-12-06.md).
+        masked_one_tile_up_to: ``masked`` takes one tile of side n (one ReduceProd) up to this
+            length, blocks of ``masked_block`` beyond: on tinygrad at n = 256 one tile
+            compiled 1.05-1.07x CumSum's time against 2.11-2.16x for B = 64, and ran
+            1.25x its time (compile-tinygrad-2026-12-06-middle256-quiet-summary.md).
         doubling_blocked_from: The static length from which ``doubling`` runs in blocks of
             32 (measured faster there: OpenVINO from 2000, IREE from 128,
             ``bench-runtime-{openvino,iree}-2026-12-01-doubling-*``); None: never for speed.
@@ -261,6 +265,7 @@ class Target:
     dynamic_scan_up_to: int = 512
     dynamic_levels: tuple[int, ...] = (32, 32)
     masked_block: int = 64
+    masked_one_tile_up_to: int = 0
     doubling_blocked_from: int | None = None
     bfloat16_math: bool = True
     slice_clamps: bool = True

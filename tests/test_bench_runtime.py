@@ -133,3 +133,45 @@ def test_cpu_clock_counts_descendants_still_running() -> None:
         proc.wait()
     # the grandchild's 0.3 s, in clock ticks of 10 ms or less (two roundings at most)
     assert during - before >= 0.28
+
+
+def _constants(model: onnx.ModelProto) -> list[list[int]]:
+    """The int64 values of the model's Constant nodes and initializers."""
+    nodes = [node for node in model.graph.node if node.op_type == "Constant"]
+    tensors = [a.t for node in nodes for a in node.attribute]
+    tensors += list(model.graph.initializer)
+    return [
+        onnx.numpy_helper.to_array(t).ravel().tolist()
+        for t in tensors
+        if t.data_type == TensorProto.INT64
+    ]
+
+
+def test_variants_change_target_fields_and_module_constants_for_the_build_only(bench) -> None:  # type: ignore[no-untyped-def]
+    """--variants: ``doubling_b16`` builds doubling's blocked form in blocks of 16 (a module
+    constant), ``radix_r4`` radix with r = 4 (a Target field); both restored after, and both
+    graphs still the scan."""
+    from rewriter.lowerings import doubling
+    from rewriter.targets import TARGETS
+
+    shape, n = (4, 128), 128  # float32 past 64: doubling runs blocked
+    model = bench.model_for(TensorProto.FLOAT, shape, 1, 0, 0)
+    x = np.random.default_rng(1).uniform(0.9, 1.1, shape).astype(np.float32)
+    expected = np.cumprod(x.astype(np.float64), axis=1)
+    block, radix_r = doubling.BLOCK, TARGETS["onnxruntime"].radix_r
+    built = {}
+    for name in ("doubling_b16", "radix_r4"):
+        strategy, fields = bench.VARIANTS[name]
+        built[strategy] = bench.lowered(model, strategy, "onnxruntime", n)
+        with bench._facts(**fields):
+            built[name] = bench.lowered(model, strategy, "onnxruntime", n)
+    assert (doubling.BLOCK, TARGETS["onnxruntime"].radix_r) == (block, radix_r)
+    # blocks of 16: the (o * m, B, i) view is (4 * 8, 16, 1) in the variant only
+    assert [32, 16, 1] in _constants(built["doubling_b16"])
+    assert [32, 16, 1] not in _constants(built["doubling"])
+    # r = 4 on 128: levels of 4, 4, 4 and a top chain of 2 (r = 8: 8, 8 and 2)
+    assert [32, 4, 1] in _constants(built["radix_r4"])
+    assert [32, 4, 1] not in _constants(built["radix"])
+    for name, rewritten in built.items():
+        (y,) = onnx.reference.ReferenceEvaluator(rewritten).run(None, {"x": x})
+        np.testing.assert_allclose(y, expected, rtol=1e-5, err_msg=name)

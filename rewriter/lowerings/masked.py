@@ -1,6 +1,7 @@
 """``masked``: a blocked scan whose in-block prefixes are one masked ReduceProd each.
 
-Formula, on the (o, n, i) view of x, n static, blocks of B = ``Target.masked_block``::
+Formula, on the (o, n, i) view of x, n static, blocks of B = ``Target.masked_block``
+(one tile, as for n <= B, also up to ``Target.masked_one_tile_up_to``)::
 
     n <= B:  T[o, k, j, i] = x[o, j, i] where mask[k, j] else 1      (a (o, n, n, i) tile)
              y[o, k, i]    = ReduceProd_j T
@@ -82,10 +83,11 @@ def _tile_scan(
 def _scan(
     b: Builder, x3: ir.Value, dims: tuple[Dim, int, Dim], v: View, *, exclusive: bool
 ) -> ir.Value:
-    """The scan of ``x3`` (o, n, i) along n, n static, in blocks of ``Target.masked_block``."""
+    """The scan of ``x3`` (o, n, i) along n, n static: one tile up to
+    ``Target.masked_one_tile_up_to`` or ``Target.masked_block``, else in blocks of the latter."""
     o, n, i = dims
     block = v.target.masked_block
-    if n <= block:
+    if n <= max(block, v.target.masked_one_tile_up_to):
         return _tile_scan(b, x3, dims, v, exclusive=exclusive)
     m = -(-n // block)
     padded = m * block

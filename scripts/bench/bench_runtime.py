@@ -64,6 +64,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
+import importlib
 import json
 import os
 import platform
@@ -133,23 +134,43 @@ F32_CARRIES_TREES: list[str] = []  # F32_CARRIES_OF with --float32-carries, else
 
 
 # --variants: experiments beside the lowerings, on static inclusive forward cells. A variant is
-# a lowering built with target facts changed (name -> (strategy, Target fields)), or a model
-# builder (name -> (elem_type, shape, axis) -> model) with loop's k - 1 ulps bound.
+# a lowering built with target facts changed (name -> (strategy, fields): Target fields, or
+# "MODULE.NAME" for a constant of rewriter.lowerings.MODULE), or a model builder (name ->
+# (elem_type, shape, axis) -> model) with loop's k - 1 ulps bound.
 VARIANTS: dict[str, tuple[str, dict[str, object]] | Callable[..., onnx.ModelProto]] = {
-    f"carry_r{r}": ("carry", {"carry_radix": (r, r)}) for r in (8, 16, 32, 64)
+    **{f"carry_r{r}": ("carry", {"carry_radix": (r, r)}) for r in (8, 16, 32, 64)},
+    # radix with r = R on every level and axis
+    **{f"radix_r{r}": ("radix", {"radix_r": (r, 1 << 62, r)}) for r in (4, 8, 16, 32, 64)},
+    # doubling's blocked form with blocks of B positions (doubling.BLOCK)
+    **{f"doubling_b{b}": ("doubling", {"doubling.BLOCK": b}) for b in (8, 16, 64, 128)},
+    # masked with tiles of side B (Target.masked_block)
+    **{f"masked_b{b}": ("masked", {"masked_block": b}) for b in (16, 32, 128, 256)},
+    # blocked with two levels of blocks at every length
+    "blocked_2lv": ("blocked", {"blocked_one_level_up_to": 1}),
 }
 
 
 @contextlib.contextmanager
 def _facts(**fields: object) -> Iterator[None]:
-    """Every target's ``fields`` set to these values for the block."""
+    """Every target's ``fields`` set to these values for the block; a field "MODULE.NAME"
+    sets that constant of ``rewriter.lowerings.MODULE`` instead."""
+    constants = {key: value for key, value in fields.items() if "." in key}
+    saved_constants = {}
+    for key, value in constants.items():
+        module_name, name = key.split(".")
+        module = importlib.import_module(f"rewriter.lowerings.{module_name}")
+        saved_constants[key] = (module, name, getattr(module, name))
+        setattr(module, name, value)
     saved = dict(TARGETS)
     for name, target in saved.items():
-        TARGETS[name] = dataclasses.replace(target, **fields)  # type: ignore[arg-type]
+        facts = {key: value for key, value in fields.items() if key not in constants}
+        TARGETS[name] = dataclasses.replace(target, **facts)  # type: ignore[arg-type]
     try:
         yield
     finally:
         TARGETS.update(saved)
+        for module, name, value in saved_constants.values():
+            setattr(module, name, value)
 
 
 @contextlib.contextmanager
@@ -794,8 +815,9 @@ def main() -> None:
     parser.add_argument(
         "--variants",
         default="",
-        help=f"NAME,...: also these experiments ({', '.join(VARIANTS)}): carry_rR is carry "
-        "with r = R on every level",
+        help=f"NAME,...: also these experiments ({', '.join(VARIANTS)}): carry_rR / radix_rR "
+        "are carry / radix with r = R on every level, doubling_bB doubling's blocked form in "
+        "blocks of B, masked_bB masked with tiles of side B, blocked_2lv blocked with two levels",
     )
     parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
     parser.add_argument(

@@ -276,3 +276,29 @@ def test_auto_takes_masked_on_tinygrad_within_its_row(
     assert _auto_pick(elem, dims, axis, "tinygrad") == want
     for target in ("onnxruntime", "openvino", "iree", "tract", "portable"):
         assert _auto_pick(elem, dims, axis, target) == "other", target
+
+
+@pytest.mark.parametrize("attrs", ATTRS, ids=["incl", "excl", "rev", "excl-rev"])
+def test_one_tile_up_to_the_target_s_length(
+    monkeypatch: pytest.MonkeyPatch, attrs: tuple[int, int]
+) -> None:
+    """``Target.masked_one_tile_up_to`` decides: n = 256 past B = 64 takes blocks (two
+    ReduceProds) without it, one tile (one ReduceProd) with it at 256 and no longer at 255;
+    each graph within the sequential kernel's bound of the float64 product."""
+    shape, axis = (2, 256, 3), 1
+    tinygrad = rewriter.TARGETS["tinygrad"]
+    assert tinygrad.masked_block < 256
+    x = random_data(TensorProto.FLOAT, shape, np.random.default_rng(256 + 7 * sum(attrs)))
+    reduces = {}
+    for up_to in (0, 255, 256):
+        target = dataclasses.replace(tinygrad, masked_one_tile_up_to=up_to)
+        monkeypatch.setitem(rewriter.TARGETS, "tinygrad", target)
+        _, lowered = _lowered(TensorProto.FLOAT, shape, axis, attrs, "tinygrad")
+        reduces[up_to] = sum(n.op_type == "ReduceProd" for n in lowered.graph.node)
+        got = run_ort(lowered, {"x": x})[0]
+        problem = check_result(
+            TensorProto.FLOAT, "masked", got, x, axis, exclusive=attrs[0], reverse=attrs[1]
+        )
+        assert problem is None, (up_to, problem)
+    assert reduces[256] == 1
+    assert reduces[0] == reduces[255] > 1
