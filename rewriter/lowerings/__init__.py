@@ -49,10 +49,6 @@ _Build = Callable[[Builder, ir.Value, View], ir.Value]
 _Check = Callable[[ScanSpec, Target], "str | None"]
 
 
-def _no_check(spec: ScanSpec, target: Target) -> str | None:
-    return None
-
-
 @dataclasses.dataclass(frozen=True)
 class Lowering:
     """One way to compute CumProd from older ops, with what it needs as data.
@@ -87,12 +83,8 @@ class Lowering:
     length: str = "any"
     type_generic: bool = True
     flat_view: str = "never"
-    check: _Check = _no_check
+    check: _Check = lambda spec, target: None
     build_first_axis: Callable[..., ir.Value | None] | None = None
-
-    @property
-    def static_length(self) -> bool:
-        return self.length == "static"
 
     @property
     def bounded(self) -> bool:
@@ -181,9 +173,8 @@ def for_site(site: CumProdSite, target: Target) -> Target:
     nested Scan (``scan_in_scan``), Scan is one of its missing ops."""
     if not site.in_scan or target.scan_in_scan or "Scan" in target.missing_ops:
         return target
-    scan = frozenset({"Scan"})
     return dataclasses.replace(
-        target, missing_ops=target.missing_ops | scan, avoided_ops=target.avoided_ops | scan
+        target, missing_ops=target.missing_ops | _SCAN, avoided_ops=target.avoided_ops | _SCAN
     )
 
 
@@ -200,7 +191,7 @@ def _refused(lowering: Lowering, spec: ScanSpec, target: Target, opset: int | No
     wrong = target.wrong_reason(name)
     if wrong is not None:
         return f"strategy '{name}' {wrong}"
-    if lowering.static_length and spec.length is None and spec.max_length is None:
+    if lowering.length == "static" and spec.length is None and spec.max_length is None:
         return (
             f"strategy '{name}' needs the length of the scanned axis to be static, or a "
             "bound on it (max_length=, --max-length N)"
@@ -457,7 +448,7 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
             dtype=compute,
             target=target,
             build=lowering.build,
-            pad_to_bound=lowering.static_length,
+            pad_to_bound=lowering.length == "static",
             flat=takes_flat_view(scan, target, lowering.flat_view, eb.opset),
         )
 
