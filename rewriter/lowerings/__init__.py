@@ -98,7 +98,7 @@ LOWERINGS: dict[str, Lowering] = {
         Lowering(
             "logsum",
             logsum.build,
-            logsum.compute_dtype,
+            lambda dtype: ir.DataType.DOUBLE,
             logsum.max_ulps,
             type_generic=False,
             check=logsum.unsupported,
@@ -133,7 +133,7 @@ LOWERINGS: dict[str, Lowering] = {
 _LOGSUM32 = dataclasses.replace(
     LOWERINGS["logsum"],
     build=logsum.build32,
-    compute_dtype=logsum.compute_dtype32,
+    compute_dtype=lambda dtype: ir.DataType.FLOAT,
     max_ulps=logsum.max_ulps32,
 )
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
@@ -373,9 +373,8 @@ def _auto_refusal(
     bounded = dataclasses.replace(spec, max_length=spec.max_length or 1 << 30)
     for name, reason in refused:
         lowering = LOWERINGS[name]
-        if _refused(lowering, bounded, runtime, opset) is None:
-            return _as_auto(reason, name, runtime)
-        if opset is not None and _refused(lowering, spec, runtime, None) is None:
+        lifted = _refused(lowering, bounded, runtime, opset) is None
+        if lifted or (opset is not None and _refused(lowering, spec, runtime, None) is None):
             return _as_auto(reason, name, runtime)
     name, reason = refused[-1]
     return _as_auto(reason, name, runtime)
