@@ -36,7 +36,6 @@ __all__ = [
     "NameSource",
     "check_strategy",
     "choose",
-    "for_site",
     "lower",
     "refusal",
     "specialised",
@@ -166,16 +165,6 @@ def check_strategy(strategy: str) -> None:
         )
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-
-
-def for_site(site: CumProdSite, target: Target) -> Target:
-    """``target`` as it applies at ``site``: inside a Scan body, where the runtime takes no
-    nested Scan (``scan_in_scan``), Scan is one of its missing ops."""
-    if not site.in_scan or target.scan_in_scan or "Scan" in target.missing_ops:
-        return target
-    return dataclasses.replace(
-        target, missing_ops=target.missing_ops | _SCAN, avoided_ops=target.avoided_ops | _SCAN
-    )
 
 
 def _refused(lowering: Lowering, spec: ScanSpec, target: Target, opset: int | None) -> str | None:
@@ -333,7 +322,7 @@ def choose(
     """
     check_strategy(strategy)
     own = target or TARGETS[DEFAULT_TARGET]
-    runtime = for_site(site, own)
+    runtime = own.in_scan_body() if site.in_scan else own
     wanted, reason = _wanted(site, strategy, runtime, opset)
     if reason is None:
         return specialised(LOWERINGS[wanted], runtime)
@@ -420,7 +409,7 @@ def _rank_checked(b: Builder, axis: ir.Value) -> ir.Value:
 
 def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> ir.Value:
     """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output."""
-    target = for_site(site, target)
+    target = target.in_scan_body() if site.in_scan else target
     spec = site.spec
     if spec.empty:  # a static 0 in x's dims: y is x whatever the axis (tract failed to
         return b.op("Identity", site.x)  # load the select over the axes of such an x)
