@@ -315,6 +315,16 @@ class Target:
         model's own If, though this tool builds none for them."""
         return frozenset({"Loop", "Scan"} & (self.missing_ops - self.avoided_ops))
 
+    def in_scan_body(self) -> Target:
+        """This target as it applies inside a Scan body: where the runtime takes no nested
+        Scan (``scan_in_scan``), Scan is one of its missing ops."""
+        if self.scan_in_scan or "Scan" in self.missing_ops:
+            return self
+        scan = frozenset({"Scan"})
+        return dataclasses.replace(
+            self, missing_ops=self.missing_ops | scan, avoided_ops=self.avoided_ops | scan
+        )
+
 
 _NO_CONTROL_FLOW = frozenset({"Loop", "Scan", "If"})
 

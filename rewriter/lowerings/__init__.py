@@ -36,7 +36,6 @@ __all__ = [
     "NameSource",
     "check_strategy",
     "choose",
-    "for_site",
     "lower",
     "refusal",
     "specialised",
@@ -47,10 +46,6 @@ logger = logging.getLogger(__name__)
 
 _Build = Callable[[Builder, ir.Value, View], ir.Value]
 _Check = Callable[[ScanSpec, Target], "str | None"]
-
-
-def _no_check(spec: ScanSpec, target: Target) -> str | None:
-    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,12 +82,8 @@ class Lowering:
     length: str = "any"
     type_generic: bool = True
     flat_view: str = "never"
-    check: _Check = _no_check
+    check: _Check = lambda spec, target: None
     build_first_axis: Callable[..., ir.Value | None] | None = None
-
-    @property
-    def static_length(self) -> bool:
-        return self.length == "static"
 
     @property
     def bounded(self) -> bool:
@@ -106,7 +97,7 @@ LOWERINGS: dict[str, Lowering] = {
         Lowering(
             "logsum",
             logsum.build,
-            logsum.compute_dtype,
+            lambda dtype: ir.DataType.DOUBLE,
             logsum.max_ulps,
             type_generic=False,
             check=logsum.unsupported,
@@ -141,7 +132,7 @@ LOWERINGS: dict[str, Lowering] = {
 _LOGSUM32 = dataclasses.replace(
     LOWERINGS["logsum"],
     build=logsum.build32,
-    compute_dtype=logsum.compute_dtype32,
+    compute_dtype=lambda dtype: ir.DataType.FLOAT,
     max_ulps=logsum.max_ulps32,
 )
 STRATEGIES: tuple[str, ...] = ("auto", *LOWERINGS)
@@ -176,17 +167,6 @@ def check_strategy(strategy: str) -> None:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
 
 
-def for_site(site: CumProdSite, target: Target) -> Target:
-    """``target`` as it applies at ``site``: inside a Scan body, where the runtime takes no
-    nested Scan (``scan_in_scan``), Scan is one of its missing ops."""
-    if not site.in_scan or target.scan_in_scan or "Scan" in target.missing_ops:
-        return target
-    scan = frozenset({"Scan"})
-    return dataclasses.replace(
-        target, missing_ops=target.missing_ops | scan, avoided_ops=target.avoided_ops | scan
-    )
-
-
 def _refused(lowering: Lowering, spec: ScanSpec, target: Target, opset: int | None) -> str | None:
     """Why ``lowering`` cannot compute ``spec`` exactly on ``target`` when built at ai.onnx
     ``opset`` (None: not checked; the pass always gives it) (None: it can)."""
@@ -200,7 +180,7 @@ def _refused(lowering: Lowering, spec: ScanSpec, target: Target, opset: int | No
     wrong = target.wrong_reason(name)
     if wrong is not None:
         return f"strategy '{name}' {wrong}"
-    if lowering.static_length and spec.length is None and spec.max_length is None:
+    if lowering.length == "static" and spec.length is None and spec.max_length is None:
         return (
             f"strategy '{name}' needs the length of the scanned axis to be static, or a "
             "bound on it (max_length=, --max-length N)"
@@ -342,7 +322,7 @@ def choose(
     """
     check_strategy(strategy)
     own = target or TARGETS[DEFAULT_TARGET]
-    runtime = for_site(site, own)
+    runtime = own.in_scan_body() if site.in_scan else own
     wanted, reason = _wanted(site, strategy, runtime, opset)
     if reason is None:
         return specialised(LOWERINGS[wanted], runtime)
@@ -382,9 +362,8 @@ def _auto_refusal(
     bounded = dataclasses.replace(spec, max_length=spec.max_length or 1 << 30)
     for name, reason in refused:
         lowering = LOWERINGS[name]
-        if _refused(lowering, bounded, runtime, opset) is None:
-            return _as_auto(reason, name, runtime)
-        if opset is not None and _refused(lowering, spec, runtime, None) is None:
+        lifted = _refused(lowering, bounded, runtime, opset) is None
+        if lifted or (opset is not None and _refused(lowering, spec, runtime, None) is None):
             return _as_auto(reason, name, runtime)
     name, reason = refused[-1]
     return _as_auto(reason, name, runtime)
@@ -430,7 +409,7 @@ def _rank_checked(b: Builder, axis: ir.Value) -> ir.Value:
 
 def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> ir.Value:
     """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output."""
-    target = for_site(site, target)
+    target = target.in_scan_body() if site.in_scan else target
     spec = site.spec
     if spec.empty:  # a static 0 in x's dims: y is x whatever the axis (tract failed to
         return b.op("Identity", site.x)  # load the select over the axes of such an x)
@@ -457,7 +436,7 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
             dtype=compute,
             target=target,
             build=lowering.build,
-            pad_to_bound=lowering.static_length,
+            pad_to_bound=lowering.length == "static",
             flat=takes_flat_view(scan, target, lowering.flat_view, eb.opset),
         )
 

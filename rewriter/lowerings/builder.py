@@ -1,6 +1,6 @@
 """A small node builder for lowerings: constants as Constant nodes (valid in graphs, subgraphs
 and functions alike), fresh names that collide with nothing in the model, and the few ops
-whose signature depends on the opset (Pad, Reshape, Split's sizes, the reductions' axes,
+whose signature depends on the opset (Reshape, Split's sizes, the reductions' axes,
 Unsqueeze) behind one helper each."""
 
 from __future__ import annotations
@@ -117,21 +117,6 @@ class Builder:
         """Reverse ``x`` along ``axis``: Slice with step -1 (a view-like copy, one pass)."""
         return self.slice_axis(x, axis, -1, _INT64_MIN, -1)
 
-    def reverse_axis1(self, x3: ir.Value, outer: ir.Value, length: ir.Value) -> ir.Value:
-        """Reverse a rank-3 ``x3`` along axis 1 with ReverseSequence (for runtimes that
-        cannot Slice with step -1 over a symbolic dim); ``outer`` / ``length`` are 1-element
-        int64 tensors."""
-        lens = self.op("Expand", length, outer)
-        return self.op("ReverseSequence", x3, lens, batch_axis=0, time_axis=1)
-
-    def pad_axis_before(self, x: ir.Value, axis: int, rank: int, fill: ir.Value) -> ir.Value:
-        """Prepend one slice of ``fill`` along ``axis``: Pad with full-rank pads (valid from
-        opset 11; the ``axes`` input of Pad-18 is avoided because onnxruntime's transpose
-        optimizer rewrites it wrongly after a Transpose, seen in 1.32)."""
-        pads = [0] * (2 * rank)
-        pads[axis] = 1
-        return self.op("Pad", x, self.const(pads), fill)
-
     def split(self, x: ir.Value, axis: int, n: int, size: int = 1) -> list[ir.Value]:
         """``x`` cut into its n slices of ``size`` along ``axis`` (from opset 18 the n equal
         parts, whatever their size; before, the sizes as an input (13) or attribute)."""
@@ -165,6 +150,8 @@ class Builder:
     def shift_exclusive(self, y3: ir.Value, one: ir.Value) -> ir.Value:
         """Inclusive to exclusive scan along axis 1 of a rank-3 ``y3``:
         ``[1, y[0], ..., y[n-2]]``. Pad one slice of ``one`` in front, then drop the last
-        slice (right for n = 0 too, where Slice-then-Pad would make a length-1 result)."""
-        padded = self.pad_axis_before(y3, 1, 3, one)
+        slice (right for n = 0 too, where Slice-then-Pad would make a length-1 result).
+        The pads are full-rank: the ``axes`` input of Pad-18 is avoided because
+        onnxruntime's transpose optimizer rewrites it wrongly after a Transpose (1.32)."""
+        padded = self.op("Pad", y3, self.const([0, 1, 0, 0, 0, 0]), one)
         return self.slice_axis(padded, 1, 0, -1)

@@ -53,41 +53,36 @@ def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
     return None if k == 0 or k * unit < least else k
 
 
-def tile_rows(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int, least: int) -> int | None:
-    """T, the rows per tile (:func:`_divisor_piece` of o); None where a dim is not static."""
+def tile_rows(dims: tuple[int, int, int], itemsize: int, limit: int, least: int) -> int | None:
+    """T, the rows per tile (:func:`_divisor_piece` of o)."""
     o, n, i = dims
-    if not (isinstance(o, int) and isinstance(n, int) and isinstance(i, int)):
-        return None
     return _divisor_piece(o, n * i * itemsize, limit, least)
 
 
-def chunk_length(dims: tuple[Dim, Dim, Dim], itemsize: int, limit: int, least: int) -> int | None:
+def chunk_length(dims: tuple[int, int, int], itemsize: int, limit: int, least: int) -> int | None:
     """C, the positions per chunk of an outermost axis (:func:`_divisor_piece` of n); None
-    where o is not 1 or a dim is not static."""
+    where o is not 1."""
     o, n, i = dims
-    if o != 1 or not (isinstance(n, int) and isinstance(i, int)):
-        return None
-    return _divisor_piece(n, i * itemsize, limit, least)
+    return _divisor_piece(n, i * itemsize, limit, least) if o == 1 else None
 
 
 def pieces(
     dims: tuple[Dim, Dim, Dim], itemsize: int, target: Target
 ) -> tuple[tuple[int, int, int], int] | None:
     """``carry``'s view of one piece, a tile (T, n, i) or a chunk (1, C, i), and how many
-    there are; None where :func:`build` runs ``carry`` on the whole view."""
+    there are; None where :func:`build` runs ``carry`` on the whole view (a dim not static,
+    or no piece)."""
+    o, n, i = dims
+    if not (isinstance(o, int) and isinstance(n, int) and isinstance(i, int)):
+        return None
     if target.cache_pieces is None:
         return None
     (tile, chunk), (tile_share, chunk_share) = target.cache_pieces, target.cache_least
-    o, n, i = dims
-    rows = tile_rows(dims, itemsize, tile, tile // tile_share)
+    rows = tile_rows((o, n, i), itemsize, tile, tile // tile_share)
     if rows is not None:
-        assert isinstance(o, int) and isinstance(n, int) and isinstance(i, int)
         return (rows, n, i), o // rows
-    length = chunk_length(dims, itemsize, chunk, chunk // chunk_share)
-    if length is not None:
-        assert isinstance(n, int) and isinstance(i, int)
-        return (1, length, i), n // length
-    return None
+    length = chunk_length((o, n, i), itemsize, chunk, chunk // chunk_share)
+    return None if length is None else ((1, length, i), n // length)
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:

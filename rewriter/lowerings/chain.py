@@ -53,22 +53,18 @@ def chain(
     ``seed`` when given. ``slice_first``: each Mul takes the slice first (its last use:
     onnxruntime may write the product in its place)."""
     n = len(slices)
-    order = list(range(n - 1, -1, -1) if v.reverse else range(n))
-    outputs: list[ir.Value | None] = [None] * n
+    outputs: list[ir.Value] = []  # in scan order
     running = seed
-    for step, idx in enumerate(order):
+    for idx in range(n - 1, -1, -1) if v.reverse else range(n):
         if exclusive:
-            if running is None:
-                running = v.ones(b, slices[idx])
-            outputs[idx] = running
-            if step < n - 1:
-                running = _times(b, running, slices[idx], slice_first)
-        else:
-            running = (
-                slices[idx] if running is None else _times(b, running, slices[idx], slice_first)
-            )
-            outputs[idx] = running
-    return [o for o in outputs if o is not None]
+            running = v.ones(b, slices[idx]) if running is None else running
+            outputs.append(running)
+            if len(outputs) == n:
+                break
+        running = slices[idx] if running is None else _times(b, running, slices[idx], slice_first)
+        if not exclusive:
+            outputs.append(running)
+    return outputs[::-1] if v.reverse else outputs
 
 
 def _times(b: Builder, running: ir.Value, piece: ir.Value, slice_first: bool) -> ir.Value:

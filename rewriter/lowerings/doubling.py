@@ -60,57 +60,40 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def _shift_flat(b: Builder, y: ir.Value, s: int, v: View) -> ir.Value:
-    """``_shift`` on the 2-D view: by ``s * inner`` columns, Pad first (no negative bound)."""
-    width = times(b, s, v.inner)
-    total = times(b, v.length, v.inner)
-    if v.reverse:
-        padded = b.op("Pad", y, shape_of(b, 0, 0, 0, width), v.one)
-        start, end = width, times(b, width, total, "Add")
-    else:
-        padded = b.op("Pad", y, shape_of(b, 0, width, 0, 0), v.one)
-        start, end = 0, total
-    return b.op("Slice", padded, v.tensor(b, start), v.tensor(b, end), b.const([1]))
-
-
-def _shift_padded_first(b: Builder, y: ir.Value, s: int, n: ir.Value, v: View) -> ir.Value:
-    """``_shift`` as ``Slice(Pad(y, s before), 0, n)`` (reverse: ``Slice(Pad(y, s after),
-    s, s + n)``), bounds in [0, n + s], for targets without ``slice_clamps`` or
-    ``empty_pad`` (the plain shift goes wrong there when s >= n at run time)."""
-    pads = [0, 0, 0, 0, s, 0] if v.reverse else [0, s, 0, 0, 0, 0]
-    padded = b.op("Pad", y, b.const(pads), v.one)
-    if v.reverse:
-        end = b.op("Add", n, b.const([s]))
-        return b.op("Slice", padded, b.const([s]), end, b.const([1]))
-    return b.op("Slice", padded, b.const([0]), n, b.const([1]))
-
-
 def _shift(b: Builder, y: ir.Value, s: int, n: ir.Value | None, v: View) -> ir.Value:
-    """``y`` moved by ``s`` along axis 1, ones filling in (towards the end unless reverse).
-    ``n``: the length to cut the result to (a shift by s >= n leaves s ones); None where the
-    length is static and above s (the result is already n long)."""
-    if v.flat:
-        return _shift_flat(b, y, s, v)
-    padded_first = not (v.target.slice_clamps and v.target.empty_pad)
-    if n is not None and v.static_length is None and padded_first:
-        return _shift_padded_first(b, y, s, n, v)
-    if not v.target.pad_shifts and (v.dtype is None or v.dtype.itemsize == 8):
-        # ones Concat-ed (always n long, no cut): IREE's Pad bug, seen for 8-byte types
-        ones = v.ones(b, b.slice_axis(y, 1, 0, s))
-        if v.reverse:
-            return b.op("Concat", b.slice_axis(y, 1, s, END), ones, axis=1)
-        return b.op("Concat", ones, b.slice_axis(y, 1, 0, -s), axis=1)
-    pads = [0, 0, 0, 0, 0, 0]
-    if v.reverse:
-        kept = b.slice_axis(y, 1, s, END)
-        pads[4] = s
-    else:
-        kept = b.slice_axis(y, 1, 0, -s)
-        pads[1] = s
-    padded = b.op("Pad", kept, b.const(pads), v.one)
-    if n is None:
-        return padded
-    return b.op("Slice", padded, b.const([0]), n, b.const([1]))
+    """``y`` moved by ``s`` positions along axis 1 (on the 2-D view, ``s * inner`` columns),
+    ones filling in (towards the end unless reverse). ``n``: the length to cut the result
+    to (a shift by s >= n leaves s ones); None where the length is static and above s.
+
+    Pad first, then ``Slice(0, n)`` (reverse: ``Slice(s, s + n)``), bounds in [0, n + s]:
+    on the 2-D view (no negative bound), and for a run-time length on targets without
+    ``slice_clamps`` or ``empty_pad`` (Slice-then-Pad goes wrong there when s >= n). Else
+    Slice, then Pad, or ones Concat-ed (always n long) for 8-byte types without
+    ``Target.pad_shifts`` (IREE's Pad bug)."""
+    clamps = v.target.slice_clamps and v.target.empty_pad
+    if v.flat or (n is not None and v.static_length is None and not clamps):
+        width = times(b, s, v.inner) if v.flat else s
+        total = times(b, v.length, v.inner) if v.flat else v.length  # (n itself)
+        padded = b.op("Pad", y, _pads(b, v, width), v.one)
+        if not v.reverse:
+            return b.op("Slice", padded, b.const([0]), v.tensor(b, total), b.const([1]))
+        end = times(b, width, total, "Add") if v.flat else times(b, total, s, "Add")
+        return b.op("Slice", padded, v.tensor(b, width), v.tensor(b, end), b.const([1]))
+    concat = not v.target.pad_shifts and (v.dtype is None or v.dtype.itemsize == 8)
+    ones = v.ones(b, b.slice_axis(y, 1, 0, s)) if concat else None
+    kept = b.slice_axis(y, 1, s, END) if v.reverse else b.slice_axis(y, 1, 0, -s)
+    if ones is not None:
+        return b.op("Concat", *((kept, ones) if v.reverse else (ones, kept)), axis=1)
+    padded = b.op("Pad", kept, _pads(b, v, s), v.one)
+    return padded if n is None else b.op("Slice", padded, b.const([0]), n, b.const([1]))
+
+
+def _pads(b: Builder, v: View, width: Dim) -> ir.Value:
+    """Pad's pads for ``width`` ones before axis 1 (reverse: after it), 2-D or 3-D."""
+    rank = 2 if v.flat else 3
+    pads: list[Dim] = [0] * (2 * rank)
+    pads[rank + 1 if v.reverse else 1] = width
+    return shape_of(b, *pads)
 
 
 def _scan_static(b: Builder, y: ir.Value, length: int, v: View, *, exclusive: bool) -> ir.Value:
@@ -181,11 +164,9 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     if near_one.wanted(v) and bound > ACCURATE_BLOCKED_ABOVE:
         # the first steps in offset windows, as the blocked form's blocks (Accuracy)
         first = WINDOW_STEPS
-
-        def shift(t: ir.Value, s: int, fill: ir.Value) -> ir.Value:
-            return _shift(b, t, s, n, dataclasses.replace(v, one=fill))
-
-        y = near_one.windows(b, v, y, first, shift)
+        y = near_one.windows(
+            b, v, y, first, lambda t, s, fill: _shift(b, t, s, n, dataclasses.replace(v, one=fill))
+        )
     for k in range(first, steps(bound)):
         y = b.op("Mul", y, _shift(b, y, 1 << k, n, v))
     if static is not None:

@@ -36,8 +36,6 @@ from rewriter.targets import Target
 __all__ = [
     "build",
     "build32",
-    "compute_dtype",
-    "compute_dtype32",
     "max_ulps",
     "max_ulps32",
     "unsupported",
@@ -65,10 +63,6 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def compute_dtype(dtype: ir.DataType | None) -> ir.DataType:
-    return ir.DataType.DOUBLE
-
-
 def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
     """The guaranteed bound, in ulps of ``dtype``, for a product of ``factors`` inputs whose
     prefix products all stay inside ``dtype``'s normal range, computed in float64.
@@ -80,10 +74,6 @@ def max_ulps(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:
     if dtype == ir.DataType.DOUBLE:
         return 1490.0 * factors + 2.0
     return np.ones_like(factors, dtype=np.float64)
-
-
-def compute_dtype32(dtype: ir.DataType | None) -> ir.DataType:
-    return ir.DataType.FLOAT
 
 
 def max_ulps32(dtype: ir.DataType, factors: np.ndarray) -> np.ndarray:

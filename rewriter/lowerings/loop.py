@@ -56,7 +56,8 @@ def flip(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     target cannot Slice backwards over a run-time length."""
     if v.target.slice_negative_step or isinstance(v.length, int):
         return b.flip(x3, 1)
-    return b.reverse_axis1(x3, v.tensor(b, v.outer), v.tensor(b, v.length))
+    lengths = b.op("Expand", v.tensor(b, v.length), v.tensor(b, v.outer))
+    return b.op("ReverseSequence", x3, lengths, batch_axis=0, time_axis=1)
 
 
 def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
@@ -79,7 +80,7 @@ def _running_product(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     guarded = not v.target.loop_empty_length and not (v.static_length or 0) > 0
     steps = length
     if guarded:
-        x3 = b.pad_axis_before(x3, 1, 3, v.one)
+        x3 = b.op("Pad", x3, b.const([0, 1, 0, 0, 0, 0]), v.one)  # (Builder.shift_exclusive)
         steps = b.op("Add", length, b.const([1]))
     ones = b.op("Expand", v.one, b.op("Concat", outer, inner, axis=0))
     dtype = v.dtype

@@ -215,9 +215,7 @@ def scan3(
             carry_each=carry_each,
         )
 
-    slices = None
-    if not scan_blocks:
-        slices = b.split(view, 1, r)
+    slices = None if scan_blocks else b.split(view, 1, r)
     if wide is not None:
         # the carries first, from float64 totals of x itself; each block's scan then starts
         # from its carry, so its partial products are x's own prefixes (:mod:`.wide`)
@@ -240,18 +238,14 @@ def scan3(
             inner, _ = scan_front(b, front, v, exclusive=exclusive, slice_rank=2, init=init)
             y = b.op("Transpose", inner, perm=[1, 0, 2])
     else:
-        outs: list[ir.Value | None] = [None] * r
+        outs: list[ir.Value | None] = []
         if slices is not None:
-            running: ir.Value | None = None
-            for k in range(r - 1, -1, -1) if v.reverse else range(r):
-                if exclusive:
-                    outs[k] = running  # None for the first: the carry alone
-                # the slice first: its last use, so onnxruntime may write the product there
-                running = slices[k] if running is None else b.op("Mul", slices[k], running)
-                if not exclusive:
-                    outs[k] = running
-            assert running is not None
-            total = running
+            # the slice first: its last use, so onnxruntime may write the product there
+            products = chain.chain(b, slices, v, exclusive=False, slice_first=True)
+            total = products[0 if v.reverse else -1]
+            outs = list(products)
+            if exclusive:  # the product before each position (None for the first: the carry)
+                outs = [*outs[1:], None] if v.reverse else [None, *outs[:-1]]
         else:
             front = b.op("Transpose", view, perm=[1, 0, 2])
             inner, total = scan_front(b, front, v, exclusive=exclusive, slice_rank=2)

@@ -273,10 +273,8 @@ def in_view(
             x2 = x2 if to is None else sb.cast(x2, to)
             y = build(sb, x2, dataclasses.replace(view, flat=True))
         else:  # (source is x)
-            if spec.rank == 3 and spec.axis == 1:
-                x3 = x
-            else:
-                x3 = sb.reshape(x, shape_of(sb, outer, n, inner))
+            view3 = spec.rank == 3 and spec.axis == 1  # x is its own view
+            x3 = x if view3 else sb.reshape(x, shape_of(sb, outer, n, inner))
             pad = pad_to_bound and not isinstance(n, int)
             y = padded(sb, x3, view, build) if pad else build(sb, x3, view)
             if x3 is x:

@@ -104,8 +104,14 @@ def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
     assert checked > 300
 
 
-def test_tile_rows_needs_static_dims() -> None:
-    assert cached.tile_rows((ir.Value(name="o"), 512, 1), 8, 1 << 20, 1 << 17) is None
+def test_pieces_need_static_dims() -> None:
+    """Views that are cut into pieces when static are run whole with a dim not static."""
+    target = TARGETS["onnxruntime"]  # 256-byte pieces (the fixture)
+    static = [(4, 8, 2), (1, 64, 8), (1, 64, 8)]
+    for k, dims in enumerate(static):  # o, n, i in turn symbolic
+        assert cached.pieces(dims, 4, target) is not None, dims
+        symbolic = tuple(ir.Value(name="d") if j == k else d for j, d in enumerate(dims))
+        assert cached.pieces(symbolic, 4, target) is None, symbolic
 
 
 @pytest.mark.parametrize(
@@ -128,7 +134,6 @@ def test_chunk_length(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert cached.chunk_length(dims, itemsize, chunk_bytes, chunk_bytes // 4) == length
-    assert cached.chunk_length((1, ir.Value(name="n"), 8), itemsize, chunk_bytes, 1) is None
 
 
 CELLS = [
