@@ -481,6 +481,7 @@ TARGETS: dict[str, Target] = {
             local_functions=False,
             reduce_prod_wraps=True,
             where_keeps_negative_zero=True,
+            masked_one_tile_up_to=256,
         ),
         _compiled(
             "mnn",

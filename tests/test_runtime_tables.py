@@ -9,10 +9,10 @@ wrap and never turn to zero, which would hide a wrong factor), floats within the
 contract (tests/bounds.py) for the lowering each node got, with 0, -0.0, ±inf and NaN
 sprinkled in. The shapes take each side of every threshold of rewriter/lowerings/auto.py's
 ``openvino``, ``tract``, ``iree`` and ``static`` tables: last axis n = 17, 65, 512, 600, 8193;
-first axis n = 17, 65, 600, 1025; a middle axis n = 17, 600.
+first axis n = 17, 65, 600, 1025; a middle axis n = 17, 256, 600.
 
-tinygrad runs three of the shapes (its table is static's with carry for radix; it compiles
-every kernel).
+tinygrad runs four of the shapes (it compiles every kernel): one per position past n = 16,
+where it takes carry, and the middle n = 256, where it takes masked as one tile.
 Runtime limits are not run here (they are warned and tested in tests/test_runtimes.py):
 OpenVINO's int64 / uint64 / float64, tract's bfloat16.
 """
@@ -62,6 +62,7 @@ SHAPES: list[tuple[tuple[int, ...], int]] = [
     ((2, 17, 3), 1),
     ((2, 600, 2), 1),
     ((1025, 2), 0),
+    ((2, 256, 2), 1),
 ]
 ATTRS = [(0, 0), (1, 0), (0, 1), (1, 1)]  # (exclusive, reverse)
 SHARDS = {"iree": 2}  # runner processes per runtime (default 1)
@@ -79,9 +80,10 @@ CASES = [
 ]
 
 Node = tuple[int, int, int, int]  # shape index, axis, exclusive, reverse
-# tinygrad compiles every kernel with clang (about 8 s per 4-node model here): its table has
-# one rule past n = 16 (carry), so one shape per position there is enough
-SHAPES_ON = {"tinygrad": (1, 6, 8)}
+# tinygrad compiles every kernel with clang (about 8 s per 4-node model here): past n = 16
+# its table takes carry, and masked at a middle n = 256 (one tile) and from 1024 (blocks:
+# tests/lowerings/test_masked.py), so one shape per position and the middle 256
+SHAPES_ON = {"tinygrad": (1, 6, 8, 11)}
 
 
 # IREE compiles a 44-node model in 40-60 s: without CUMPROD_FULL=1 (CI), each type's model
@@ -215,10 +217,11 @@ def test_the_tables_reach_every_lowering_they_name() -> None:
     for runtime, elem_type in CASES:
         used[runtime] |= set(lowered_for(runtime, elem_type).lowerings.values())
     assert used == {
-        "openvino": {"doubling", "chain", "radix", "carry"},  # carry: int32 from n = 256
+        "openvino": {"doubling", "chain", "radix", "carry", "blocked"},  # carry: int32 from
+        # n = 256, blocked: float32 n = 256-1024
         "tract": {"scan", "radix", "carry"},  # chain for n <= 1 only
         "iree": {"doubling", "chain", "radix"},
-        "tinygrad": {"carry"},  # n <= 16 (chain): tests/test_runtimes.py
+        "tinygrad": {"carry", "masked"},  # n <= 16 (chain): tests/test_runtimes.py
     }
 
 

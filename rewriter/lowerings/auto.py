@@ -152,18 +152,22 @@ STATIC_RULES = (
     Row("doubling", "no control flow, over a length bounded by max_length", at=_RTL),
 )
 # -- the runtimes' own: scripts/bench_runtime.py --runtime NAME, against its own CumSum -------
-# OpenVINO float32 first / middle axes keep the trees: loop compiles within 2x of CumSum,
-# runs 2.8-80x CumSum against their 0.06-0.9x (compile-openvino-float32-2026-12-06)
+_OVQ = "compile-openvino-float32-2026-12-06-quiet-summary.md"
 OPENVINO = (
     Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis",
         "bench-runtime-openvino-2026-12-05-round29.md", at=_L, n=(2, None)),
     Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x",
         _COMPILE, at=_FM, n=(256, None), dtype=_I32),
+    Row("blocked", "float32: compiled 1.4-1.9x CumSum's time (trees 2.2-4.2x), 1.4-2.4x slower",
+        _OVQ, at=_FM, n=(256, 1024), dtype=_F32, under_bytes=_MIB),
     Row("chain", "0.31-0.92x radix's time; its compile time grows with its nodes",
         "bench-runtime-openvino-2026-12-01-chain.md", at=_FM, n=(2, 512)),
     *STATIC_RULES,
 )
 TINYGRAD = (
+    Row("masked", "middle 256: one tile compiled 1.05-1.07x CumSum's time, carry 1.92-2.24x",
+        "compile-tinygrad-2026-12-06-middle256-quiet-summary.md", at=_M, n=(256, 256),
+        itemsize=4, under_bytes=_MIB),
     Row("masked", "carry's unrolled tree compiled > 4.3x CumSum's time, masked 0.95-1.21x",
         "compile-tinygrad-masked-2026-12-06.md", at=_F | _L, n=(1024, 8192), itemsize=4,
         under_bytes=_MIB),

@@ -40,8 +40,8 @@ SOURCES = {
     "compile": "compile-2026-12-06-auto-picks.md",
     "compile_study": "compile-2026-12-06-summary.md",
     "compile_ort": "compile-onnxruntime-2026-12-06-9reps.md",
-    "compile_tinygrad_middle": "compile-tinygrad-2026-12-06-middle.md",
-    "compile_openvino_long": "compile-openvino-2026-12-06-long-summary.md",
+    "compile_tinygrad_middle": "compile-tinygrad-2026-12-06-middle256-quiet-summary.md",
+    "compile_openvino": "compile-openvino-float32-2026-12-06-quiet-summary.md",
 }
 POSITIONS = ("first", "middle", "last")
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -348,9 +348,9 @@ def compile_section() -> list[str]:
         "elements, float32 / int32; a loaded machine, so ratios only). Each cell: compile "
         "ratio as wall / CPU time, and the steady run time / CumSum's. tinygrad's first and "
         "last axes take `masked`, IREE's long first and middle axes `doubling`, OpenVINO's "
-        "int32 first and middle axes `carry`, for their compile time. OpenVINO's float32 first "
-        "and middle axes keep the trees: `loop` compiles within 2× there but runs 3-9× "
-        "CumSum where they run 0.06-0.3×. Why each form compiles as it does: "
+        "int32 first and middle axes `carry`, for their compile time. Two cells of the table "
+        "have changed picks since (below): OpenVINO's float32 first and middle axes, and "
+        "tinygrad's middle axis. Why each form compiles as it does: "
         f"`scripts/results/{SOURCES['compile_study']}`.",
         "",
         *table,
@@ -363,16 +363,26 @@ def compile_section() -> list[str]:
         "fewer nodes, compiles about as fast (1.19-1.58× against `carry`'s 1.34-1.61×) and "
         "runs slower on the last axes (1.00-3.52× CumSum where `carry` runs 0.79-1.70×).",
         "",
-        "Measured again with 5 repetitions and a CPU clock that counts tinygrad's compile "
-        "pool (the table's tinygrad CPU figures predate it; its wall figures stand): "
-        "tinygrad's middle axis (`scripts/results/"
-        f"{SOURCES['compile_tinygrad_middle']}`) misses 2× at n = 256 whatever the form "
-        "(`carry` 1.95-2.28 wall / 2.00-2.26 CPU, `masked` 2.06-2.37 / 2.14-2.55, `radix` "
-        "2.28-2.38 / 2.32-2.62), and takes `masked` from n = 1024 (0.92-1.16×, where `carry` "
-        "took 4.2× to over 5.5×). OpenVINO's float32 n = 8192 (`scripts/results/"
-        f"{SOURCES['compile_openvino_long']}`): `doubling` 2.13 wall / 1.99 CPU over 10 "
-        "repetitions; the forms within 2× there (`loop`, `scan`, `blocked`) run 2.6-52× its "
-        "time, so the table keeps it.",
+        "OpenVINO, float32, 9-15 repetitions at load 0.8-5.8 (`scripts/results/"
+        f"{SOURCES['compile_openvino']}`). Its compile time follows the count of non-Constant "
+        "nodes (about 1 ms each), and a float32 tree's offset totals (no float64 there) are "
+        "about 60 % of them, so the unrolled trees compiled 2.2-4.2× CumSum's time on the "
+        "first and middle axes. From n = 256 to 1024 under 1 MiB those axes take `blocked` "
+        "(46-53 such nodes): 1.41-1.76× wall / 1.45-1.87× CPU at (1024, 64), (16, 256, 16), "
+        "(256, 256) and (8, 1024, 8). **The faster compile costs run time**: `blocked` ran "
+        "0.40-1.38× CumSum, 1.4-2.4× the trees' time (at (1024, 64) 0.53 ms a run against "
+        "`radix`'s 0.22 ms, 0.26 s sooner to the first result). The last axis at n = 8192 "
+        "keeps `doubling`, which sits at the limit: 1.64 / 1.79, 2.79 / 2.25 and 2.07 / 2.00 "
+        "in three runs, at 3.2-3.7× CumSum's run time; the forms within 2× there (`blocked`, "
+        "`loop`, `scan`) ran 6.8-252× CumSum.",
+        "",
+        "tinygrad's middle axis at n = 256 (`scripts/results/"
+        f"{SOURCES['compile_tinygrad_middle']}`, 9 repetitions, a CPU clock that counts its "
+        "compile pool; the table's tinygrad CPU figures predate that clock, its wall figures "
+        "stand): `masked` as one tile compiled 1.05 / 1.14 (float32) and 1.07 / 1.07 (int32) "
+        "where `carry` took 1.92 / 1.98 and 2.24 / 2.07, and ran 0.45× / 0.51× CumSum against "
+        "`carry`'s 0.36× / 0.53×. From n = 1024 tinygrad takes `masked` in blocks "
+        "(0.92-1.16×, where `carry` took 4.2× to over 5.5×).",
         "",
     ]
 

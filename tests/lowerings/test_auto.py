@@ -316,21 +316,21 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
         _4,
         (512, 4),
         0,
-        ("chain", "scan", "doubling", "doubling", "carry", "doubling"),
-    ),  # ov: chain to 512
+        ("blocked", "scan", "doubling", "doubling", "carry", "doubling"),
+    ),  # ov: blocked from 256 (float32), chain below
     # tract, float32: carry past 512, but Scan to 1024 where carry's levels pad
-    (_4, (513, 4), 0, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (513, 4), 0, ("blocked", "scan", "doubling", "doubling", "carry", "doubling")),
     (
         _4,
         (768, 4),
         0,
-        ("radix", "carry", "doubling", "doubling", "carry", "doubling"),
+        ("blocked", "carry", "doubling", "doubling", "carry", "doubling"),
     ),  # 16 * 48: no pad
-    (_4, (1000, 4), 0, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
-    (_4, (1024, 4), 0, ("radix", "carry", "doubling", "doubling", "masked", "doubling")),
+    (_4, (1000, 4), 0, ("blocked", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (1024, 4), 0, ("blocked", "carry", "doubling", "doubling", "masked", "doubling")),
     (_4, (1025, 4), 0, ("radix", "carry", "doubling", "doubling", "masked", "doubling")),
-    (_4, (2, 600, 2), 1, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
-    (_4, (2, 1024, 2), 1, ("radix", "carry", "doubling", "doubling", "masked", "doubling")),
+    (_4, (2, 600, 2), 1, ("blocked", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 1024, 2), 1, ("blocked", "carry", "doubling", "doubling", "masked", "doubling")),
     # tract: the other types scan to 1024
     (_8, (1024, 4), 0, ("radix", "scan", "radix", "doubling", "carry", "doubling")),
     (_8, (1025, 4), 0, ("radix", "radix", "radix", "doubling", "carry", "doubling")),
@@ -351,10 +351,10 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_4, (2, 17, 2), 1, ("chain", "scan", "chain", "doubling", "carry", "doubling")),
     (_8, (2, 64, 2), 1, ("chain", "scan", "chain", "doubling", "carry", "doubling")),
     (_8, (2, 65, 2), 1, ("chain", "scan", "chain", "doubling", "carry", "doubling")),
-    (_4, (2, 256, 2), 1, ("chain", "scan", "doubling", "doubling", "carry", "doubling")),
-    (_4, (2, 257, 2), 1, ("chain", "scan", "doubling", "doubling", "carry", "doubling")),
-    (_4, (2, 512, 2), 1, ("chain", "scan", "doubling", "doubling", "carry", "doubling")),
-    (_4, (2, 513, 2), 1, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 256, 2), 1, ("blocked", "scan", "doubling", "doubling", "masked", "doubling")),
+    (_4, (2, 257, 2), 1, ("blocked", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 512, 2), 1, ("blocked", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2, 513, 2), 1, ("blocked", "scan", "doubling", "doubling", "carry", "doubling")),
     (_8, (2, 1025, 2), 1, ("radix", "radix", "radix", "doubling", "carry", "doubling")),
     # a length known only at run time (max_length 64): tinygrad pads carry to the bound
     (_4, ("N", 4), 0, ("scan", "scan", "doubling", "doubling", "carry", "doubling")),
@@ -467,8 +467,21 @@ def test_auto_without_a_bound_where_only_doubling_fits_is_refused() -> None:
         ("openvino", I32, (255, 4), 0, "chain"),
         ("openvino", I32, (256, 4), 0, "carry"),
         ("openvino", I32, (2, 256, 2), 1, "carry"),
-        ("openvino", F32, (256, 4), 0, "chain"),  # float32: no form met 2x
+        # OpenVINO, float32 first and middle axes, n = 256-1024, up to 1 MiB: blocked (the
+        # trees compiled 2.2-4.2x CumSum's time)
+        ("openvino", F32, (255, 4), 0, "chain"),
+        ("openvino", F32, (256, 4), 0, "blocked"),
+        ("openvino", F32, (2, 1024, 2), 1, "blocked"),
+        ("openvino", F32, (1025, 4), 0, "radix"),
+        ("openvino", F32, (1024, 256), 0, "blocked"),  # 1 MiB exactly
+        ("openvino", F32, (1024, 257), 0, "radix"),  # past 1 MiB
         # tinygrad: masked on every static axis, n = 1024-8192 (tests/lowerings/test_masked.py)
+        # tinygrad, middle axis n = 256: masked as one tile (carry compiled 1.9-2.2x)
+        ("tinygrad", F32, (2, 255, 2), 1, "carry"),
+        ("tinygrad", F32, (2, 256, 2), 1, "masked"),
+        ("tinygrad", I32, (2, 256, 2), 1, "masked"),
+        ("tinygrad", F32, (2, 257, 2), 1, "carry"),
+        ("tinygrad", F32, (256, 4), 0, "carry"),  # first axis: not measured
         ("tinygrad", F32, (2, 1023), 1, "carry"),
         ("tinygrad", F32, (2, 1024), 1, "masked"),
         ("tinygrad", I32, (8192, 4), 0, "masked"),
@@ -482,7 +495,8 @@ def test_auto_weighs_compile_time_where_it_was_measured(
     target: str, elem: int, dims: tuple[int, ...], axis: int, want: str
 ) -> None:
     """scripts/results/compile-2026-12-06-summary.md, compile-tinygrad-masked-2026-12-06.md,
-    compile-tinygrad-2026-12-06-middle.md:
+    compile-tinygrad-2026-12-06-middle.md, compile-tinygrad-2026-12-06-middle256-quiet-summary.md,
+    compile-openvino-float32-2026-12-06-quiet-summary.md:
     load / compile + first run against the CumSum model of the same shape."""
     assert _planned(cumprod_model(elem, dims, axis), target) == want
 
