@@ -1,7 +1,7 @@
 """``masked``: a blocked scan whose in-block prefixes are one masked ReduceProd each.
 
 Formula, on the (o, n, i) view of x, n static, blocks of B = ``Target.masked_block``
-(one tile, as for n <= B, also up to ``Target.masked_one_tile_up_to``)::
+(one tile, as for n <= B, also for n up to ``Target.masked_one_tile_up_to``)::
 
     n <= B:  T[o, k, j, i] = x[o, j, i] where mask[k, j] else 1      (a (o, n, n, i) tile)
              y[o, k, i]    = ReduceProd_j T
@@ -81,13 +81,20 @@ def _tile_scan(
 
 
 def _scan(
-    b: Builder, x3: ir.Value, dims: tuple[Dim, int, Dim], v: View, *, exclusive: bool
+    b: Builder,
+    x3: ir.Value,
+    dims: tuple[Dim, int, Dim],
+    v: View,
+    *,
+    exclusive: bool,
+    one_tile_up_to: int = 0,
 ) -> ir.Value:
-    """The scan of ``x3`` (o, n, i) along n, n static: one tile up to
-    ``Target.masked_one_tile_up_to`` or ``Target.masked_block``, else in blocks of the latter."""
+    """The scan of ``x3`` (o, n, i) along n, n static: one tile up to ``one_tile_up_to`` (x
+    itself: ``Target.masked_one_tile_up_to``; the block totals' levels: 0) or
+    ``Target.masked_block``, else in blocks of the latter."""
     o, n, i = dims
     block = v.target.masked_block
-    if n <= max(block, v.target.masked_one_tile_up_to):
+    if n <= max(block, one_tile_up_to):
         return _tile_scan(b, x3, dims, v, exclusive=exclusive)
     m = -(-n // block)
     padded = m * block
@@ -120,7 +127,13 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     if v.dtype == ir.DataType.FLOAT:
         wide = wide_view(b, v, ir.DataType.DOUBLE)
         y = _scan(
-            b, b.cast(x3, ir.DataType.DOUBLE), (v.outer, n, v.inner), wide, exclusive=v.exclusive
+            b,
+            b.cast(x3, ir.DataType.DOUBLE),
+            (v.outer, n, v.inner),
+            wide,
+            exclusive=v.exclusive,
+            one_tile_up_to=v.target.masked_one_tile_up_to,
         )
         return b.cast(y, ir.DataType.FLOAT)
-    return _scan(b, x3, (v.outer, n, v.inner), v, exclusive=v.exclusive)
+    one_tile = v.target.masked_one_tile_up_to
+    return _scan(b, x3, (v.outer, n, v.inner), v, exclusive=v.exclusive, one_tile_up_to=one_tile)

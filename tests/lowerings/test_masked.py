@@ -302,3 +302,19 @@ def test_one_tile_up_to_the_target_s_length(
         assert problem is None, (up_to, problem)
     assert reduces[256] == 1
     assert reduces[0] == reduces[255] > 1
+
+
+@pytest.mark.parametrize("n", [257, 4500, 8192])
+def test_one_tile_is_for_x_s_own_length(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """Past ``Target.masked_one_tile_up_to`` the graph is the one without it: the block totals'
+    levels keep blocks of ``masked_block`` (measured so, compile-tinygrad-masked-2026-12-06.md),
+    however few the blocks."""
+    tinygrad = rewriter.TARGETS["tinygrad"]
+    assert 0 < tinygrad.masked_one_tile_up_to < n
+    graphs = []
+    for up_to in (tinygrad.masked_one_tile_up_to, 0):
+        target = dataclasses.replace(tinygrad, masked_one_tile_up_to=up_to)
+        monkeypatch.setitem(rewriter.TARGETS, "tinygrad", target)
+        _, lowered = _lowered(TensorProto.FLOAT, (2, n), 1, (0, 0), "tinygrad")
+        graphs.append([(node.op_type, list(node.input)) for node in lowered.graph.node])
+    assert graphs[0] == graphs[1]
