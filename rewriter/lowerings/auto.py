@@ -125,8 +125,6 @@ ONNXRUNTIME = (
     Row("scan", "short last axes, 8-byte", _ORT, at=_L, n=(2, 7), itemsize=8),
     Row("scan", "carry's padded levels cost a Pad and a Slice each",
         "bench-2026-11-30-round5-lengths.md", at=_L, n=(2, 128), pads=True),
-    Row("cached", "carry in tiles that stay in cache, from 16 MiB", _CACHED, at=_L, n=(2, 256),
-        dtype=_F32, over_bytes=_16MIB, piece_up_to=_16M),
     Row("scan", "float32 trees take float64 carries, slower than a Scan here",
         "bench-wide-carries-2026-12-04.md", at=_L, n=(2, 256), dtype=_F32),
     Row("cached", "carry in tiles of rows that stay in cache", _CACHED, at=_L, over_bytes=_4MIB,

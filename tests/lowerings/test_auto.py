@@ -196,8 +196,8 @@ AUTO_ROWS = [
     (_4, (2, 63), 1, "scan", "radix"),
     (I32, (2, 64), 1, "carry", "radix"),  # 64: carry pads nothing (r = 4)
     (I32, (32768, 64), 1, "cached", "radix"),  # 8 MiB: carry in tiles
-    (_4, (16384, 64), 1, "scan", "radix"),  # float32, 4 MiB: scan to 16 MiB
-    (_4, (65536, 64), 1, "cached", "radix"),  # float32, 16 MiB: carry in tiles
+    (_4, (16384, 64), 1, "scan", "radix"),  # float32, 4 MiB: scan
+    (_4, (65536, 64), 1, "scan", "radix"),  # float32, 16 MiB: scan all the same
     (I32, (2, 65), 1, "scan", "radix"),  # to 128, scan where carry (r = 4) would pad
     (I32, (2, 80), 1, "scan", "radix"),  # 4 * 4 * 5 pads with r = 4 (16 * 5 would not)
     (I32, (2, 128), 1, "carry", "radix"),  # carry pads nothing
@@ -517,7 +517,7 @@ def test_refusal_answers_why_not_for_a_lowering_and_for_auto() -> None:
 @pytest.mark.parametrize(
     ("dims", "axis", "want"),
     [
-        ((65537, 64), 1, "scan"),  # 16 MiB, 65537 rows (a prime): no tile of rows divides them
+        ((65537, 64), 1, "carry"),  # 16 MiB, 65537 rows (a prime): no tile of rows divides them
         ((3, 65537, 64), 1, "carry"),
         ((65537, 3, 64), 0, "carry"),
         ((65536, 64), 1, "cached"),  # the same size in tiles of rows: cached
@@ -525,5 +525,6 @@ def test_refusal_answers_why_not_for_a_lowering_and_for_auto() -> None:
 )
 def test_cached_rows_need_x_cut_into_pieces(dims: tuple[int, ...], axis: int, want: str) -> None:
     """onnxruntime's cached rows match only where x cuts into pieces (of at most 16 MiB):
-    where no tile of rows or chunk divides x, the next row picks."""
-    assert _planned(cumprod_model(F32, dims, axis), "onnxruntime") == want
+    where no tile of rows or chunk divides x, the next row picks (int32: float32 short last
+    axes scan before any cached row)."""
+    assert _planned(cumprod_model(I32, dims, axis), "onnxruntime") == want
