@@ -164,8 +164,9 @@ class Target:
             blocks' count scanned by the same scheme (compile-tinygrad-masked-2026-12-06.md).
         masked_one_tile_up_to: ``masked`` takes one tile of side n (one ReduceProd) up to this
             length, blocks of ``masked_block`` beyond: on tinygrad at n = 256 one tile
-            compiled 1.05-1.07x CumSum's time against 2.11-2.16x for B = 64, and ran
-            1.25x its time (compile-tinygrad-2026-12-06-middle256-quiet-summary.md).
+            compiled 1.05-1.07x CumSum's time against 2.11-2.16x for B = 64 and ran 1.25x
+            (float32) / 0.96x (int32) carry's time
+            (compile-tinygrad-2026-12-06-middle256-quiet-summary.md).
         doubling_blocked_from: The static length from which ``doubling`` runs in blocks of
             32 (measured faster there: OpenVINO from 2000, IREE from 128,
             ``bench-runtime-{openvino,iree}-2026-12-01-doubling-*``); None: never for speed.

@@ -124,16 +124,10 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
     multiplied in float64 (:func:`unsupported` refuses it on targets without float64)."""
     n = v.static_length
     assert n is not None
+    dims, one_tile = (v.outer, n, v.inner), v.target.masked_one_tile_up_to
     if v.dtype == ir.DataType.FLOAT:
         wide = wide_view(b, v, ir.DataType.DOUBLE)
-        y = _scan(
-            b,
-            b.cast(x3, ir.DataType.DOUBLE),
-            (v.outer, n, v.inner),
-            wide,
-            exclusive=v.exclusive,
-            one_tile_up_to=v.target.masked_one_tile_up_to,
-        )
+        x64 = b.cast(x3, ir.DataType.DOUBLE)
+        y = _scan(b, x64, dims, wide, exclusive=v.exclusive, one_tile_up_to=one_tile)
         return b.cast(y, ir.DataType.FLOAT)
-    one_tile = v.target.masked_one_tile_up_to
-    return _scan(b, x3, (v.outer, n, v.inner), v, exclusive=v.exclusive, one_tile_up_to=one_tile)
+    return _scan(b, x3, dims, v, exclusive=v.exclusive, one_tile_up_to=one_tile)
