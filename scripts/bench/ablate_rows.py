@@ -22,20 +22,12 @@ import statistics
 import sys
 from pathlib import Path
 
-import onnx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_runtime
 
 from rewriter.lowerings import auto
 
 EARNS = 1.25
-TYPES = {
-    "float32": onnx.TensorProto.FLOAT,
-    "float64": onnx.TensorProto.DOUBLE,
-    "int32": onnx.TensorProto.INT32,
-    "int64": onnx.TensorProto.INT64,
-}
 
 
 def pick(cell: dict, runtime: str, rows: tuple[auto.Row, ...]) -> str:
@@ -44,7 +36,7 @@ def pick(cell: dict, runtime: str, rows: tuple[auto.Row, ...]) -> str:
     auto.TABLES[runtime] = rows
     try:
         return bench_runtime.pick_for(
-            TYPES[cell["dtype"]], tuple(cell["shape"]), cell["axis"], runtime
+            bench_runtime.DTYPES[cell["dtype"]], tuple(cell["shape"]), cell["axis"], runtime
         )
     finally:
         auto.TABLES[runtime] = table
