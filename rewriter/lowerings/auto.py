@@ -150,14 +150,14 @@ STATIC_RULES = (
     Row("doubling", "no control flow, over a length bounded by max_length", at=_RTL),
 )
 # -- the runtimes' own: scripts/bench_runtime.py --runtime NAME, against its own CumSum -------
-_OVQ = "compile-openvino-float32-2026-12-06-quiet-summary.md"
 OPENVINO = (
     Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis",
         "bench-runtime-openvino-2026-12-05-round29.md", at=_L, n=(2, None)),
     Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x",
         _COMPILE, at=_FM, n=(256, None), dtype=_I32),
     Row("blocked", "float32: compiled 1.4-1.9x CumSum's time (trees 2.2-4.2x), 1.4-2.4x slower",
-        _OVQ, at=_FM, n=(256, 1024), dtype=_F32, under_bytes=_MIB),
+        "compile-openvino-float32-2026-12-06-quiet-summary.md", at=_FM, n=(256, 1024),
+        dtype=_F32, under_bytes=_MIB),
     Row("chain", "0.31-0.92x radix's time; its compile time grows with its nodes",
         "bench-runtime-openvino-2026-12-01-chain.md", at=_FM, n=(2, 512)),
     *STATIC_RULES,
