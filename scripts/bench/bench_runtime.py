@@ -161,9 +161,9 @@ def _facts(**fields: object) -> Iterator[None]:
         module = importlib.import_module(f"rewriter.lowerings.{module_name}")
         saved_constants[key] = (module, name, getattr(module, name))
         setattr(module, name, value)
+    facts = {key: value for key, value in fields.items() if key not in constants}
     saved = dict(TARGETS)
     for name, target in saved.items():
-        facts = {key: value for key, value in fields.items() if key not in constants}
         TARGETS[name] = dataclasses.replace(target, **facts)  # type: ignore[arg-type]
     try:
         yield
