@@ -94,6 +94,16 @@ def test_fresh_first_runs_one_process_and_kills_it_past_the_timeout(bench, tmp_p
     assert "error" in bench.fresh_first(python, "onnxruntime", broken, x, timeout=600.0)
 
 
+def test_fresh_first_compiles_and_runs_on_iree(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The child's IREE path (its own calls into rewriter.runtimes' compile tools)."""
+    from tests.runtime_harness import require
+
+    model, x = _cumsum_file(tmp_path)
+    got = bench.fresh_first(require("iree"), "iree", model, x, timeout=600.0)
+    assert "error" not in got, got
+    assert got["first_s"] > 0 and got["process_s"] >= got["first_s"]
+
+
 # A process that burns 0.3 s of its own CPU time (however loaded the machine), says so, and
 # waits for its stdin to close.
 _BURN = (

@@ -152,8 +152,10 @@ def compile_iree(model_path: Path) -> None:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         mlir, vmfb = Path(tmp) / "model.mlir", Path(tmp) / "model.vmfb"
-        lib._iree_tool([str(tools / "iree-import-onnx"), str(model_path), "-o", str(mlir)])
-        lib._iree_tool([str(tools / "iree-compile"), *lib.IREE_FLAGS, str(mlir), "-o", str(vmfb)])
+        lib._iree_tool([str(tools / "iree-import-onnx"), str(model_path), "-o", str(mlir)], mlir)
+        lib._iree_tool(
+            [str(tools / "iree-compile"), *lib.IREE_FLAGS, str(mlir), "-o", str(vmfb)], vmfb
+        )
         _IREE_COMPILED[model_path] = vmfb.read_bytes()
     _IREE_COMPILE_S[model_path] = time.perf_counter() - start
 
