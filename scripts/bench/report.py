@@ -37,7 +37,7 @@ SOURCES = {
         ]
         for name in ("openvino", "tract", "iree", "tinygrad")
     },
-    "compile": "compile-2026-12-06-auto-picks.md",
+    "compile": "compile-2026-12-06-current-picks.md",
     "compile_study": "compile-2026-12-06-summary.md",
     "compile_ort": "compile-onnxruntime-2026-12-06-9reps.md",
     "compile_tinygrad_middle": "compile-tinygrad-2026-12-06-middle256-quiet-summary.md",
@@ -343,46 +343,37 @@ def compile_section() -> list[str]:
     return [
         "## Before the first result: load / compile + first run",
         "",
-        f"Source: `scripts/results/{SOURCES['compile']}` (`bench_runtime.py --compile 3`: "
+        f"Source: `scripts/results/{SOURCES['compile']}` (`bench_runtime.py --compile 5`: "
         "`auto`'s pick in a fresh process next to the CumSum model of the same shape; 65536 "
-        "elements, float32 / int32; a loaded machine, so ratios only). Each cell: compile "
-        "ratio as wall / CPU time, and the steady run time / CumSum's. tinygrad's first and "
-        "last axes take `masked`, IREE's long first and middle axes `doubling`, OpenVINO's "
-        "int32 first and middle axes `carry`, for their compile time. Two cells of the table "
-        "have changed picks since (below): OpenVINO's float32 first and middle axes, and "
-        "tinygrad's middle axis. Why each form compiles as it does: "
-        f"`scripts/results/{SOURCES['compile_study']}`.",
+        "elements, float32 / int32; tinygrad with its kernel cache off; a loaded machine, so "
+        "ratios only). Each cell: compile ratio as wall / CPU time, and the steady run time / "
+        "CumSum's; ✓ both clocks within 2×, (one) one clock. Why each form compiles as it "
+        f"does: `scripts/results/{SOURCES['compile_study']}`.",
         "",
         *table,
         "",
         "onnxruntime, again with 9 repetitions on a nearly idle machine "
-        f"(`scripts/results/{SOURCES['compile_ort']}`; the table's row above was taken at "
-        "load 16): `auto`'s session + first run took 1.19-1.61× CumSum's wall time and "
-        "1.25-1.66× its CPU time (14-22 ms against 11-13 ms), within 2× in all 8 cells, and "
-        "the whole fresh process, Python and imports included, 0.94-1.05×. `radix`, with "
-        "fewer nodes, compiles about as fast (1.19-1.58× against `carry`'s 1.34-1.61×) and "
-        "runs slower on the last axes (1.00-3.52× CumSum where `carry` runs 0.79-1.70×).",
+        f"(`scripts/results/{SOURCES['compile_ort']}`): `auto`'s session + first run took "
+        "1.19-1.61× CumSum's wall time and 1.25-1.66× its CPU time (14-22 ms against 11-13 ms), "
+        "and the whole fresh process, Python and imports included, 0.94-1.05×.",
         "",
-        "OpenVINO, float32, 9-15 repetitions at load 0.8-5.8 (`scripts/results/"
-        f"{SOURCES['compile_openvino']}`). Its compile time follows the count of non-Constant "
-        "nodes (about 1 ms each), and a float32 tree's offset totals (no float64 there) are "
-        "about 60 % of them, so the unrolled trees compiled 2.2-4.2× CumSum's time on the "
-        "first and middle axes. From n = 256 to 1024 under 1 MiB those axes take `blocked` "
-        "(46-53 such nodes): 1.41-1.76× wall / 1.45-1.87× CPU at (1024, 64), (16, 256, 16), "
-        "(256, 256) and (8, 1024, 8). **The faster compile costs run time**: `blocked` ran "
-        "0.40-1.38× CumSum, 1.4-2.4× the trees' time (at (1024, 64) 0.53 ms a run against "
-        "`radix`'s 0.22 ms, 0.26 s sooner to the first result). The last axis at n = 8192 "
-        "keeps `doubling`, which sits at the limit: 1.64 / 1.79, 2.79 / 2.25 and 2.07 / 2.00 "
-        "in three runs, at 3.2-3.7× CumSum's run time; the forms within 2× there (`blocked`, "
-        "`loop`, `scan`) ran 6.8-252× CumSum.",
+        "OpenVINO (`scripts/results/"
+        f"{SOURCES['compile_openvino']}`, 9-15 repetitions at load 0.8-5.8): its compile time "
+        "follows the count of non-Constant nodes (about 1 ms each), and a float32 tree's offset "
+        "totals (no float64 there) are about 60 % of them, so the unrolled trees compiled "
+        "2.2-4.2× CumSum's time on the first and middle axes. From n = 256 to 1024 under 1 MiB "
+        "those axes take `blocked` (46-53 such nodes): 1.41-1.76× wall / 1.45-1.87× CPU there. "
+        "**The faster compile costs run time**: `blocked` ran 0.40-1.38× CumSum, 1.4-2.4× the "
+        "trees' time (at (1024, 64) 0.53 ms a run against `radix`'s 0.22 ms, 0.26 s sooner to "
+        "the first result). The last axis keeps `doubling`, near the limit at n = 8192: 1.64 / "
+        "1.79, 2.79 / 2.25 and 2.07 / 2.00 in that study's three runs, 1.93 / 1.81, 1.87 / 1.90 "
+        "and 1.72 / 1.75 in three later ones, at 3.2-4.8× CumSum's run time; the forms within "
+        "2× there (`blocked`, `loop`, `scan`) ran 6.8-252× CumSum.",
         "",
-        "tinygrad's middle axis at n = 256 (`scripts/results/"
-        f"{SOURCES['compile_tinygrad_middle']}`, 9 repetitions, a CPU clock that counts its "
-        "compile pool; the table's tinygrad CPU figures predate that clock, its wall figures "
-        "stand): `masked` as one tile compiled 1.05 / 1.14 (float32) and 1.07 / 1.07 (int32) "
-        "where `carry` took 1.92 / 1.98 and 2.24 / 2.07, and ran 0.45× / 0.51× CumSum against "
-        "`carry`'s 0.36× / 0.53×. From n = 1024 tinygrad takes `masked` in blocks "
-        "(0.92-1.16×, where `carry` took 4.2× to over 5.5×).",
+        "tinygrad's middle axis at n = 256 takes `masked` as one tile (`scripts/results/"
+        f"{SOURCES['compile_tinygrad_middle']}`: 1.05 / 1.14 and 1.07 / 1.07 where `carry` took "
+        "1.92 / 1.98 and 2.24 / 2.07); from n = 1024 `masked` in blocks (0.92-1.16×, where "
+        "`carry` took 4.2× to over 5.5×).",
         "",
     ]
 
