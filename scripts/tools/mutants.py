@@ -203,8 +203,8 @@ MUTANTS = [
     Mutant(
         "doubling._blocked: the block carries inclusive",
         "rewriter/lowerings/doubling.py",
-        "    carries = _scan_static(b, totals, m, across, exclusive=True)\n",
-        "    carries = _scan_static(b, totals, m, across, exclusive=False)\n",
+        "    carries = _shift(b, _steps(b, totals, across, m), 1, across)\n",
+        "    carries = _steps(b, totals, across, m)\n",
     ),
     Mutant(
         "inline: no NameFixPass after the inliner",
