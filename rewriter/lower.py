@@ -313,7 +313,7 @@ def node_warnings(site: CumProdSite, lowering: lowerings.Lowering, target: Targe
         if target.run_time_checks is False
         else f"the {target.name} target's runtime may not"
     )
-    if spec.length is None and not spec.static_dims and lowering.bounded:
+    if spec.length is None and not spec.static_dims and lowering.length != "any":
         warnings.append(
             f"{runtime} check the length bound ({spec.max_length}) at run time: "
             "a longer input gives wrong values past it instead of failing"

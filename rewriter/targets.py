@@ -113,7 +113,7 @@ class Target:
             that takes either. None: not known (``portable``, whose runtimes are not run
             here): the warning says the runtime may not check.
         padded_lowerings: Of the lowerings that take a length known only at run time
-            through the bound ``max_length`` (``Lowering.bounded``), the ones that compile
+            through the bound ``max_length`` (``Lowering.length``), the ones that compile
             and run there; None: all of them. IREE 3.13 compiles no ``chain`` over such a
             length ("'linalg.generic' op write affecting operations on global resources are
             restricted to workgroup distributed contexts") and fails at run time on

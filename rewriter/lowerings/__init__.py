@@ -85,10 +85,6 @@ class Lowering:
     check: _Check = lambda spec, target: None
     build_first_axis: Callable[..., ir.Value | None] | None = None
 
-    @property
-    def bounded(self) -> bool:
-        return self.length != "any"
-
 
 _SCAN = frozenset({"Scan"})
 LOWERINGS: dict[str, Lowering] = {
@@ -185,14 +181,14 @@ def _refused(lowering: Lowering, spec: ScanSpec, target: Target, opset: int | No
             f"strategy '{name}' needs the length of the scanned axis to be static, or a "
             "bound on it (max_length=, --max-length N)"
         )
-    run_time_length = spec.length is None and not spec.static_dims
-    if run_time_length and lowering.bounded and not target.bounded_lengths:
+    padding = spec.length is None and not spec.static_dims and lowering.length != "any"
+    if padding and not target.bounded_lengths:
         return (
             f"{target.name} cannot load a Pad or Reshape sized from a length known only at "
             f"run time, which strategy '{name}' builds for one (auto takes Scan there)"
         )
     padded = target.padded_lowerings
-    if run_time_length and lowering.bounded and padded is not None and name not in padded:
+    if padding and padded is not None and name not in padded:
         return (
             f"{target.name} failed to compile or run strategy '{name}' over a length known "
             f"only at run time (padded to the bound): use "
@@ -273,23 +269,6 @@ def _plain_view(spec: ScanSpec, lowering: str) -> bool:
     return True
 
 
-def _site_refused(site: CumProdSite, target: Target) -> str | None:
-    """Why no lowering at all can serve ``site`` on ``target``."""
-    if site.in_scan and not target.lowers_in_scan:
-        return (
-            f"{target.name} computed a CumProd lowered inside a Scan body wrong, or failed "
-            "to load it: not lowered there"
-        )
-    spec = site.spec
-    if spec.axis is None and spec.rank is None and not target.runtime_view:
-        return (
-            "the rank of x is not known, so the view's shape would be computed at run time "
-            f"from the rank and the axis, and {target.name} cannot take a shape computed "
-            "at run time (a select over the axes needs the rank)"
-        )
-    return None
-
-
 def specialised(lowering: Lowering, target: Target) -> Lowering:
     """``lowering`` as it runs on ``target``: logsum computes in float32 without float64."""
     return _LOGSUM32 if lowering.name == "logsum" and not target.float64 else lowering
@@ -341,10 +320,18 @@ def _wanted(
     site: CumProdSite, strategy: str, runtime: Target, opset: int | None
 ) -> tuple[str, str | None]:
     """``(lowering, None)``, or ``(lowering or "", why it cannot serve)``."""
-    reason = _site_refused(site, runtime)
-    if reason is not None:
-        return "", reason
     spec = site.spec
+    if site.in_scan and not runtime.lowers_in_scan:  # no lowering at all can serve the site
+        return "", (
+            f"{runtime.name} computed a CumProd lowered inside a Scan body wrong, or failed "
+            "to load it: not lowered there"
+        )
+    if spec.axis is None and spec.rank is None and not runtime.runtime_view:
+        return "", (
+            "the rank of x is not known, so the view's shape would be computed at run time "
+            f"from the rank and the axis, and {runtime.name} cannot take a shape computed "
+            "at run time (a select over the axes needs the rank)"
+        )
     if strategy != "auto":
         return strategy, _refused(LOWERINGS[strategy], spec, runtime, opset)
     compute = runtime.compute_type(loop.compute_dtype(spec.dtype))
@@ -398,15 +385,6 @@ def _axis_select(
     return b.op("Gather", stacked, a, axis=0)
 
 
-def _rank_checked(b: Builder, axis: ir.Value) -> ir.Value:
-    """``axis + Gather([0, 0], rank(axis))`` in int64 (out of bounds for rank >= 2): an axis
-    of unknown shape fails unless it has rank 0 or 1, like the native op."""
-    rank = b.op("Size", b.op("Shape", axis))
-    return b.op(
-        "Add", b.cast(axis, ir.DataType.INT64), b.op("Gather", b.const([0, 0]), rank, axis=0)
-    )
-
-
 def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> ir.Value:
     """Emit ``lowering`` for ``site`` into ``b``; return the value that replaces its output."""
     target = target.in_scan_body() if site.in_scan else target
@@ -419,7 +397,11 @@ def lower(b: Builder, site: CumProdSite, lowering: Lowering, target: Target) -> 
     x = site.x if compute == spec.dtype or compute is None else b.cast(site.x, compute)
     axis_value = site.axis_value
     if axis_value is not None and spec.axis is None and not site.axis_rank_known:
-        axis_value = _rank_checked(b, axis_value)
+        # axis + Gather([0, 0], rank(axis)), out of bounds for rank >= 2: an axis of unknown
+        # shape fails unless it has rank 0 or 1, like the native op
+        rank = b.op("Size", b.op("Shape", axis_value))
+        axis64 = b.cast(axis_value, ir.DataType.INT64)
+        axis_value = b.op("Add", axis64, b.op("Gather", b.const([0, 0]), rank, axis=0))
 
     def emit(eb: Builder, scan: ScanSpec) -> ir.Value:
         if scan.axis == 0 and lowering.build_first_axis is not None:

@@ -3,9 +3,9 @@
 Formula, on the (o, n, i) view of x, all three static, for the target's piece sizes
 (``Target.cache_pieces``: at most ``tile`` bytes a tile, ``chunk`` bytes a chunk)::
 
-    o >= 2, T = tile_rows (a divisor of o, at most o / 2):   tiles of independent rows
+    o >= 2, T = a divisor of o, at most o / 2:   tiles of independent rows
         Scan over the (o / T, T, n, i) view (no state): y_tile = carry(tile)
-    o = 1 (an outermost axis), C = chunk_length (a divisor of n, at most n / 2):   chunks
+    o = 1 (an outermost axis), C = a divisor of n, at most n / 2:   chunks
         Scan over the (n / C, 1, C, i) view, the state P (1, 1, i) = the product of the
         chunks scanned so far (ones at first; in reverse the Scan runs from the end):
         y_chunk = carry(chunk) seeded with P;  P' = y_chunk at the chunk's last position
@@ -31,7 +31,7 @@ from rewriter.lowerings.view import Dim, View, one_for
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["build", "chunk_length", "pieces", "tile_rows", "unsupported"]
+__all__ = ["build", "divisor_piece", "pieces", "unsupported"]
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
@@ -43,27 +43,15 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return tree.carry_refused(spec, target)
 
 
-def _divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
+def divisor_piece(count: int, unit: int, limit: int, least: int) -> int | None:
     """The largest divisor k of ``count`` up to count / 2 with k * ``unit`` bytes at most
-    ``limit`` (one unit may take more); None where there is none or k * unit < ``least``."""
+    ``limit`` (one unit may take more); None where there is none or k * unit < ``least``.
+    T: of o, a unit a row of n * i elements; C: of n, a unit a position of i elements."""
     if unit == 0:
         return None
     most = min(count // 2, max(1, limit // unit))
     k = max((d for d in range(1, most + 1) if count % d == 0), default=0)
     return None if k == 0 or k * unit < least else k
-
-
-def tile_rows(dims: tuple[int, int, int], itemsize: int, limit: int, least: int) -> int | None:
-    """T, the rows per tile (:func:`_divisor_piece` of o)."""
-    o, n, i = dims
-    return _divisor_piece(o, n * i * itemsize, limit, least)
-
-
-def chunk_length(dims: tuple[int, int, int], itemsize: int, limit: int, least: int) -> int | None:
-    """C, the positions per chunk of an outermost axis (:func:`_divisor_piece` of n); None
-    where o is not 1."""
-    o, n, i = dims
-    return _divisor_piece(n, i * itemsize, limit, least) if o == 1 else None
 
 
 def pieces(
@@ -78,10 +66,10 @@ def pieces(
     if target.cache_pieces is None:
         return None
     (tile, chunk), (tile_share, chunk_share) = target.cache_pieces, target.cache_least
-    rows = tile_rows((o, n, i), itemsize, tile, tile // tile_share)
+    rows = divisor_piece(o, n * i * itemsize, tile, tile // tile_share)
     if rows is not None:
         return (rows, n, i), o // rows
-    length = chunk_length((o, n, i), itemsize, chunk, chunk // chunk_share)
+    length = divisor_piece(n, i * itemsize, chunk, chunk // chunk_share) if o == 1 else None
     return None if length is None else ((1, length, i), n // length)
 
 

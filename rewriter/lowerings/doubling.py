@@ -5,11 +5,12 @@ Formula, on the (o, n, i) view of x, with K = ceil(log2(N)) steps for a bound N 
     y_0 = x3                                 exclusive: y_0 = shift(x3, 1)
     y_{k+1} = y_k * shift(y_k, 2^k)          k = 0 .. K-1
     shift(y, s)[:, j] = y[:, j - s] for j >= s, 1 before    (reverse: y[:, j + s], 1 after)
-                      = Slice(Pad(Slice(y, 0, -s), s ones before), 0, n)
+                      = Pad(Slice(y, 0, -s), s ones before)      (static n)
+                      = Slice(Pad(y, s ones before), 0, n)       (run-time n, 2-D view)
 
 Every shift's end is n itself, so one graph serves every length up to N (a run-time length:
 N = ``max_length``, and a guard in the final Reshape fails a longer input). On the 2-D view
-(``View.flat``) a shift by s is one by s * i columns, Pad first.
+(``View.flat``) a shift by s is one by s * i columns.
 
 Blocked (static n, from ``Target.doubling_blocked_from`` for speed, and for float32 beyond
 :data:`ACCURATE_BLOCKED_ABOVE` for accuracy): the steps inside blocks of :data:`BLOCK`
@@ -22,14 +23,13 @@ plain form's first :data:`WINDOW_STEPS` steps from :func:`.near_one.windows`, so
 on factors near 1 does not grow with n (within 1.25x the native kernel's:
 tests/lowerings/test_tree_accuracy.py).
 
-Cost: K steps of (Slice, Pad, Slice, Mul) over the whole tensor: about 4K passes and 4K + 4
-nodes (K = 16 for n = 65536); blocked, about 4 log2(B) + 2 full-size passes.
+Cost: K steps of (Slice, Pad, Mul) or (Pad, Slice, Mul) over the whole tensor: about 3K
+passes and 3K + 4 nodes (K = 16 for n = 65536); blocked, about 4 log2(B) + 2 full-size passes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import onnx_ir as ir
 
@@ -39,16 +39,11 @@ from rewriter.lowerings.view import Dim, View, guarded_length, shape_of, times
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["ACCURATE_BLOCKED_ABOVE", "BLOCK", "WINDOW_STEPS", "build", "steps", "unsupported"]
+__all__ = ["ACCURATE_BLOCKED_ABOVE", "BLOCK", "WINDOW_STEPS", "build", "unsupported"]
 
 BLOCK = 32  # B: positions per block of the blocked form
 ACCURATE_BLOCKED_ABOVE = 64  # float32 beyond: blocked (or windows), for accuracy
 WINDOW_STEPS = 5  # the plain form's first steps in offset windows of 2^5 factors
-
-
-def steps(bound: int) -> int:
-    """K: the doubling steps for lengths up to ``bound``."""
-    return max(0, math.ceil(math.log2(bound))) if bound > 1 else 0
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:
@@ -60,48 +55,36 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
     return None
 
 
-def _shift(b: Builder, y: ir.Value, s: int, n: ir.Value | None, v: View) -> ir.Value:
+def _shift(b: Builder, y: ir.Value, s: int, v: View) -> ir.Value:
     """``y`` moved by ``s`` positions along axis 1 (on the 2-D view, ``s * inner`` columns),
-    ones filling in (towards the end unless reverse). ``n``: the length to cut the result
-    to (a shift by s >= n leaves s ones); None where the length is static and above s.
-
-    Pad first, then ``Slice(0, n)`` (reverse: ``Slice(s, s + n)``), bounds in [0, n + s]:
-    on the 2-D view (no negative bound), and for a run-time length on targets without
-    ``slice_clamps`` or ``empty_pad`` (Slice-then-Pad goes wrong there when s >= n). Else
-    Slice, then Pad, or ones Concat-ed (always n long) for 8-byte types without
-    ``Target.pad_shifts`` (IREE's Pad bug)."""
-    clamps = v.target.slice_clamps and v.target.empty_pad
-    if v.flat or (n is not None and v.static_length is None and not clamps):
-        width = times(b, s, v.inner) if v.flat else s
-        total = times(b, v.length, v.inner) if v.flat else v.length  # (n itself)
-        padded = b.op("Pad", y, _pads(b, v, width), v.one)
+    ones filling in (towards the end unless reverse). A static length (s < n): Slice, then
+    Pad, or ones Concat-ed for 8-byte types without ``Target.pad_shifts`` (IREE's Pad bug).
+    A run-time length (Concat: always n long) and the 2-D view: Pad, then ``Slice(0, n)``
+    (reverse: ``Slice(s, s + n)``), bounds in [0, n + s] (a shift by s >= n leaves n ones; no
+    bound below 0, which a Slice without ``Target.slice_clamps`` does not clamp)."""
+    width = times(b, s, v.inner) if v.flat else s
+    rank = 2 if v.flat else 3
+    pads: list[Dim] = [0] * (2 * rank)  # width ones before axis 1 (reverse: after it)
+    pads[rank + 1 if v.reverse else 1] = width
+    concat = not v.target.pad_shifts and (v.dtype is None or v.dtype.itemsize == 8)
+    if v.flat or (v.static_length is None and not concat):
+        total = times(b, v.length, v.inner) if v.flat else v.length
+        padded = b.op("Pad", y, shape_of(b, *pads), v.one)
         if not v.reverse:
             return b.op("Slice", padded, b.const([0]), v.tensor(b, total), b.const([1]))
         end = times(b, width, total, "Add") if v.flat else times(b, total, s, "Add")
         return b.op("Slice", padded, v.tensor(b, width), v.tensor(b, end), b.const([1]))
-    concat = not v.target.pad_shifts and (v.dtype is None or v.dtype.itemsize == 8)
     ones = v.ones(b, b.slice_axis(y, 1, 0, s)) if concat else None
     kept = b.slice_axis(y, 1, s, END) if v.reverse else b.slice_axis(y, 1, 0, -s)
-    if ones is not None:
-        return b.op("Concat", *((kept, ones) if v.reverse else (ones, kept)), axis=1)
-    padded = b.op("Pad", kept, _pads(b, v, s), v.one)
-    return padded if n is None else b.op("Slice", padded, b.const([0]), n, b.const([1]))
+    if ones is None:
+        return b.op("Pad", kept, shape_of(b, *pads), v.one)
+    return b.op("Concat", *((kept, ones) if v.reverse else (ones, kept)), axis=1)
 
 
-def _pads(b: Builder, v: View, width: Dim) -> ir.Value:
-    """Pad's pads for ``width`` ones before axis 1 (reverse: after it), 2-D or 3-D."""
-    rank = 2 if v.flat else 3
-    pads: list[Dim] = [0] * (2 * rank)
-    pads[rank + 1 if v.reverse else 1] = width
-    return shape_of(b, *pads)
-
-
-def _scan_static(b: Builder, y: ir.Value, length: int, v: View, *, exclusive: bool) -> ir.Value:
-    """The doubling steps along axis 1 of ``y``, whose length is static."""
-    for k in range(steps(length)):
-        y = b.op("Mul", y, _shift(b, y, 1 << k, None, v))
-    if exclusive:  # length >= 1: a shift by one leaves it as long
-        y = _shift(b, y, 1, None, v)
+def _steps(b: Builder, y: ir.Value, v: View, bound: int, first: int = 0) -> ir.Value:
+    """The doubling steps ``first`` .. K - 1 along axis 1 of ``y``, K = ceil(log2(``bound``))."""
+    for k in range(first, (bound - 1).bit_length()):
+        y = b.op("Mul", y, _shift(b, y, 1 << k, v))
     return y
 
 
@@ -123,18 +106,18 @@ def _blocked(b: Builder, x3: ir.Value, v: View, n: int) -> ir.Value:
         return shape_of(b, rows, positions * w) if v.flat else shape_of(b, rows, positions, i)
 
     blocks = b.reshape(x3, shape(om, BLOCK))
-    yb = _scan_static(b, blocks, BLOCK, in_block, exclusive=False)
+    yb = _steps(b, blocks, in_block, BLOCK)
     last = 0 if v.reverse else BLOCK - 1
     totals = b.slice_axis(yb, 1, last * w, (last + 1) * w)
     if near_one.wanted(v):
         totals = near_one.totals(b, v, totals, BLOCK, blocks=blocks, run=w)
     across = dataclasses.replace(v, length=m)
     totals = b.reshape(totals, shape(v.outer, m))
-    carries = _scan_static(b, totals, m, across, exclusive=True)
+    carries = _shift(b, _steps(b, totals, across, m), 1, across)
     if v.flat:
         carries = b.reshape(carries, shape_of(b, om, i))
     if v.exclusive:
-        yb = _shift(b, yb, 1, None, in_block)
+        yb = _shift(b, yb, 1, in_block)
     if v.flat:
         y = b.op("Mul", yb, b.op("Tile", carries, b.const([1, BLOCK])))
     else:
@@ -158,20 +141,20 @@ def build(b: Builder, x3: ir.Value, v: View) -> ir.Value:
         return _blocked(b, x3, v, static)
     bound = static if static is not None else v.spec.max_length
     assert bound is not None
-    n = v.tensor(b, v.length)
-    y = _shift(b, x3, 1, n, v) if v.exclusive else x3
+    y = _shift(b, x3, 1, v) if v.exclusive else x3
     first = 0
     if near_one.wanted(v) and bound > ACCURATE_BLOCKED_ABOVE:
         # the first steps in offset windows, as the blocked form's blocks (Accuracy)
         first = WINDOW_STEPS
         y = near_one.windows(
-            b, v, y, first, lambda t, s, fill: _shift(b, t, s, n, dataclasses.replace(v, one=fill))
+            b, v, y, first, lambda t, s, fill: _shift(b, t, s, dataclasses.replace(v, one=fill))
         )
-    for k in range(first, steps(bound)):
-        y = b.op("Mul", y, _shift(b, y, 1 << k, n, v))
+    y = _steps(b, y, v, bound, first)
     if static is not None:
         return y if y is not x3 else b.op("Identity", x3)
     # A run-time length above the bound must fail, not return a partial product.
+    n = v.length
+    assert not isinstance(n, int)
     middle = guarded_length(b, v, n, bound)
     if v.flat:
         return b.reshape(y, shape_of(b, v.outer, times(b, middle, v.inner)))

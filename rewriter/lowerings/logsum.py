@@ -33,13 +33,7 @@ from rewriter.lowerings.view import View
 from rewriter.site import FLOAT_TYPES, ScanSpec
 from rewriter.targets import Target
 
-__all__ = [
-    "build",
-    "build32",
-    "max_ulps",
-    "max_ulps32",
-    "unsupported",
-]
+__all__ = ["build", "build32", "max_ulps", "max_ulps32", "unsupported"]
 
 
 def unsupported(spec: ScanSpec, target: Target) -> str | None:

@@ -37,7 +37,6 @@ from rewriter.lowerings.view import View
 __all__ = ["totals", "wanted", "windows"]
 
 _LEAST_FACTORS = 4  # the accuracy bound needs blocks of 4 factors or more
-Offsets = tuple[ir.Value, ir.Value]  # a product's offset from 1, and its factors' largest
 
 
 def wanted(v: View) -> bool:
@@ -49,38 +48,6 @@ def wanted(v: View) -> bool:
 def _combine(b: Builder, a: ir.Value, c: ir.Value) -> ir.Value:
     """The offset of (1 + a)(1 + c): (a + c) + a * c."""
     return b.op("Add", b.op("Add", a, c), b.op("Mul", a, c))
-
-
-def _halved(b: Builder, level: list[ir.Value]) -> ir.Value:
-    """Neighbours' offsets combined pairwise until one is left (a power-of-two count)."""
-    while len(level) > 1:
-        level = [_combine(b, level[k], level[k + 1]) for k in range(0, len(level), 2)]
-    return level[0]
-
-
-def _offsets_of_slices(b: Builder, v: View, slices: list[ir.Value]) -> Offsets:
-    offsets = [b.op("Sub", piece, v.one) for piece in slices]
-    distance = b.op("Max", *[b.op("Abs", offset) for offset in offsets])
-    return _halved(b, offsets), distance
-
-
-def _offsets_of_blocks(b: Builder, v: View, blocks: ir.Value, size: int, run: int) -> Offsets:
-    """The (o * m, r, i) ``blocks``' offsets halved pairwise along axis 1 (on the 2-D view
-    (o * m, r * run) a factor is ``run`` columns); their distances by a ReduceMax (run > 1:
-    halved as well)."""
-    offset = b.op("Sub", blocks, v.one)
-    distance = b.op("Abs", offset)
-    by_halves = run > 1
-    if not by_halves:
-        distance = b.reduce("ReduceMax", distance, 1, keepdims=1)
-    width = size
-    while width > 1:
-        width //= 2
-        low, high = b.split(offset, 1, 2, size=width * run)
-        offset = _combine(b, low, high)
-        if by_halves:
-            distance = b.op("Max", *b.split(distance, 1, 2, size=width * run))
-    return offset, distance
 
 
 def totals(
@@ -102,10 +69,24 @@ def totals(
     if size < _LEAST_FACTORS:
         return plain
     if slices is not None:
-        offset, distance = _offsets_of_slices(b, v, slices)
-    else:
-        assert blocks is not None
-        offset, distance = _offsets_of_blocks(b, v, blocks, size, run)
+        offsets = [b.op("Sub", piece, v.one) for piece in slices]
+        distance = b.op("Max", *[b.op("Abs", offset) for offset in offsets])
+        while len(offsets) > 1:  # neighbours' offsets combined pairwise until one is left
+            offsets = [_combine(b, offsets[k], offsets[k + 1]) for k in range(0, len(offsets), 2)]
+        offset = offsets[0]
+    else:  # halved pairwise along axis 1 (2-D: a factor is ``run`` columns), the distances
+        assert blocks is not None  # by a ReduceMax (2-D: halved as well)
+        offset = b.op("Sub", blocks, v.one)
+        distance = b.op("Abs", offset)
+        if run == 1:
+            distance = b.reduce("ReduceMax", distance, 1, keepdims=1)
+        width = size
+        while width > 1:
+            width //= 2
+            low, high = b.split(offset, 1, 2, size=width * run)
+            offset = _combine(b, low, high)
+            if run > 1:
+                distance = b.op("Max", *b.split(distance, 1, 2, size=width * run))
     return _chosen(b, v, offset, distance, plain, size=size)
 
 

@@ -48,7 +48,6 @@ from rewriter.targets import Target
 
 __all__ = [
     "block_sizes",
-    "blocks_shape",
     "build_blocked",
     "build_carry",
     "build_dynamic",
@@ -117,16 +116,6 @@ def narrow(dims: tuple[Dim, int, Dim], dtype: ir.DataType | None, target: Target
     )
 
 
-def blocks_shape(dims: tuple[int, int, int], levels: list[int]) -> tuple[int, int, int]:
-    """The shape of :func:`build_carry`'s result with ``blocks=True`` on the static view
-    ``dims`` blocked by ``levels``: (o * n / r, r, i), the first level's blocks, where n > r
-    and r divides n; else (o, n, i)."""
-    o, n, i = dims
-    if levels and n % levels[0] == 0:
-        return o * n // levels[0], levels[0], i
-    return dims
-
-
 def carry_refused(spec: ScanSpec, target: Target) -> str | None:
     """Why ``carry`` cannot take ``spec``: a run-time length without a bound is lowered as
     ``dynamic``, which needs If and Scan."""
@@ -138,28 +127,6 @@ def carry_refused(spec: ScanSpec, target: Target) -> str | None:
             f"lowered as 'dynamic', which needs {target.lacking(missing)}"
         )
     return None
-
-
-def _top(
-    b: Builder,
-    t: ir.Value,
-    n: Dim,
-    v: View,
-    *,
-    exclusive: bool,
-    scan_blocks: bool,
-    seed: ir.Value | None,
-) -> ir.Value:
-    """The top level's scan of ``t`` (o, n, i) along axis 1: a chain, seeded by ``seed``
-    (the product before the first position); with ``scan_blocks`` and n past
-    ``Target.tree_chain_up_to`` or known only at run time, a Transpose + Scan."""
-    if isinstance(n, int) and (n <= v.target.tree_chain_up_to or not scan_blocks):
-        outs = chain.chain(b, b.split(t, 1, n), v, exclusive=exclusive, seed=seed)
-        return outs[0] if n == 1 else b.op("Concat", *outs, axis=1)
-    assert seed is None, "a seeded tree is unrolled"
-    front = b.op("Transpose", t, perm=[1, 0, 2])
-    y, _ = scan_front(b, front, v, exclusive=exclusive, slice_rank=2)
-    return b.op("Transpose", y, perm=[1, 0, 2])
 
 
 def scan3(
@@ -180,11 +147,19 @@ def scan3(
 
     ``seed`` (broadcast to (o, 1, i)): the product before the first position; it starts the
     top chain, so the carries multiply it into every output. ``blocks``: the first level's
-    Concat itself where r divides n (:func:`blocks_shape`). ``wide``: block totals taken
+    Concat itself where r divides n (:func:`build_carry`). ``wide``: block totals taken
     from ``t`` in that type and the levels above computed in it (:mod:`.wide`)."""
     o, n, i = dims
     if not levels or (isinstance(n, int) and n <= levels[0]):
-        return _top(b, t, n, v, exclusive=exclusive, scan_blocks=scan_blocks, seed=seed)
+        # the top scan: a chain, or with scan_blocks past Target.tree_chain_up_to (or over a
+        # length known only at run time) a Transpose + Scan
+        if isinstance(n, int) and (n <= v.target.tree_chain_up_to or not scan_blocks):
+            top = chain.chain(b, b.split(t, 1, n), v, exclusive=exclusive, seed=seed)
+            return top[0] if n == 1 else b.op("Concat", *top, axis=1)
+        assert seed is None, "a seeded tree is unrolled"
+        front = b.op("Transpose", t, perm=[1, 0, 2])
+        y, _ = scan_front(b, front, v, exclusive=exclusive, slice_rank=2)
+        return b.op("Transpose", y, perm=[1, 0, 2])
     r, rest = levels[0], levels[1:]
     m: Dim
     padded_n: Dim
@@ -223,14 +198,8 @@ def scan3(
         carry = above(totals, wide_view(b, v, wide), None if seed is None else b.cast(seed, wide))
         carry = b.cast(carry, ir.DataType.FLOAT)  # wide only for a float32 computation
         if slices is not None:
-            pieces = chain.chain(
-                b,
-                slices,
-                v,
-                exclusive=exclusive,
-                seed=b.reshape(carry, shape_of(b, om, 1, i)),
-                slice_first=True,
-            )
+            start = b.reshape(carry, shape_of(b, om, 1, i))
+            pieces = chain.chain(b, slices, v, exclusive=exclusive, seed=start, slice_first=True)
             y = b.op("Concat", *pieces, axis=1)
         else:
             front = b.op("Transpose", view, perm=[1, 0, 2])
@@ -279,15 +248,9 @@ def _tree(
     b: Builder, x3: ir.Value, v: View, levels: list[int], scan_blocks: bool = False
 ) -> ir.Value:
     """:func:`scan3` of the whole view, with its attributes."""
+    wide = carry_dtype(v)
     return scan3(
-        b,
-        x3,
-        v.dims(),
-        v,
-        exclusive=v.exclusive,
-        levels=levels,
-        scan_blocks=scan_blocks,
-        wide=carry_dtype(v),
+        b, x3, v.dims(), v, exclusive=v.exclusive, levels=levels, scan_blocks=scan_blocks, wide=wide
     )
 
 
@@ -337,8 +300,8 @@ def build_carry(
     padded to ``max_length`` (:func:`.view.padded`), or without one ``dynamic``. For
     ``cached``'s pieces (n static): ``seed``, the product before the first position;
     ``narrow_runs`` judged on the whole tensor (None: :func:`narrow` of ``x3``'s view);
-    ``blocks`` (no dim 0), the first level's Concat as the result, in the shape of
-    :func:`blocks_shape` (onnxruntime copies a Reshape into a Scan output, not a Concat)."""
+    ``blocks`` (no dim 0), the first level's Concat as the result, (o * n / r, r, i) where r
+    divides n (onnxruntime copies a Reshape into a Scan output, not a Concat)."""
     n = v.static_length
     assert seed is None or n, "a seed needs a static, non-zero length"
     o, i = v.outer, v.inner
@@ -346,7 +309,7 @@ def build_carry(
     if n is None:
         if v.spec.max_length is None:
             return build_dynamic(b, x3, v)
-        return padded(b, x3, v, build_carry, max(v.spec.max_length, 1))
+        return padded(b, x3, v, build_carry)
     if narrow_runs is None:
         narrow_runs = narrow((o, n, i), v.dtype, v.target)
     levels = carry_levels(n, v.target, narrow_runs)
@@ -366,5 +329,6 @@ def build_carry(
         assert isinstance(o, int) and isinstance(i, int)
         if v.dtype is not None:
             y.type = ir.TensorType(v.dtype)
-        y.shape = ir.Shape(blocks_shape((o, n, i), levels))
+        r = levels[0] if levels and n % levels[0] == 0 else n  # (o, n, i) where r does not divide n
+        y.shape = ir.Shape([o * n // r, r, i])
     return y

@@ -175,15 +175,11 @@ def _runtime_dims(b: Builder, x: ir.Value, axis: ir.Value, spec: ScanSpec) -> tu
 
 
 def padded(
-    b: Builder,
-    x3: ir.Value,
-    v: View,
-    build: Callable[[Builder, ir.Value, View], ir.Value],
-    bound: int | None = None,
+    b: Builder, x3: ir.Value, v: View, build: Callable[[Builder, ir.Value, View], ir.Value]
 ) -> ir.Value:
-    """``build`` on x3 padded with ones to the static length ``bound`` (default
-    ``v.spec.max_length``), sliced back to the run-time n (:func:`guarded_length`)."""
-    bound = bound or v.spec.max_length
+    """``build`` on x3 padded with ones to the static length ``bound = v.spec.max_length``,
+    sliced back to the run-time n (:func:`guarded_length`)."""
+    bound = v.spec.max_length
     assert bound is not None and not isinstance(v.length, int)
     n = v.length
     pads = b.op(

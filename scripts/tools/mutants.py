@@ -173,8 +173,8 @@ MUTANTS = [
     Mutant(
         "tree: the float64 carries do not start the blocks' chains (carry, radix)",
         "rewriter/lowerings/tree.py",
-        "                seed=b.reshape(carry, shape_of(b, om, 1, i)),\n",
-        "                seed=None,\n",
+        "            start = b.reshape(carry, shape_of(b, om, 1, i))\n",
+        "            start = None\n",
     ),
     Mutant(
         "tree: the float64 carries do not start the blocks' Scan (blocked)",
@@ -203,8 +203,8 @@ MUTANTS = [
     Mutant(
         "doubling._blocked: the block carries inclusive",
         "rewriter/lowerings/doubling.py",
-        "    carries = _scan_static(b, totals, m, across, exclusive=True)\n",
-        "    carries = _scan_static(b, totals, m, across, exclusive=False)\n",
+        "    carries = _shift(b, _steps(b, totals, across, m), 1, across)\n",
+        "    carries = _steps(b, totals, across, m)\n",
     ),
     Mutant(
         "inline: no NameFixPass after the inliner",
@@ -1078,8 +1078,8 @@ MUTANTS = [
     Mutant(
         "carry: the blocks' shape from r = 16 whatever the runs",
         "rewriter/lowerings/tree.py",
-        "        y.shape = ir.Shape(blocks_shape((o, n, i), levels))\n",
-        "        y.shape = ir.Shape(blocks_shape((o, n, i), carry_levels(n, v.target)))\n",
+        "        r = levels[0] if levels and n % levels[0] == 0 else n",
+        "        r = 16 if levels and n % 16 == 0 else n",
     ),
     Mutant(
         "cached: the chunks' runs judged narrow on the chunk",

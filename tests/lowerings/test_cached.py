@@ -1,7 +1,7 @@
 """``cached``: carry on tiles of rows or chunks of an outermost axis inside a Scan
 (rewriter/lowerings/cached.py).
 
-Its branches: the tile and chunk sizes (``tile_rows`` / ``chunk_length``: a divisor, two
+Its branches: the tile and chunk sizes (``divisor_piece``: a divisor, two
 pieces at least, tiles not under an eighth of their byte size, chunks not under a quarter),
 the fall-back to plain ``carry`` where the view does not cut, the Scan over tiles (middle and
 last axes) and over chunks with the product so far as its state (first axes), for every
@@ -76,7 +76,8 @@ def test_tile_rows(
     rows: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert cached.tile_rows(dims, itemsize, tile_bytes, tile_bytes // 8) == rows
+    o, n, i = dims
+    assert cached.divisor_piece(o, n * i * itemsize, tile_bytes, tile_bytes // 8) == rows
 
 
 def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
@@ -99,7 +100,7 @@ def test_every_view_tiled_in_1_mib_is_tiled_in_2_mib_in_tiles_as_large(
         before = rows_in_1_mib(o, n * i * itemsize)
         if before is not None:
             checked += 1
-            now = cached.tile_rows((o, n, i), itemsize, 2 << 20, (2 << 20) // 8)  # as shipped
+            now = cached.divisor_piece(o, n * i * itemsize, 2 << 20, (2 << 20) // 8)  # as shipped
             assert now is not None and now >= before, (o, n, i, itemsize)
     assert checked > 300
 
@@ -133,7 +134,9 @@ def test_chunk_length(
     length: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert cached.chunk_length(dims, itemsize, chunk_bytes, chunk_bytes // 4) == length
+    o, n, i = dims
+    got = cached.divisor_piece(n, i * itemsize, chunk_bytes, chunk_bytes // 4) if o == 1 else None
+    assert got == length
 
 
 CELLS = [
