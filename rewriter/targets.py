@@ -170,13 +170,6 @@ class Target:
         doubling_blocked_from: The static length from which ``doubling`` runs in blocks of
             32 (measured faster there: OpenVINO from 2000, IREE from 128,
             ``bench-runtime-{openvino,iree}-2026-12-01-doubling-*``); None: never for speed.
-        slice_clamps: Whether Slice clamps an end below -dim to the start of the axis (MNN 3.6
-            does not: an end of -5 on a dim of 3 kept one element). Else ``doubling``'s
-            shifts over a length known only at run time (by s >= n there) pad first and slice
-            with bounds in [0, n + s].
-        empty_pad: Whether a Pad of an empty tensor fills in the pad value (MNN 3.6 fills
-            0): else as for ``slice_clamps``, so that nothing kept is a Pad of an empty
-            tensor.
         shape_arithmetic: Whether the runtime's importer computes with values read from
             ``Shape(x)`` over symbolic dims: TVM 0.27's Relax frontend fails on a Mul, Less
             or Sub of them ("cannot handle ShapeExpr inputs"), so there a CumProd with a
@@ -271,8 +264,6 @@ class Target:
     masked_one_tile_up_to: int = 0
     doubling_blocked_from: int | None = None
     bfloat16_math: bool = True
-    slice_clamps: bool = True
-    empty_pad: bool = True
     shape_arithmetic: bool = True
     element_types: frozenset[ir.DataType] | None = None
     axis_input: bool = True
@@ -496,8 +487,6 @@ TARGETS: dict[str, Target] = {
             # a Reshape to a shape the data does not fit logs "code=3 in onForward" and
             # returns an empty output; a Gather index out of range is clamped
             run_time_checks=False,
-            slice_clamps=False,
-            empty_pad=False,
             limits=(
                 Limit(
                     frozenset({_I64, _U64, _U32, ir.DataType.INT32}),

@@ -356,9 +356,10 @@ def test_types_are_named() -> None:
 
 @pytest.mark.parametrize(("ex", "rev"), ATTRS)
 def test_mnn_shifts_pad_first_and_stay_exact(ex: int, rev: int) -> None:
-    """On MNN (``slice_clamps`` / ``empty_pad`` false) ``doubling`` over a length known only
-    at run time shifts by a Pad first: no Slice bound is a negative constant, and onnxruntime
-    gives numpy's wrapping products for every length up to the bound, 0 and the bound too."""
+    """On MNN (whose Slice does not clamp an end below -dim, and whose Pad of an empty tensor
+    gives 0) ``doubling`` over a length known only at run time shifts by a Pad first: no
+    Slice bound is a negative constant, and onnxruntime gives numpy's wrapping products for
+    every length up to the bound, 0 and the bound too."""
     model = cumprod_model(TensorProto.INT32, ("a", "n"), 1, exclusive=ex, reverse=rev)
     lowered = rewriter.decompose_cumprod(model, target="mnn", max_length=8)
     assert isinstance(lowered, onnx.ModelProto)
