@@ -25,6 +25,7 @@ output type."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -90,11 +91,9 @@ def _prune_cache() -> None:
         return
     cutoff = time.time() - CACHE_DAYS * 86400
     for entry in CACHE.glob("*.vmfb"):
-        try:
+        with contextlib.suppress(OSError):  # another runner removed or replaced it
             if entry.stat().st_mtime < cutoff:
                 entry.unlink()
-        except OSError:  # another runner removed or replaced it
-            pass
 
 
 def compile_model(model_path: Path) -> bytes:
@@ -105,16 +104,19 @@ def compile_model(model_path: Path) -> bytes:
         except Exception as exc:  # any failure: the case's one-line error
             raise CompileError(f"iree-import-onnx: {one_line(exc)}") from exc
         kept = _cached(mlir.read_bytes())
-        if kept is not None and kept.exists():
-            kept.touch()  # used: not pruned
-            return kept.read_bytes()
+        if kept is not None and kept.is_file():
+            with contextlib.suppress(OSError):  # a cache it cannot write: kept all the same
+                kept.touch()  # used: not pruned
+            with contextlib.suppress(OSError):  # a cache it cannot read: compiled again
+                return kept.read_bytes()
         _tool([IREE_COMPILE, *COMPILE_FLAGS, str(mlir), "-o", str(vmfb)])
         module = vmfb.read_bytes()
-        if kept is not None:  # written whole, then renamed: a reader never sees a part
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            partial = kept.with_name(f"{kept.name}.{os.getpid()}.part")
-            partial.write_bytes(module)
-            os.replace(partial, kept)
+        with contextlib.suppress(OSError):  # a cache it cannot write: the module all the same
+            if kept is not None:  # written whole, then renamed: a reader never sees a part
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                partial = kept.with_name(f"{kept.name}.{os.getpid()}.part")
+                partial.write_bytes(module)
+                os.replace(partial, kept)
         return module
 
 
