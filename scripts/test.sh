@@ -35,5 +35,8 @@ if [ "${CUMPROD_MUTANTS:-10}" != 0 ]; then
 fi
 step pytest
 # One worker per core; a test file stays on one worker (its module fixtures run once): the
-# three real-runtime files, about two thirds of the time, then run side by side.
+# three real-runtime files, about two thirds of the time, then run side by side. IREE's
+# compiled modules are kept between runs in ~/.cache/cumprod-rewriter/iree, keyed by the
+# compiler's version, flags and graph (tests/runtimes/run_iree.py; CUMPROD_IREE_CACHE=0
+# compiles every one, as a first run does).
 .venv/bin/python -m pytest -q -n auto --dist loadfile "$@"
