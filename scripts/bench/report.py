@@ -365,10 +365,12 @@ def compile_section() -> list[str]:
         "those axes take `blocked` (46-53 such nodes): 1.41-1.76× wall / 1.45-1.87× CPU there. "
         "**The faster compile costs run time**: `blocked` ran 0.40-1.38× CumSum, 1.4-2.4× the "
         "trees' time (at (1024, 64) 0.53 ms a run against `radix`'s 0.22 ms, 0.26 s sooner to "
-        "the first result). The last axis keeps `doubling`, near the limit at n = 8192: 1.64 / "
-        "1.79, 2.79 / 2.25 and 2.07 / 2.00 in that study's three runs, 1.93 / 1.81, 1.87 / 1.90 "
-        "and 1.72 / 1.75 in three later ones, at 3.2-4.8× CumSum's run time; the forms within "
-        "2× there (`blocked`, `loop`, `scan`) ran 6.8-252× CumSum.",
+        "the first result). **The float32 last axis keeps `doubling` at about 2.2×**: on a "
+        "quiet machine (load 0.4-2.0, 9 repetitions, the source's last section) it compiled "
+        "2.21 / 2.01 at (64, 1024) and 2.16 / 1.77 at (8, 8192), 36 and 10 ms more than "
+        "`blocked` (1.54 / 1.75, 1.65 / 1.66), and ran 4.01× and 3.44× CumSum where `blocked` "
+        "ran 7.02× and 8.31×: past about 60 and 13 runs `doubling` has given its results "
+        "sooner. Loaded machines gave 1.64-2.79 wall at (8, 8192) in six runs.",
         "",
         "tinygrad's middle axis at n = 256 takes `masked` as one tile (`scripts/results/"
         f"{SOURCES['compile_tinygrad_middle']}`: 1.05 / 1.14 and 1.07 / 1.07 where `carry` took "
