@@ -58,11 +58,11 @@ def unsupported(spec: ScanSpec, target: Target) -> str | None:
 def _shift(b: Builder, y: ir.Value, s: int, v: View) -> ir.Value:
     """``y`` moved by ``s`` positions along axis 1 (on the 2-D view, ``s * inner`` columns),
     ones filling in (towards the end unless reverse). A static length (s < n): Slice, then
-    Pad, or ones Concat-ed for 8-byte types without ``Target.pad_shifts`` (IREE's Pad bug).
+    Pad, or ones Concat-ed for 8-byte types without ``Target.pad_shifts``.
     A run-time length (Concat: always n long) and the 2-D view: Pad, then ``Slice(0, n)``
     (reverse: ``Slice(s, s + n)``), bounds in [0, n + s] (a shift by s >= n leaves n ones; no
-    bound below 0, which MNN's Slice does not clamp, and no Pad of an empty tensor kept,
-    which MNN fills with 0)."""
+    bound below 0, which some runtimes' Slice does not clamp, and no Pad of an empty tensor
+    kept, which some fill with 0: docs/targets.md names them)."""
     width = times(b, s, v.inner) if v.flat else s
     rank = 2 if v.flat else 3
     pads: list[Dim] = [0] * (2 * rank)  # width ones before axis 1 (reverse: after it)
