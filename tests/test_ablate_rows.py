@@ -29,7 +29,7 @@ def test_a_row_is_judged_by_the_cells_it_changes(monkeypatch: pytest.MonkeyPatch
     rows = (
         auto.Row("chain", "short last axes", at=frozenset({auto.LAST}), n=(2, 64)),
         auto.Row("scan", "never reached by these cells", at=frozenset({auto.FIRST})),
-        *auto.STATIC_RULES,
+        *auto.TABLES["static"],
     )
     monkeypatch.setitem(auto.TABLES, "tract", rows)
     # n = 64: chain with the row, radix (static's past 16) without; n = 8: chain either way

@@ -1,42 +1,57 @@
 """``auto``: one table per target, rows of (where, how long, how large) -> lowering.
 
-A row matches on the (o, n, i) view's axis position (``first``: o = 1, ``last``: i = 1,
-``middle``, ``unknown``: i not static, ``run-time axis``: n the longest dim, to which x is
-padded, ``run-time length``: n = None), the compute type or its item size, a range of n, the
-slab (elements per position), the tensor's bytes, the direction, whether ``carry``'s levels
-pad n, the row count o and the size of ``cached``'s pieces. The first row that matches and
-whose lowering the target accepts (:func:`rewriter.lowerings.refusal`) wins; every table
-ends in rows that match everything. Each row has its one-line reason and its results file
-(``scripts/results/``); tests/lowerings/test_auto.py iterates the same rows. Every lowering
-named is exact for integers and within the sequential kernel's k - 1 ulps for floats: the
-tables decide speed and compile time, never correctness.
+The tables are data, in ``auto.csv`` beside this module: per row the table (a ``Target``
+names its own in ``Target.auto``), the lowering, the conditions it matches on, its one-line
+reason and the results file behind it (``scripts/results/``; onnxruntime's rows from
+scripts/bench.py with one intra-op thread, the runtimes' own from
+``scripts/bench/bench_runtime.py --runtime NAME`` against their own CumSum). A row whose
+lowering is ``@static`` stands for the rows of table ``static`` (the portable table, which
+ends the others). The first row that matches and whose lowering the target accepts
+(:func:`rewriter.lowerings.refusal`) wins; every table ends in rows that match everything.
+tests/lowerings/test_auto.py iterates the same rows. Every lowering named is exact for
+integers and within the sequential kernel's k - 1 ulps for floats: the tables decide speed
+and compile time, never correctness.
+
+``when`` is a space-separated list of conditions, all of which must hold (none: any case).
+They read the (o, n, i) view of x, in the compute type:
+
+- a position, or several joined by ``|``: ``first`` (o = 1), ``last`` (i = 1), ``middle``,
+  ``unknown`` (i not static), ``static`` (any of those four), ``run-time-axis`` (n is the
+  longest dim, to which x is padded), ``run-time-length`` (n not static and not bounded);
+- ``n=A..B``, ``n=A``, ``n>=A``, ``n<=B``: n in a range, inclusive (a run-time length
+  matches only where no range is given);
+- ``4-byte`` / ``8-byte``, or a type (``float32``, ``int32``): the compute type;
+- ``slab>=S``: at least S elements per position (i on a first axis, o * i elsewhere);
+- ``bytes>X``, ``bytes>=X``, ``bytes<=X``: the tensor's size (``K``, ``M``: KiB, MiB);
+- ``forward`` / ``reverse``; ``pads`` / ``no-pads``: whether carry's levels pad n;
+  ``rows>=R``: o; ``static-dims`` / ``run-time-dims``; ``pieces<=X``: ``cached``'s pieces
+  exist and take at most X bytes.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import importlib.resources
 import math
+import re
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 
 from rewriter.lowerings import cached, tree
 from rewriter.site import ScanSpec
 from rewriter.targets import Target
 
-__all__ = ["POSITIONS", "TABLES", "Facts", "Row", "facts_of", "pick"]
+__all__ = ["POSITIONS", "TABLES", "Facts", "Row", "facts_of", "parse_when", "pick"]
 
 FIRST, LAST, MIDDLE, UNKNOWN = "first", "last", "middle", "unknown"
 RUN_TIME_AXIS, RUN_TIME_LENGTH = "run-time axis", "run-time length"
 POSITIONS = (FIRST, LAST, MIDDLE, UNKNOWN, RUN_TIME_AXIS, RUN_TIME_LENGTH)
 STATIC = frozenset({FIRST, LAST, MIDDLE, UNKNOWN})
 ANY = frozenset(POSITIONS)
-_MIB = 1 << 20
-_F, _L, _M = frozenset({FIRST}), frozenset({LAST}), frozenset({MIDDLE})
-_FM, _MU, _FLM = _F | _M, _M | {UNKNOWN}, _F | _L | _M
-_RTL = frozenset({RUN_TIME_LENGTH})
-_RT = _RTL | {RUN_TIME_AXIS}
-_F32, _I32 = ir.DataType.FLOAT, ir.DataType.INT32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,137 +114,80 @@ class Row:
         )
 
 
-# fmt: off
-# -- onnxruntime (and spec): scripts/bench.py, one intra-op thread ----------------------------
-_ORT, _HELD = "bench-2026-12-05-round29.md", "bench-2026-12-01-first-heldout.md"
-_CACHED = "against-2026-12-06-without-cached.md"  # auto with cached against without
-_COMPILE = "compile-2026-12-06-summary.md"  # load / compile + first run against CumSum
-_4M, _16M = 4 * _MIB, 16 * _MIB
-_4MIB, _16MIB = _4M - 1, _16M - 1  # "over" these: 4 MiB or more, 16 MiB or more
-ONNXRUNTIME = (
-    Row("dynamic", "an If on n: scan to 512, a padded blocked scan beyond", _ORT, at=_RT),
-    Row("chain", "n <= 1: x itself, or ones", at=STATIC, n=(0, 1)),
-    Row("scan", "a Scan over x's own slabs: no view, no Transpose", _ORT, at=_F, n=(2, 512)),
-    Row("scan", "a Scan step (~1 us) costs less than carry's passes on large slabs", _HELD, at=_F,
-        itemsize=4, slab=1000, over_bytes=_4M, direction="forward"),
-    Row("scan", "in reverse Scan steps cost more: twice the slab", _HELD, at=_F, itemsize=4,
-        slab=2000, over_bytes=_4M),
-    Row("scan", "8-byte slabs move slower through carry's Split / Concat", _HELD, at=_F,
-        itemsize=8, slab=400, over_bytes=_4M, direction="forward"),
-    Row("scan", "8-byte in reverse: twice the slab", _HELD, at=_F, itemsize=8, slab=800,
-        over_bytes=_4M),
-    Row("cached", "carry on chunks in cache", _CACHED, at=_F, over_bytes=_4MIB, piece_up_to=_16M),
-    Row("carry", "log levels of unrolled blocks beat n Scan steps on small slabs", _ORT, at=_F),
-    Row("scan", "short last axes: fewer steps than carry nodes", _ORT, at=_L, n=(2, 63),
-        itemsize=4),
-    Row("scan", "short last axes, 8-byte", _ORT, at=_L, n=(2, 7), itemsize=8),
-    Row("scan", "carry's padded levels cost a Pad and a Slice each",
-        "bench-2026-11-30-round5-lengths.md", at=_L, n=(2, 128), pads=True),
-    Row("scan", "float32 trees take float64 carries, slower than a Scan here",
-        "bench-wide-carries-2026-12-04.md", at=_L, n=(2, 256), dtype=_F32),
-    Row("cached", "carry in tiles of rows that stay in cache", _CACHED, at=_L, over_bytes=_4MIB,
-        rows=2, piece_up_to=_16M),
-    Row("cached", "one row in chunks from 16 MiB", _CACHED, at=_L, over_bytes=_16MIB,
-        piece_up_to=_16M),
-    Row("carry", "r = 4 blocks on single elements: the fastest exact route measured",
-        "bench-2026-11-30-last-carry.md", at=_L),
-    Row("radix", "under 1 MiB a chain's session costs more than its run", _COMPILE, at=_M,
-        n=(17, 512), itemsize=4, under_bytes=_MIB),
-    Row("chain", "one Mul per position, no Transpose: fastest to 512", _ORT, at=_MU, n=(2, 512)),
-    Row("chain", "on large slabs the chain's per-node cost pays off to its limit",
-        "bench-2026-12-01-middle-heldout.md", at=_M, n=(513, 1024), slab=2048),
-    Row("cached", "carry in tiles of rows that stay in cache", _CACHED, at=_M, over_bytes=_4MIB,
-        piece_up_to=_16M),
-    Row("carry", "log levels of unrolled blocks", _ORT, at=_MU),
-)
-# -- every target without a table of its own (portable), and the others' last rows ---------
-STATIC_RULES = (
-    Row("chain", "short: n - 1 Muls, no loop", at=STATIC | {RUN_TIME_AXIS}, n=(0, 16)),
-    Row("radix", "no control flow, log levels", at=STATIC | {RUN_TIME_AXIS}),
-    Row("scan", "one graph for every length, where the target has Scan", at=_RTL),
-    Row("doubling", "no control flow, over a length bounded by max_length", at=_RTL),
-)
-# -- the runtimes' own: scripts/bench_runtime.py --runtime NAME, against its own CumSum -------
-OPENVINO = (
-    Row("doubling", "OpenVINO's Scan and Loop are 10-67x its CumSum on the last axis",
-        "bench-runtime-openvino-2026-12-05-round29.md", at=_L, n=(2, None)),
-    Row("carry", "int32: chain / radix compiled 2.0-4.6x CumSum's time, carry 1.4-1.7x",
-        _COMPILE, at=_FM, n=(256, None), dtype=_I32),
-    Row("blocked", "float32: compiled 1.4-1.9x CumSum's time (trees 2.2-4.2x), 1.4-2.4x slower",
-        "compile-openvino-float32-2026-12-06-quiet-summary.md", at=_FM, n=(256, 1024),
-        dtype=_F32, under_bytes=_MIB),
-    Row("chain", "0.31-0.92x radix's time; its compile time grows with its nodes",
-        "bench-runtime-openvino-2026-12-01-chain.md", at=_FM, n=(2, 512)),
-    *STATIC_RULES,
-)
-TINYGRAD = (
-    Row("masked", "middle 256: one tile compiled 1.05-1.07x CumSum's time, carry 1.92-2.24x",
-        "compile-tinygrad-2026-12-06-middle256-quiet-summary.md", at=_M, n=(256, 256),
-        itemsize=4, under_bytes=_MIB),
-    Row("masked", "carry's unrolled tree compiled > 4.3x CumSum's time, masked 0.95-1.21x",
-        "compile-tinygrad-masked-2026-12-06.md", at=_F | _L, n=(1024, 8192), itemsize=4,
-        under_bytes=_MIB),
-    Row("masked", "middle axes: carry compiled 4.2-4.4x CumSum's time, masked 0.92-1.16x",
-        "compile-tinygrad-2026-12-06-middle.md", at=_M, n=(1024, 8192), itemsize=4,
-        under_bytes=_MIB),
-    Row("carry", "0.36-1.10x radix's time (median 0.96x)",
-        "bench-runtime-tinygrad-2026-12-05-round29.md", at=_FLM, n=(17, None)),
-    Row("carry", "padded to max_length: doubling compiled 5-10x longer",
-        "tinygrad-run-time-length-2026-12-01.md", at=_RTL),
-    *STATIC_RULES,
-)
-_TR, _FEW = "bench-runtime-tract-2026-12-05-round29.md", "few rows: n Scan steps cost more"
-TRACT = (
-    Row("radix", _FEW, _TR, at=_L, n=(8193, None), dtype=_F32),
-    Row("carry", _FEW, _TR, at=_L, n=(8193, None)),
-    Row("carry", "tract's Scan is slow at powers of two from 1024; carry pads nothing there",
-        "bench-runtime-tract-2026-12-01-int32-last-2e20.md", at=_L, n=(1024, None), pads=False),
-    Row("scan", "padded levels cost tract a Pad and a Slice each", _TR, at=_L, n=(2, None)),
-    Row("scan", "slices of x are views: any n on large slabs", _TR, at=_F, n=(2, None),
-        dtype=_F32, slab=1500),
-    Row("scan", "float32 first and middle axes to 512", _TR, at=_FM, n=(2, 512), dtype=_F32),
-    Row("scan", "where carry pads, Scan to 1024", _TR, at=_FM, n=(2, 1024), dtype=_F32, pads=True),
-    Row("carry", "float32 beyond", _TR, at=_FM, n=(2, None), dtype=_F32),
-    Row("scan", "slices of x are views: any n on large slabs", _TR, at=_F, n=(2, None), slab=900),
-    Row("scan", "0.62-1.04x radix's time at 1000 and 1024", _TR, at=_FM, n=(2, 1024)),
-    Row("radix", "beyond 1024", _TR, at=_FM, n=(2, None)),
-    *STATIC_RULES,
-)
-_IREE = "bench-runtime-iree-2026-12-05-round29.md"
-IREE = (
-    Row("doubling", "1.3-6.8x its CumSum against chain / radix's 2.2-7.9x", _IREE, at=_L,
-        n=(2, None), itemsize=4),
-    Row("chain", "8-byte short rows; one row's chain past 32 bindings refused", _IREE, at=_L,
-        n=(2, 32), itemsize=8),
-    Row("chain", "0.15-0.72x radix's time; compiles within 2x CumSum's to n = 32", _COMPILE,
-        at=_M, n=(2, 32)),
-    Row("chain", "compiles within 2x CumSum's to n = 64, first axis", _COMPILE, at=_F, n=(2, 64)),
-    Row("doubling", "compiles in 1.0-1.7x CumSum's time (chain 2.2-7.7x, carry 2.3-2.9x)",
-        _COMPILE, at=_FM, n=(2, None), itemsize=4),
-    Row("chain", "8-byte (compile not measured): 0.15-0.72x radix's time",
-        "bench-runtime-iree-2026-12-01-probe.md", at=_FM, n=(2, 256)),
-    *STATIC_RULES,
-)
-MNN = (  # MNN 3.6, --compile 1, float32, N = 65536, a loaded machine
-    Row("doubling", "radix ran 2.7-118x MNN's CumSum, doubling 0.23-11.5x",
-        "bench-runtime-mnn-2026-12-06-auto.md", at=STATIC, n=(17, None)),
-    *STATIC_RULES,
-)
-NCNN = (  # ncnn via pnnx: which lowerings load and run right, float32
-    Row("chain", "the one lowering ncnn loads and runs right at every static length tried",
-        "ncnn-lowerings-2026-12-06.md", at=STATIC, n=(0, 1024)),
-    *STATIC_RULES,
-)
-TFLITE = (
-    Row("chain", "short static axes", at=STATIC | {RUN_TIME_AXIS}, n=(0, 16), static_dims=True),
-    Row("doubling", "onnx2tf converts it on any view; radix's padded blocks came out wrong"),
-)
-TABLES: dict[str, tuple[Row, ...]] = {
-    "onnxruntime": ONNXRUNTIME, "static": STATIC_RULES, "openvino": OPENVINO,
-    "tinygrad": TINYGRAD, "tract": TRACT, "iree": IREE, "tflite": TFLITE, "mnn": MNN,
-    "ncnn": NCNN,
+_POSITIONS = {
+    **{p: frozenset({p}) for p in (FIRST, LAST, MIDDLE, UNKNOWN)},
+    "static": STATIC,
+    "run-time-axis": frozenset({RUN_TIME_AXIS}),
+    "run-time-length": frozenset({RUN_TIME_LENGTH}),
 }
-# fmt: on
+_WORDS: dict[str, dict[str, Any]] = {
+    "4-byte": {"itemsize": 4},
+    "8-byte": {"itemsize": 8},
+    "forward": {"direction": "forward"},
+    "reverse": {"direction": "reverse"},
+    "pads": {"pads": True},
+    "no-pads": {"pads": False},
+    "static-dims": {"static_dims": True},
+    "run-time-dims": {"static_dims": False},
+}
+_BOUND = re.compile(r"(n|slab|bytes|rows|pieces)(>=|<=|>|=)(\d+)([KM]?)(?:\.\.(\d+))?")
+_BOUNDS: dict[tuple[str, str], tuple[str, Callable[[int], Any]]] = {
+    ("n", ">="): ("n", lambda v: (v, None)),
+    ("n", "<="): ("n", lambda v: (0, v)),
+    ("slab", ">="): ("slab", lambda v: v),
+    ("rows", ">="): ("rows", lambda v: v),
+    ("bytes", ">"): ("over_bytes", lambda v: v),
+    ("bytes", ">="): ("over_bytes", lambda v: v - 1),
+    ("bytes", "<="): ("under_bytes", lambda v: v),
+    ("pieces", "<="): ("piece_up_to", lambda v: v),
+}
+
+
+def parse_when(when: str) -> dict[str, Any]:
+    """The :class:`Row` fields that ``when`` sets (the conditions listed above)."""
+    fields: dict[str, Any] = {}
+    for word in when.split():
+        bound = _BOUND.fullmatch(word)
+        if bound:
+            key, op, value, unit, hi = bound.groups()
+            v = int(value) << {"": 0, "K": 10, "M": 20}[unit]
+            if (key, op) == ("n", "="):
+                fields["n"] = (v, int(hi) if hi else v)
+            elif (key, op) in _BOUNDS and hi is None:
+                field, convert = _BOUNDS[key, op]
+                fields[field] = convert(v)
+            else:
+                raise ValueError(f"auto.csv: cannot read the condition {word!r}")
+        elif word in _WORDS:
+            fields.update(_WORDS[word])
+        elif all(p in _POSITIONS for p in word.split("|")):
+            fields["at"] = frozenset().union(*(_POSITIONS[p] for p in word.split("|")))
+        else:
+            try:
+                fields["dtype"] = ir.DataType.from_numpy(np.dtype(word))
+            except TypeError:
+                raise ValueError(f"auto.csv: cannot read the condition {word!r}") from None
+    return fields
+
+
+def _load() -> dict[str, tuple[Row, ...]]:
+    """auto.csv's tables, each ``@static`` row replaced by table ``static``'s rows."""
+    text = importlib.resources.files("rewriter.lowerings").joinpath("auto.csv").read_text()
+    tables: dict[str, list[Row | None]] = {}
+    for record in csv.DictReader(text.splitlines()):
+        row = None
+        if record["lowering"] != "@static":
+            fields = parse_when(record["when"])
+            row = Row(record["lowering"], record["reason"], record["evidence"], **fields)
+        tables.setdefault(record["table"], []).append(row)
+    static = tuple(row for row in tables["static"] if row is not None)
+    return {
+        name: tuple(r for row in rows for r in (static if row is None else (row,)))
+        for name, rows in tables.items()
+    }
+
+
+TABLES: dict[str, tuple[Row, ...]] = _load()
 
 
 def facts_of(spec: ScanSpec, compute: ir.DataType | None, target: Target) -> Facts:

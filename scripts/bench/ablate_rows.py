@@ -46,7 +46,8 @@ def ablate(runtime: str, cells: list[dict]) -> list[tuple[int, auto.Row, list[tu
     """Per row: ``(index, row, [(time without / time with, cell), ...])`` over the cells
     where leaving the row out changes the pick (nan where either pick was not timed)."""
     table = auto.TABLES[runtime]
-    own = len(table) - (len(auto.STATIC_RULES) if table[-1] is auto.STATIC_RULES[-1] else 0)
+    static = auto.TABLES["static"]
+    own = len(table) - (len(static) if table[-len(static) :] == static else 0)
     out = []
     for k in range(own):
         ratios = []

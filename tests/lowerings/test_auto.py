@@ -1,4 +1,4 @@
-"""``auto``'s tables (rewriter/lowerings/auto.py): every row well-formed and reachable, and
+"""``auto``'s tables (rewriter/lowerings/auto.csv): every row well-formed and reachable, and
 both sides of every threshold written out here, independently of the tables, per target.
 
 The expectations below are the measured rules restated by hand: a row changed in the code
@@ -152,6 +152,41 @@ def test_every_row_decides_something(case: tuple[str, int, auto.Row]) -> None:
         f"{table} row {k} ({row.lowering}: {row.reason}) decides nothing: the rows below it "
         "give the same lowering wherever it matches"
     )
+
+
+def test_when_reads_every_condition() -> None:
+    """auto.csv's condition words, read into the row fields written here by hand."""
+    fields = auto.parse_when(
+        "first|middle n=17..512 4-byte slab>=1000 bytes>=4M forward no-pads rows>=2 "
+        "run-time-dims pieces<=16M"
+    )
+    assert fields == {
+        "at": frozenset({"first", "middle"}),
+        "n": (17, 512),
+        "itemsize": 4,
+        "slab": 1000,
+        "over_bytes": (4 << 20) - 1,
+        "direction": "forward",
+        "pads": False,
+        "rows": 2,
+        "static_dims": False,
+        "piece_up_to": 16 << 20,
+    }
+    assert auto.parse_when("static|run-time-axis n<=16 float32 bytes<=1M") == {
+        "at": frozenset({"first", "last", "middle", "unknown", "run-time axis"}),
+        "n": (0, 16),
+        "dtype": ir.DataType.FLOAT,
+        "under_bytes": 1 << 20,
+    }
+    assert auto.parse_when("n=256 bytes>4M") == {"n": (256, 256), "over_bytes": 4 << 20}
+    assert auto.parse_when("run-time-length n>=2 reverse") == {
+        "at": frozenset({"run-time length"}),
+        "n": (2, None),
+        "direction": "reverse",
+    }
+    for bad in ("n>2", "slab<=4", "bytes>=4G", "middel", "n>=2..4"):
+        with pytest.raises(ValueError, match="cannot read"):
+            auto.parse_when(bad)
 
 
 @pytest.mark.parametrize("table", list(auto.TABLES))
