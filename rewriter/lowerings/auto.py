@@ -1,31 +1,26 @@
 """``auto``: one table per target, rows of (where, how long, how large) -> lowering.
 
-The tables are data, in ``auto.csv`` beside this module: per row the table (a ``Target``
-names its own in ``Target.auto``), the lowering, the conditions it matches on, its one-line
-reason and the results file behind it (``scripts/results/``; onnxruntime's rows from
-scripts/bench.py with one intra-op thread, the runtimes' own from
-``scripts/bench/bench_runtime.py --runtime NAME`` against their own CumSum). A row whose
-lowering is ``@static`` stands for the rows of table ``static`` (the portable table, which
-ends the others). The first row that matches and whose lowering the target accepts
-(:func:`rewriter.lowerings.refusal`) wins; every table ends in rows that match everything.
-tests/lowerings/test_auto.py iterates the same rows. Every lowering named is exact for
-integers and within the sequential kernel's k - 1 ulps for floats: the tables decide speed
-and compile time, never correctness.
+The tables are data, in ``auto.csv`` beside this module: per row the table (``Target.auto``
+names a target's), the lowering, the conditions it matches on (``when``), a one-line reason
+and the results file behind it (``scripts/results/``). A row ``@static`` stands for the rows
+of table ``static``, the portable one. The first row that matches and whose lowering the
+target accepts (:func:`rewriter.lowerings.refusal`) wins; every table ends in rows that match
+everything. tests/lowerings/test_auto.py iterates the same rows. Every lowering named is
+exact for integers and within the sequential kernel's k - 1 ulps for floats: the tables
+decide speed and compile time, never correctness.
 
-``when`` is a space-separated list of conditions, all of which must hold (none: any case).
-They read the (o, n, i) view of x, in the compute type:
+``when``: conditions separated by spaces, all of which hold (none: any case), on the
+(o, n, i) view of x in the compute type:
 
-- a position, or several joined by ``|``: ``first`` (o = 1), ``last`` (i = 1), ``middle``,
-  ``unknown`` (i not static), ``static`` (any of those four), ``run-time-axis`` (n is the
-  longest dim, to which x is padded), ``run-time-length`` (n not static and not bounded);
-- ``n=A..B``, ``n=A``, ``n>=A``, ``n<=B``: n in a range, inclusive (a run-time length
-  matches only where no range is given);
+- positions joined by ``|``: ``first`` (o = 1), ``last`` (i = 1), ``middle``, ``unknown``
+  (i not static), ``static`` (those four), ``run-time-axis`` (n: the longest dim, x padded
+  to it), ``run-time-length`` (n neither static nor bounded);
+- ``n=A..B``, ``n=A``, ``n>=A``, ``n<=B``, inclusive (a run-time length matches no range);
 - ``4-byte`` / ``8-byte``, or a type (``float32``, ``int32``): the compute type;
-- ``slab>=S``: at least S elements per position (i on a first axis, o * i elsewhere);
+- ``slab>=S``: elements per position (i on a first axis, o * i elsewhere); ``rows>=R``: o;
 - ``bytes>X``, ``bytes>=X``, ``bytes<=X``: the tensor's size (``K``, ``M``: KiB, MiB);
-- ``forward`` / ``reverse``; ``pads`` / ``no-pads``: whether carry's levels pad n;
-  ``rows>=R``: o; ``static-dims`` / ``run-time-dims``; ``pieces<=X``: ``cached``'s pieces
-  exist and take at most X bytes.
+- ``forward`` / ``reverse``; ``pads`` / ``no-pads`` (whether carry's levels pad n);
+  ``static-dims`` / ``run-time-dims``; ``pieces<=X``: ``cached``'s pieces take at most X.
 """
 
 from __future__ import annotations
@@ -114,33 +109,25 @@ class Row:
         )
 
 
+# fmt: off
 _POSITIONS = {
-    **{p: frozenset({p}) for p in (FIRST, LAST, MIDDLE, UNKNOWN)},
-    "static": STATIC,
-    "run-time-axis": frozenset({RUN_TIME_AXIS}),
-    "run-time-length": frozenset({RUN_TIME_LENGTH}),
+    **{p: frozenset({p}) for p in (FIRST, LAST, MIDDLE, UNKNOWN)}, "static": STATIC,
+    "run-time-axis": frozenset({RUN_TIME_AXIS}), "run-time-length": frozenset({RUN_TIME_LENGTH}),
 }
 _WORDS: dict[str, dict[str, Any]] = {
-    "4-byte": {"itemsize": 4},
-    "8-byte": {"itemsize": 8},
-    "forward": {"direction": "forward"},
-    "reverse": {"direction": "reverse"},
-    "pads": {"pads": True},
-    "no-pads": {"pads": False},
-    "static-dims": {"static_dims": True},
-    "run-time-dims": {"static_dims": False},
+    "4-byte": {"itemsize": 4}, "8-byte": {"itemsize": 8},
+    "forward": {"direction": "forward"}, "reverse": {"direction": "reverse"},
+    "pads": {"pads": True}, "no-pads": {"pads": False},
+    "static-dims": {"static_dims": True}, "run-time-dims": {"static_dims": False},
 }
 _BOUND = re.compile(r"(n|slab|bytes|rows|pieces)(>=|<=|>|=)(\d+)([KM]?)(?:\.\.(\d+))?")
 _BOUNDS: dict[tuple[str, str], tuple[str, Callable[[int], Any]]] = {
-    ("n", ">="): ("n", lambda v: (v, None)),
-    ("n", "<="): ("n", lambda v: (0, v)),
-    ("slab", ">="): ("slab", lambda v: v),
-    ("rows", ">="): ("rows", lambda v: v),
-    ("bytes", ">"): ("over_bytes", lambda v: v),
-    ("bytes", ">="): ("over_bytes", lambda v: v - 1),
-    ("bytes", "<="): ("under_bytes", lambda v: v),
-    ("pieces", "<="): ("piece_up_to", lambda v: v),
+    ("n", ">="): ("n", lambda v: (v, None)), ("n", "<="): ("n", lambda v: (0, v)),
+    ("slab", ">="): ("slab", lambda v: v), ("rows", ">="): ("rows", lambda v: v),
+    ("bytes", ">"): ("over_bytes", lambda v: v), ("bytes", ">="): ("over_bytes", lambda v: v - 1),
+    ("bytes", "<="): ("under_bytes", lambda v: v), ("pieces", "<="): ("piece_up_to", lambda v: v),
 }
+# fmt: on
 
 
 def parse_when(when: str) -> dict[str, Any]:
