@@ -7,9 +7,9 @@ reverse) below, lowered with ``decompose_cumprod(model, target=RUNTIME)`` (``aut
 the runtime and compared with numpy: integers bit-exact (odd full-range values, so products
 wrap and never turn to zero, which would hide a wrong factor), floats within the accuracy
 contract (tests/bounds.py) for the lowering each node got, with 0, -0.0, ±inf and NaN
-sprinkled in. The shapes take each side of every threshold of rewriter/lowerings/auto.py's
-``openvino``, ``tract``, ``iree`` and ``static`` tables: last axis n = 17, 65, 512, 600, 8193;
-first axis n = 17, 65, 600, 1025; a middle axis n = 17, 256, 600.
+sprinkled in. The shapes take each side of every threshold of rewriter/lowerings/auto.csv's
+``openvino``, ``tract``, ``iree`` and ``static`` tables: last axis n = 17, 65, 512, 600, 1024,
+8193; first axis n = 17, 65, 600, 1025; a middle axis n = 17, 256, 600.
 
 tinygrad runs four of the shapes (it compiles every kernel): one per position past n = 16,
 where it takes carry, and the middle n = 256, where it takes masked as one tile.
@@ -63,6 +63,7 @@ SHAPES: list[tuple[tuple[int, ...], int]] = [
     ((2, 600, 2), 1),
     ((1025, 2), 0),
     ((2, 256, 2), 1),
+    ((1, 1024), 1),  # OpenVINO float32: blocked on the last axis
 ]
 ATTRS = [(0, 0), (1, 0), (0, 1), (1, 1)]  # (exclusive, reverse)
 SHARDS = {"iree": 2}  # runner processes per runtime (default 1)
@@ -220,7 +221,7 @@ def test_the_tables_reach_every_lowering_they_name() -> None:
         used[runtime] |= set(lowered_for(runtime, elem_type).lowerings.values())
     assert used == {
         "openvino": {"doubling", "chain", "radix", "carry", "blocked"},  # carry: int32 from
-        # n = 256, blocked: float32 n = 256-1024
+        # n = 256, blocked: float32 first / middle n = 256-1024, last 1024-8192
         "tract": {"scan", "radix", "carry"},  # chain for n <= 1 only
         "iree": {"doubling", "chain", "radix"},
         "tinygrad": {"carry", "masked"},  # n <= 16 (chain): tests/test_runtimes.py

@@ -37,7 +37,7 @@ SOURCES = {
         ]
         for name in ("openvino", "tract", "iree", "tinygrad")
     },
-    "compile": "compile-2026-12-06-current-picks.md",
+    "compile": "compile-2026-12-07-current-picks.md",
     "compile_study": "compile-2026-12-06-summary.md",
     "compile_ort": "compile-onnxruntime-2026-12-06-9reps.md",
     "compile_tinygrad_middle": "compile-tinygrad-2026-12-06-middle256-quiet-summary.md",
@@ -343,12 +343,13 @@ def compile_section() -> list[str]:
     return [
         "## Before the first result: load / compile + first run",
         "",
-        f"Source: `scripts/results/{SOURCES['compile']}` (`bench_runtime.py --compile 5`: "
-        "`auto`'s pick in a fresh process next to the CumSum model of the same shape; 65536 "
-        "elements, float32 / int32; tinygrad with its kernel cache off; a loaded machine, so "
-        "ratios only). Each cell: compile ratio as wall / CPU time, and the steady run time / "
-        "CumSum's; ✓ both clocks within 2×, (one) one clock. Why each form compiles as it "
-        f"does: `scripts/results/{SOURCES['compile_study']}`.",
+        f"Source: `scripts/results/{SOURCES['compile']}` (`bench_runtime.py --compile 5` or "
+        "9: `auto`'s pick in a fresh process next to the CumSum model of the same shape; 65536 "
+        "elements, float32 / int32; tinygrad with its kernel cache off; OpenVINO and IREE on a "
+        "quiet machine, onnxruntime and tinygrad on a loaded one, so ratios only). Each cell: "
+        "compile ratio as wall / CPU time, and the steady run time / CumSum's; ✓ both clocks "
+        'within 2×, (one) one clock, "again": the cell run a second time. Why each form '
+        f"compiles as it does: `scripts/results/{SOURCES['compile_study']}`.",
         "",
         *table,
         "",
@@ -365,12 +366,12 @@ def compile_section() -> list[str]:
         "those axes take `blocked` (46-53 such nodes): 1.41-1.76× wall / 1.45-1.87× CPU there. "
         "**The faster compile costs run time**: `blocked` ran 0.40-1.38× CumSum, 1.4-2.4× the "
         "trees' time (at (1024, 64) 0.53 ms a run against `radix`'s 0.22 ms, 0.26 s sooner to "
-        "the first result). **The float32 last axis keeps `doubling` at about 2.2×**: on a "
-        "quiet machine (load 0.4-2.0, 9 repetitions, the source's last section) it compiled "
-        "2.21 / 2.01 at (64, 1024) and 2.16 / 1.77 at (8, 8192), 36 and 10 ms more than "
-        "`blocked` (1.54 / 1.75, 1.65 / 1.66), and ran 4.01× and 3.44× CumSum where `blocked` "
-        "ran 7.02× and 8.31×: past about 60 and 13 runs `doubling` has given its results "
-        "sooner. Loaded machines gave 1.64-2.79 wall at (8, 8192) in six runs.",
+        "the first result). **The float32 last axis takes `blocked` from n = 1024 to 8192 under "
+        "1 MiB**, for the same reason: `doubling` sits at the 2× line there (1.93-2.51 wall in "
+        "this section's source, 2.16-2.21 in earlier quiet runs), `blocked` below it "
+        "(1.56-1.72), and `blocked` runs 1.9-2.8× `doubling`'s time (7.7-10.2× CumSum against "
+        "3.6-4.0×: 0.8-1.4 ms more a run, 17-60 ms sooner to the first result, behind after "
+        "about 20-50 runs). `--strategy doubling` keeps the faster run.",
         "",
         "tinygrad's middle axis at n = 256 takes `masked` as one tile (`scripts/results/"
         f"{SOURCES['compile_tinygrad_middle']}`: 1.05 / 1.14 and 1.07 / 1.07 where `carry` took "
