@@ -39,10 +39,16 @@ timed at run time. The tables then give, per cell and lowering, the compile rati
 count of the rewritten model and the steady run-time ratio, and which lowerings stay within
 ``--compile-limit`` (2x) of CumSum's compile, the fastest of them at run time marked.
 
+``--before REV`` times a change on the runtime against an earlier commit's graphs (as
+``bench_against_commit.py`` does on onnxruntime): per cell, ``auto`` as REV's code builds it
+(``git archive`` of its ``rewriter/``, run in a child process), twice (the second is the
+control), beside this checkout's ``auto``, in the same rounds; cells whose two graphs are
+the same are listed, not timed. No other lowering is built unless ``--only`` names some.
+
 Usage: python scripts/bench/bench_runtime.py --runtime NAME [--dtypes ...] [--lengths ...]
     [--positions last,first] [--cells POS:N,...] [--elements N] [--rounds 15]
     [--max-seconds 10] [--run-time-length] [--only NAME,...] [--variants NAME,...]
-    [--compile REPS] [--compile-timeout 60] [--compile-clock wall|cpu]
+    [--compile REPS] [--compile-timeout 60] [--compile-clock wall|cpu] [--before REV]
     [--out scripts/results/bench-runtime-NAME-DATE]
 
 Issue 52's compile-cost grid (four shapes of 65536 elements; one command per runtime, NAME
@@ -227,6 +233,43 @@ def lowered(model: onnx.ModelProto, strategy: str, target: str, n: int) -> onnx.
         return None
 
 
+_BUILD_BEFORE = """
+import sys, warnings, onnx, rewriter
+model, target, n, out = sys.argv[1:5]
+warnings.simplefilter("ignore")
+onnx.save(rewriter.decompose_cumprod(onnx.load(model), target=target, max_length=int(n)), out)
+"""
+
+
+def against_models(
+    folder: Path, model: onnx.ModelProto, target: str, n: int, *, before: Path, elem_type: int
+) -> list[dict] | None:
+    """``auto`` as this checkout builds it (``auto_new``) and as the code in ``before`` does
+    (``auto_before``, and again as ``auto_again``, the control), for ``--before``; None
+    where the two graphs are the same. Checked within k - 1 ulps, auto's contract."""
+    new = lowered(model, "auto", target, n)
+    onnx.save(model, str(folder / "native.onnx"))
+    native, out = str(folder / "native.onnx"), str(folder / "auto_before.onnx")
+    subprocess.run(
+        [sys.executable, "-c", _BUILD_BEFORE, native, target, str(n), out],
+        check=True,
+        cwd=before,
+        env={"PYTHONPATH": str(before), "PATH": "/usr/bin:/bin"},
+    )
+    old = onnx.load(str(folder / "auto_before.onnx"))
+    if new is None or new.graph.SerializeToString() == old.graph.SerializeToString():
+        return None
+    onnx.save(new, str(folder / "auto_new.onnx"))
+    onnx.save(old, str(folder / "auto_again.onnx"))
+    bound = LOWERINGS["loop"].max_ulps(ir.DataType(elem_type), np.arange(1, n + 1))
+    np.save(folder / "auto.bound.npy", np.asarray(bound, dtype=np.float64))
+    return [
+        {"name": name, "kind": "cumprod", "file": f"{name}.onnx", "nodes": len(m.graph.node)}
+        | ({"bound": "auto.bound.npy"} if ir.DataType(elem_type).is_floating_point() else {})
+        for name, m in (("auto_new", new), ("auto_before", old), ("auto_again", old))
+    ]
+
+
 def prepare_cell(
     folder: Path,
     target: str,
@@ -237,10 +280,12 @@ def prepare_cell(
     run_time: bool = False,
     only: set[str] | None = None,
     variants: tuple[str, ...] = (),
+    before: Path | None = None,
 ) -> dict:
     """Writes the cell's models, input, references and bounds into ``folder``; ``skip``:
     lowerings left out from a length on; ``run_time``: every dim of the CumProd symbolic;
-    ``only``: the lowerings built (None: all); ``variants``: names of :data:`VARIANTS`."""
+    ``only``: the lowerings built (None: all); ``variants``: names of :data:`VARIANTS`;
+    ``before``: the code of ``--before``'s commit (:func:`against_models`)."""
     dtype, total, n, position = cell
     folder.mkdir(parents=True)
     elem_type = DTYPES[dtype]
@@ -300,6 +345,12 @@ def prepare_cell(
             np.save(folder / f"{strategy}.bound.npy", bound)
             entry["bound"] = f"{strategy}.bound.npy"
         models.append(entry)
+    against = (
+        None
+        if before is None
+        else against_models(folder, model, target, n, before=before, elem_type=elem_type)
+    )
+    models += against or []
     auto_model = lowered(model, "auto", target, n)
     onnx.save(cumsum_model(elem_type, shape, axis), str(folder / "cumsum.onnx"))
     cumsum = {"name": "cumsum", "kind": "cumsum", "file": "cumsum.onnx", "nodes": 1}
@@ -323,6 +374,7 @@ def prepare_cell(
         "auto_nodes": len(auto_model.graph.node) if auto_model is not None else None,
         "skipped": skipped,
         "models": models,
+        "same_before": before is not None and against is None,
     }
 
 
@@ -633,8 +685,48 @@ def markdown(result: dict) -> str:
             f"Load / compile time per model: median {statistics.median(loads):.2f} s, "
             f"max {max(loads):.2f} s."
         )
-    lines += compile_markdown(result)
+    lines += compile_markdown(result) + against_markdown(result)
     return "\n".join(lines) + "\n"
+
+
+def against_markdown(result: dict) -> list[str]:
+    """The --before table: per cell whose auto graph changed, this checkout's auto over the
+    commit's, the control (the commit's graph again) and both against CumSum."""
+    if not result.get("before"):
+        return []
+    lines = [
+        "",
+        f"## auto against {result['before']}",
+        "",
+        f"auto_new: this checkout's auto; auto_before / auto_again: {result['before']}'s, "
+        "twice (again / before is the control); timed in the same rounds. Cells where the "
+        f"two graphs are the same (not timed): {', '.join(result['same_before']) or 'none'}.",
+        "",
+        "| type | n | axis | shape | new / before | again / before | before × CumSum "
+        "| new × CumSum | nodes before → new |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    ratios = []
+    for c in result["cells"]:
+        m = c["models"]
+        new, old, again = (m.get(k, {}) for k in ("auto_new", "auto_before", "auto_again"))
+        if not all(x.get("ok") and x.get("s") for x in (new, old, again)):
+            lines.append(f"| {c['dtype']} | {c['n']} | {c['position']} | – | not timed |||||")
+            continue
+        ratios.append(new["s"] / old["s"])
+        r = c["ratio"]
+        lines.append(
+            f"| {c['dtype']} | {c['n']} | {c['position']} | {'×'.join(map(str, c['shape']))} "
+            f"| {ratios[-1]:.3f} | {again['s'] / old['s']:.3f} | {_times(r.get('auto_before'))} "
+            f"| {_times(r.get('auto_new'))} | {old.get('nodes')} → {new.get('nodes')} |"
+        )
+    if ratios:
+        lines += [
+            "",
+            f"{len(ratios)} cells changed: new / before median {statistics.median(ratios):.3f}, "
+            f"{min(ratios):.3f}-{max(ratios):.3f}.",
+        ]
+    return lines
 
 
 def _times(value: float | None, digits: str = ".2f") -> str:
@@ -819,6 +911,13 @@ def main() -> None:
         "are carry / radix with r = R on every level, doubling_bB doubling's blocked form in "
         "blocks of B, masked_bB masked with tiles of side B, blocked_2lv blocked with two levels",
     )
+    parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also time auto's graph as commit REV builds it (twice: the second is the "
+        "control) beside this checkout's, on the cells where the two differ; builds no other "
+        "lowering unless --only names some",
+    )
     parser.add_argument("--from-json", help="only re-render the markdown of an earlier run")
     parser.add_argument(
         "--repick",
@@ -869,7 +968,18 @@ def main() -> None:
         ]
     load_before = [round(v, 2) for v in os.getloadavg()]
     began = time.perf_counter()
+    only = set(args.only.split(",")) if args.only else set() if args.before else None
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
+        before = None
+        if args.before:
+            before = Path(tmp) / "before"
+            before.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.before, "rewriter"],
+                check=True,
+                capture_output=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
         cells = [
             prepare_cell(
                 Path(tmp) / f"c{i}",
@@ -878,11 +988,14 @@ def main() -> None:
                 rng,
                 skip,
                 run_time=args.run_time_length,
-                only=set(args.only.split(",")) if args.only else None,
+                only=only,
                 variants=tuple(v for v in args.variants.split(",") if v),
+                before=before,
             )
             for i, cell in enumerate(cell_keys)
         ]
+        same = [c for c in cells if c["same_before"]]
+        cells = [c for c in cells if not c["same_before"]]
         if args.compile:
             compile_runs(cells, args.runtime, python, args.compile, args.compile_timeout)
         # a model whose compile timed out or failed is not timed at run time
@@ -950,6 +1063,8 @@ def main() -> None:
         "compile_timeout": args.compile_timeout,
         "compile_how": COMPILE_HOW[args.runtime],
         "complete": child.returncode == 0 and len(timed["cells"]) == len(cells),
+        "before": args.before,
+        "same_before": [f"{c['dtype']} {c['position']} n = {c['n']}" for c in same],
         "cells": timed["cells"],
     }
     out.parent.mkdir(parents=True, exist_ok=True)
