@@ -189,7 +189,8 @@ def test_variants_change_target_fields_and_module_constants_for_the_build_only(b
 
 def test_before_builds_an_earlier_codes_auto_beside_this_ones(bench, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``--before``: the earlier code's auto graph, twice (the control), beside this
-    checkout's where the two differ; nothing where the code builds the same graph."""
+    checkout's where the two differ; a reason, not models, where the code builds the same
+    graph or fails."""
     import shutil
 
     model = bench.model_for(TensorProto.FLOAT, (4, 64), 1, 0, 0)
@@ -199,23 +200,36 @@ def test_before_builds_an_earlier_codes_auto_beside_this_ones(bench, tmp_path) -
         same / "rewriter",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    for cell in ("c0", "c1"):
-        (tmp_path / cell).mkdir()
-    args = {"elem_type": TensorProto.FLOAT}
-    assert bench.against_models(tmp_path / "c0", model, "openvino", 64, before=same, **args) is None
-
-    other = tmp_path / "other" / "rewriter"  # an "earlier" rewriter that lowers nothing
-    other.mkdir(parents=True)
-    (other / "__init__.py").write_text(
+    lowers_nothing = tmp_path / "nothing" / "rewriter"  # an "earlier" rewriter
+    lowers_nothing.mkdir(parents=True)
+    (lowers_nothing / "__init__.py").write_text(
         "def decompose_cumprod(model, **options):\n    return model\n"
     )
-    entries = bench.against_models(
-        tmp_path / "c1", model, "openvino", 64, before=other.parent, **args
+    refuses = tmp_path / "refuses" / "rewriter"
+    refuses.mkdir(parents=True)
+    (refuses / "__init__.py").write_text(
+        "def decompose_cumprod(model, **options):\n    raise ValueError('no such target')\n"
     )
+    got = {}
+    for code in (same, lowers_nothing.parent, refuses.parent):
+        (tmp_path / f"cell-{code.name}").mkdir()
+        got[code.name] = bench.against_models(
+            tmp_path / f"cell-{code.name}",
+            model,
+            "openvino",
+            64,
+            before=code,
+            elem_type=TensorProto.FLOAT,
+        )
+    assert got["same"] == "the same graph"
+    assert got["refuses"] == "the commit's code failed: ValueError: no such target"
+    entries = got["nothing"]
     assert [e["name"] for e in entries] == ["auto_new", "auto_before", "auto_again"]
     assert {e["bound"] for e in entries} == {"auto.bound.npy"}
-    new, old, again = (onnx.load(tmp_path / "c1" / e["file"]) for e in entries)
-    assert [n.op_type for n in old.graph.node] == ["CumProd"] and old.graph == again.graph
+    cell = tmp_path / "cell-nothing"
+    new, old, again = (onnx.load(cell / e["file"]) for e in entries)
+    assert [n.op_type for n in old.graph.node] == [n.op_type for n in again.graph.node]
+    assert [n.op_type for n in old.graph.node] == ["CumProd"]
     assert "CumProd" not in {n.op_type for n in new.graph.node}
-    bound = np.load(tmp_path / "c1" / "auto.bound.npy")
+    bound = np.load(cell / "auto.bound.npy")
     assert bound.shape == (64,) and bound[0] == 0 and 63 <= bound[-1] < 63.001  # k - 1 ulps

@@ -114,13 +114,15 @@ _POSITIONS = {
     **{p: frozenset({p}) for p in (FIRST, LAST, MIDDLE, UNKNOWN)}, "static": STATIC,
     "run-time-axis": frozenset({RUN_TIME_AXIS}), "run-time-length": frozenset({RUN_TIME_LENGTH}),
 }
-_WORDS: dict[str, dict[str, Any]] = {
-    "4-byte": {"itemsize": 4}, "8-byte": {"itemsize": 8},
-    "forward": {"direction": "forward"}, "reverse": {"direction": "reverse"},
-    "pads": {"pads": True}, "no-pads": {"pads": False},
-    "static-dims": {"static_dims": True}, "run-time-dims": {"static_dims": False},
+_TYPES = ("float16", "float32", "float64", "int32", "int64", "uint32", "uint64")
+_WORDS: dict[str, tuple[str, Any]] = {
+    "4-byte": ("itemsize", 4), "8-byte": ("itemsize", 8),
+    "forward": ("direction", "forward"), "reverse": ("direction", "reverse"),
+    "pads": ("pads", True), "no-pads": ("pads", False),
+    "static-dims": ("static_dims", True), "run-time-dims": ("static_dims", False),
+    **{name: ("dtype", ir.DataType.from_numpy(np.dtype(name))) for name in _TYPES},
 }
-_BOUND = re.compile(r"(n|slab|bytes|rows|pieces)(>=|<=|>|=)(\d+)([KM]?)(?:\.\.(\d+))?")
+_BOUND = re.compile(r"(n|slab|bytes|rows|pieces)(>=|<=|>|=)([1-9]\d*)([KM]?)(?:\.\.(\d+))?")
 _BOUNDS: dict[tuple[str, str], tuple[str, Callable[[int], Any]]] = {
     ("n", ">="): ("n", lambda v: (v, None)), ("n", "<="): ("n", lambda v: (0, v)),
     ("slab", ">="): ("slab", lambda v: v), ("rows", ">="): ("rows", lambda v: v),
@@ -130,46 +132,56 @@ _BOUNDS: dict[tuple[str, str], tuple[str, Callable[[int], Any]]] = {
 # fmt: on
 
 
+def _condition(word: str) -> tuple[str, Any]:
+    """The :class:`Row` field one condition word sets, and its value."""
+    bound = _BOUND.fullmatch(word)
+    if bound:
+        key, op, value, unit, hi = bound.groups()
+        v = int(value) << {"": 0, "K": 10, "M": 20}[unit]
+        if (key, op) == ("n", "=") and (hi is None or int(hi) >= v):
+            return "n", (v, int(hi) if hi else v)
+        if (key, op) in _BOUNDS and hi is None:
+            field, convert = _BOUNDS[key, op]
+            return field, convert(v)
+    elif word in _WORDS:
+        return _WORDS[word]
+    elif all(p in _POSITIONS for p in word.split("|")):
+        return "at", frozenset().union(*(_POSITIONS[p] for p in word.split("|")))
+    raise ValueError(f"cannot read the condition {word!r}")
+
+
 def parse_when(when: str) -> dict[str, Any]:
-    """The :class:`Row` fields that ``when`` sets (the conditions listed above)."""
+    """The :class:`Row` fields that ``when`` sets (the conditions listed above), each once."""
     fields: dict[str, Any] = {}
-    for word in when.split():
-        bound = _BOUND.fullmatch(word)
-        if bound:
-            key, op, value, unit, hi = bound.groups()
-            v = int(value) << {"": 0, "K": 10, "M": 20}[unit]
-            if (key, op) == ("n", "="):
-                fields["n"] = (v, int(hi) if hi else v)
-            elif (key, op) in _BOUNDS and hi is None:
-                field, convert = _BOUNDS[key, op]
-                fields[field] = convert(v)
-            else:
-                raise ValueError(f"auto.csv: cannot read the condition {word!r}")
-        elif word in _WORDS:
-            fields.update(_WORDS[word])
-        elif all(p in _POSITIONS for p in word.split("|")):
-            fields["at"] = frozenset().union(*(_POSITIONS[p] for p in word.split("|")))
-        else:
-            try:
-                fields["dtype"] = ir.DataType.from_numpy(np.dtype(word))
-            except TypeError:
-                raise ValueError(f"auto.csv: cannot read the condition {word!r}") from None
+    for field, value in map(_condition, when.split()):
+        if field in fields:
+            raise ValueError(f"two conditions on {field} in {when!r}")
+        fields[field] = value
     return fields
 
 
 def _load() -> dict[str, tuple[Row, ...]]:
     """auto.csv's tables, each ``@static`` row replaced by table ``static``'s rows."""
-    text = importlib.resources.files("rewriter.lowerings").joinpath("auto.csv").read_text()
+    text = importlib.resources.files("rewriter.lowerings").joinpath("auto.csv").read_text("utf-8")
     tables: dict[str, list[Row | None]] = {}
-    for record in csv.DictReader(text.splitlines()):
-        row = None
-        if record["lowering"] != "@static":
+    reader = csv.DictReader(text.splitlines(), strict=True)
+    for record in reader:
+        try:
+            if None in record or None in record.values():
+                raise ValueError(f"not the columns {reader.fieldnames}")
             fields = parse_when(record["when"])
-            row = Row(record["lowering"], record["reason"], record["evidence"], **fields)
+        except ValueError as error:
+            raise ValueError(f"auto.csv line {reader.line_num}: {error}") from None
+        static = record["lowering"] == "@static" and not fields
+        row = (
+            None
+            if static
+            else Row(record["lowering"], record["reason"], record["evidence"], **fields)
+        )
         tables.setdefault(record["table"], []).append(row)
-    static = tuple(row for row in tables["static"] if row is not None)
+    static_rows = tuple(row for row in tables["static"] if row is not None)
     return {
-        name: tuple(r for row in rows for r in (static if row is None else (row,)))
+        name: tuple(r for row in rows for r in (static_rows if row is None else (row,)))
         for name, rows in tables.items()
     }
 

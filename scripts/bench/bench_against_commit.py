@@ -20,6 +20,7 @@ First used for the seeded first level of the float64 trees (``rewriter/lowerings
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -49,17 +50,32 @@ def cells(args: argparse.Namespace) -> list[tuple[str, str, tuple[int, ...], int
 
 
 _BUILD = """
-import sys, onnx, rewriter
-model, strategy, out = sys.argv[1:4]
-onnx.save(rewriter.decompose_cumprod(onnx.load(model), strategy=strategy), out)
+import json, sys, warnings, onnx, rewriter
+model, options, out = sys.argv[1:4]
+warnings.simplefilter("ignore")
+onnx.save(rewriter.decompose_cumprod(onnx.load(model), **json.loads(options)), out)
 """
 
 
-def build(code: Path, model: Path, strategy: str, out: Path) -> onnx.ModelProto:
-    """``model`` lowered by the ``rewriter`` package found in ``code``."""
+def code_at(rev: str, folder: Path) -> Path:
+    """``folder`` holding commit ``rev``'s ``rewriter/`` (``git archive``), to import from."""
+    folder.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(TOP), "archive", rev, "rewriter"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def build(code: Path, model: Path, out: Path, **options: object) -> onnx.ModelProto:
+    """``model`` lowered by the ``rewriter`` package found in ``code`` (a child process), with
+    ``decompose_cumprod``'s ``options``. Raises CalledProcessError (its stderr kept) where
+    that code refuses or fails."""
     subprocess.run(
-        [sys.executable, "-c", _BUILD, str(model), strategy, str(out)],
+        [sys.executable, "-c", _BUILD, str(model), json.dumps(options), str(out)],
         check=True,
+        capture_output=True,
+        text=True,
         cwd=code,
         env={"PYTHONPATH": str(code), "PATH": "/usr/bin:/bin"},
     )
@@ -107,21 +123,14 @@ def main() -> None:
     ]
     ratios: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        old_code = Path(tmp, "old")
-        old_code.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(TOP), "archive", args.before, "rewriter"],
-            check=True,
-            capture_output=True,
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(old_code)], input=archive, check=True)
+        old_code = code_at(args.before, Path(tmp, "old"))
         for strategy in args.strategies.split(","):
             for label, dtype, shape, axis, ex, rev in cells(args):
                 model_path = Path(tmp, "model.onnx")
                 native = bench.model_for(bench.DTYPES[dtype], shape, axis, ex, rev)
                 onnx.save(native, model_path)
-                old = build(old_code, model_path, strategy, Path(tmp, "old.onnx"))
-                new = build(TOP, model_path, strategy, Path(tmp, "new.onnx"))
+                old = build(old_code, model_path, Path(tmp, "old.onnx"), strategy=strategy)
+                new = build(TOP, model_path, Path(tmp, "new.onnx"), strategy=strategy)
                 if old.graph.SerializeToString() == new.graph.SerializeToString():
                     continue
                 x = feed(dtype, shape)

@@ -109,6 +109,8 @@ from bench import (
     shape_for,
     size_label,
 )
+from bench_against_commit import build as build_at
+from bench_against_commit import code_at
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIMES = ("onnxruntime", "openvino", "tract", "tinygrad", "iree", "tvm", "mnn")
@@ -233,32 +235,25 @@ def lowered(model: onnx.ModelProto, strategy: str, target: str, n: int) -> onnx.
         return None
 
 
-_BUILD_BEFORE = """
-import sys, warnings, onnx, rewriter
-model, target, n, out = sys.argv[1:5]
-warnings.simplefilter("ignore")
-onnx.save(rewriter.decompose_cumprod(onnx.load(model), target=target, max_length=int(n)), out)
-"""
-
-
 def against_models(
     folder: Path, model: onnx.ModelProto, target: str, n: int, *, before: Path, elem_type: int
-) -> list[dict] | None:
+) -> list[dict] | str:
     """``auto`` as this checkout builds it (``auto_new``) and as the code in ``before`` does
-    (``auto_before``, and again as ``auto_again``, the control), for ``--before``; None
-    where the two graphs are the same. Checked within k - 1 ulps, auto's contract."""
+    (``auto_before``, and again as ``auto_again``, the control), for ``--before``, checked
+    within k - 1 ulps (auto's contract); or why the cell is not timed: the same graph, or a
+    refusal by either code."""
     new = lowered(model, "auto", target, n)
+    if new is None:
+        return "this checkout refuses it"
     onnx.save(model, str(folder / "native.onnx"))
-    native, out = str(folder / "native.onnx"), str(folder / "auto_before.onnx")
-    subprocess.run(
-        [sys.executable, "-c", _BUILD_BEFORE, native, target, str(n), out],
-        check=True,
-        cwd=before,
-        env={"PYTHONPATH": str(before), "PATH": "/usr/bin:/bin"},
-    )
-    old = onnx.load(str(folder / "auto_before.onnx"))
-    if new is None or new.graph.SerializeToString() == old.graph.SerializeToString():
-        return None
+    try:
+        old = build_at(
+            before, folder / "native.onnx", folder / "auto_before.onnx", target=target, max_length=n
+        )
+    except subprocess.CalledProcessError as error:
+        return f"the commit's code failed: {(error.stderr.strip().splitlines() or ['?'])[-1]}"
+    if new.graph.SerializeToString() == old.graph.SerializeToString():
+        return "the same graph"
     onnx.save(new, str(folder / "auto_new.onnx"))
     onnx.save(old, str(folder / "auto_again.onnx"))
     bound = LOWERINGS["loop"].max_ulps(ir.DataType(elem_type), np.arange(1, n + 1))
@@ -346,11 +341,11 @@ def prepare_cell(
             entry["bound"] = f"{strategy}.bound.npy"
         models.append(entry)
     against = (
-        None
+        []
         if before is None
         else against_models(folder, model, target, n, before=before, elem_type=elem_type)
     )
-    models += against or []
+    models += [] if isinstance(against, str) else against
     auto_model = lowered(model, "auto", target, n)
     onnx.save(cumsum_model(elem_type, shape, axis), str(folder / "cumsum.onnx"))
     cumsum = {"name": "cumsum", "kind": "cumsum", "file": "cumsum.onnx", "nodes": 1}
@@ -374,7 +369,7 @@ def prepare_cell(
         "auto_nodes": len(auto_model.graph.node) if auto_model is not None else None,
         "skipped": skipped,
         "models": models,
-        "same_before": before is not None and against is None,
+        "not_against": against if isinstance(against, str) else None,
     }
 
 
@@ -522,9 +517,12 @@ def analyse(cells: list[dict], compile_limit: float = 2.0, clock: str = "wall") 
             if name != "cumsum" and "s" in m and base:
                 ratios[name] = m["s"] / base
         cell["ratio"] = ratios
-        # the float32-carries variants are the trees before a fix, not a choice
+        # the float32-carries variants are the trees before a fix, and auto_* (--before) the
+        # picks, not choices
         exact = {
-            k: v for k, v in ratios.items() if models[k].get("ok") and not k.endswith(F32_CARRIES)
+            k: v
+            for k, v in ratios.items()
+            if models[k].get("ok") and not k.endswith(F32_CARRIES) and not k.startswith("auto_")
         }
         cell["best"] = min(exact, key=exact.get) if exact else None
         auto_ok = models.get(cell["auto"], {}).get("ok")
@@ -699,8 +697,8 @@ def against_markdown(result: dict) -> list[str]:
         f"## auto against {result['before']}",
         "",
         f"auto_new: this checkout's auto; auto_before / auto_again: {result['before']}'s, "
-        "twice (again / before is the control); timed in the same rounds. Cells where the "
-        f"two graphs are the same (not timed): {', '.join(result['same_before']) or 'none'}.",
+        "twice (again / before is the control); timed in the same rounds. Cells not timed: "
+        f"{'; '.join(result['not_against']) or 'none'}.",
         "",
         "| type | n | axis | shape | new / before | again / before | before × CumSum "
         "| new × CumSum | nodes before → new |",
@@ -970,16 +968,7 @@ def main() -> None:
     began = time.perf_counter()
     only = set(args.only.split(",")) if args.only else set() if args.before else None
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
-        before = None
-        if args.before:
-            before = Path(tmp) / "before"
-            before.mkdir()
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", args.before, "rewriter"],
-                check=True,
-                capture_output=True,
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
+        before = code_at(args.before, Path(tmp) / "before") if args.before else None
         cells = [
             prepare_cell(
                 Path(tmp) / f"c{i}",
@@ -994,8 +983,8 @@ def main() -> None:
             )
             for i, cell in enumerate(cell_keys)
         ]
-        same = [c for c in cells if c["same_before"]]
-        cells = [c for c in cells if not c["same_before"]]
+        untimed = [c for c in cells if c["not_against"]]
+        cells = [c for c in cells if not c["not_against"]]
         if args.compile:
             compile_runs(cells, args.runtime, python, args.compile, args.compile_timeout)
         # a model whose compile timed out or failed is not timed at run time
@@ -1064,7 +1053,9 @@ def main() -> None:
         "compile_how": COMPILE_HOW[args.runtime],
         "complete": child.returncode == 0 and len(timed["cells"]) == len(cells),
         "before": args.before,
-        "same_before": [f"{c['dtype']} {c['position']} n = {c['n']}" for c in same],
+        "not_against": [
+            f"{c['dtype']} {c['position']} n = {c['n']}: {c['not_against']}" for c in untimed
+        ],
         "cells": timed["cells"],
     }
     out.parent.mkdir(parents=True, exist_ok=True)

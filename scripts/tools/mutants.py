@@ -1095,9 +1095,21 @@ MUTANTS = [
     ),
     Mutant(
         "auto: a large first-axis slab scans from 100 elements, not 1000",
+        "rewriter/lowerings/auto.csv",
+        "first 4-byte slab>=1000 bytes>4M forward,",
+        "first 4-byte slab>=100 bytes>4M forward,",
+    ),
+    Mutant(
+        "auto: bytes>=X in auto.csv read as bytes>X",
         "rewriter/lowerings/auto.py",
-        "        itemsize=4, slab=1000,",
-        "        itemsize=4, slab=100,",
+        '("bytes", ">="): ("over_bytes", lambda v: v - 1)',
+        '("bytes", ">="): ("over_bytes", lambda v: v)',
+    ),
+    Mutant(
+        "auto: a condition set twice in auto.csv, the last kept",
+        "rewriter/lowerings/auto.py",
+        "        if field in fields:\n",
+        "        if False:\n",
     ),
     Mutant(
         "auto: a row's size condition ignored",
@@ -1119,9 +1131,9 @@ MUTANTS = [
     ),
     Mutant(
         "auto: IREE's middle chain to 256 again",
-        "rewriter/lowerings/auto.py",
-        "        at=_M, n=(2, 32)),",
-        "        at=_M, n=(2, 256)),",
+        "rewriter/lowerings/auto.csv",
+        "iree,chain,middle n=2..32,",
+        "iree,chain,middle n=2..256,",
     ),
     Mutant(
         "auto: the direction of a row ignored",

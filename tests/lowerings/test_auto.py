@@ -1,7 +1,7 @@
 """``auto``'s tables (rewriter/lowerings/auto.csv): every row well-formed and reachable, and
 both sides of every threshold written out here, independently of the tables, per target.
 
-The expectations below are the measured rules restated by hand: a row changed in the code
+The expectations below are the measured rules restated by hand: a row changed in the table
 without its expectation changed here fails, and so does a row that can never be picked."""
 
 from __future__ import annotations
@@ -155,7 +155,9 @@ def test_every_row_decides_something(case: tuple[str, int, auto.Row]) -> None:
 
 
 def test_when_reads_every_condition() -> None:
-    """auto.csv's condition words, read into the row fields written here by hand."""
+    """auto.csv's condition words, read into the row fields written here by hand, and the
+    words it refuses: unknown, numpy type names that are not the exact types, zero bounds, a
+    field set twice."""
     fields = auto.parse_when(
         "first|middle n=17..512 4-byte slab>=1000 bytes>=4M forward no-pads rows>=2 "
         "run-time-dims pieces<=16M"
@@ -178,15 +180,29 @@ def test_when_reads_every_condition() -> None:
         "dtype": ir.DataType.FLOAT,
         "under_bytes": 1 << 20,
     }
-    assert auto.parse_when("n=256 bytes>4M") == {"n": (256, 256), "over_bytes": 4 << 20}
-    assert auto.parse_when("run-time-length n>=2 reverse") == {
+    assert auto.parse_when("n=256 bytes>4M 8-byte pads static-dims") == {
+        "n": (256, 256),
+        "over_bytes": 4 << 20,
+        "itemsize": 8,
+        "pads": True,
+        "static_dims": True,
+    }
+    assert auto.parse_when("run-time-length n>=2 reverse int32") == {
         "at": frozenset({"run-time length"}),
         "n": (2, None),
         "direction": "reverse",
+        "dtype": ir.DataType.INT32,
     }
-    for bad in ("n>2", "slab<=4", "bytes>=4G", "middel", "n>=2..4"):
+    assert auto.parse_when("last|unknown") == {"at": frozenset({"last", "unknown"})}
+    assert auto.parse_when("") == {}
+    bad_words = ("n>2", "slab<=4", "bytes>=4G", "middel", "n>=2..4", "n=8..4", "n>=0")
+    # numpy reads these as types: float is float64, b int8, bytes a string
+    for bad in (*bad_words, "bytes>0", "float", "int", "b", "f", "bytes", "S"):
         with pytest.raises(ValueError, match="cannot read"):
             auto.parse_when(bad)
+    for twice in ("n>=2 n<=16", "first last", "forward reverse", "4-byte float32 8-byte"):
+        with pytest.raises(ValueError, match="two conditions"):
+            auto.parse_when(twice)
 
 
 @pytest.mark.parametrize("table", list(auto.TABLES))
@@ -208,7 +224,7 @@ def test_every_target_names_a_table() -> None:
 _4, _8 = F32, I64  # a 4-byte and an 8-byte compute type (on every target)
 
 # (elem_type, dims, axis, onnxruntime table's choice, static table's choice): both sides of
-# every threshold in rewriter/lowerings/auto.py, written out here.
+# every threshold in rewriter/lowerings/auto.csv, written out here.
 AUTO_ROWS = [
     (_4, (3, 1), 1, "chain", "chain"),  # n <= 1
     (_4, (512, 4), 0, "scan", "radix"),  # first axis: n <= 512
