@@ -152,8 +152,9 @@ class Target:
             onnxruntime, radix-r-2026-12-06.md).
         blocked_one_level_up_to: ``blocked`` takes one level of blocks up to this length,
             two beyond (B^levels * m about n with B ~ m). Where ``auto`` takes it (OpenVINO,
-            float32, n = 256-1024) two levels compiled and ran as one did, with more nodes
-            (compile-openvino-float32-2026-12-06-quiet-summary.md, ``blocked_2lv``).
+            float32, first / middle n = 256-1024, last 1024-8192) two levels compiled and ran
+            as one did, with more nodes (compile-openvino-float32-2026-12-06-quiet-summary.md,
+            ``blocked_2lv``, at first 1024, middle 256 and last 8192).
         tree_chain_up_to: A product tree that scans its blocks with Scan (``blocked``,
             ``dynamic``) still unrolls a top level of at most this many blocks as a chain.
         dynamic_scan_up_to: ``dynamic`` takes the plain Scan up to this length (as fast as

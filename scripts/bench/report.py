@@ -367,11 +367,12 @@ def compile_section() -> list[str]:
         "**The faster compile costs run time**: `blocked` ran 0.40-1.38× CumSum, 1.4-2.4× the "
         "trees' time (at (1024, 64) 0.53 ms a run against `radix`'s 0.22 ms, 0.26 s sooner to "
         "the first result). **The float32 last axis takes `blocked` from n = 1024 to 8192 under "
-        "1 MiB**, for the same reason: `doubling` sits at the 2× line there (1.93-2.51 wall in "
-        "this section's source, 2.16-2.21 in earlier quiet runs), `blocked` below it "
-        "(1.56-1.72), and `blocked` runs 1.9-2.8× `doubling`'s time (7.7-10.2× CumSum against "
-        "3.6-4.0×: 0.8-1.4 ms more a run, 17-60 ms sooner to the first result, behind after "
-        "about 20-50 runs). `--strategy doubling` keeps the faster run.",
+        "1 MiB**, for the same reason: in the quiet runs of "
+        f"`scripts/results/{SOURCES['compile']}` `doubling` "
+        "compiled 1.93-2.51× CumSum's wall time there, at the 2× line, and `blocked` 1.54-1.72×; "
+        "`blocked` runs 1.6-2.8× `doubling`'s time (6.1-10.2× CumSum against 3.3-4.0×: "
+        "0.8-1.4 ms more a run, 17-60 ms sooner to the first result, behind after about "
+        "20-50 runs). `--strategy doubling` keeps the faster run.",
         "",
         "tinygrad's middle axis at n = 256 takes `masked` as one tile (`scripts/results/"
         f"{SOURCES['compile_tinygrad_middle']}`: 1.05 / 1.14 and 1.07 / 1.07 where `carry` took "
