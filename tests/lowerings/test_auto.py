@@ -63,7 +63,7 @@ def _facts_for(row: auto.Row) -> list[auto.Facts]:
         run_time = position == auto.RUN_TIME_LENGTH
         if run_time and row.n != (0, None):
             continue
-        sizes = {row.under_bytes} if row.under_bytes else {0}
+        sizes = {row.under_bytes} if row.under_bytes else {0, 1 << 10}  # 0: not static
         if row.over_bytes:
             sizes = {row.over_bytes + 1, max(row.over_bytes + 1, 1 << 26)}
         for (slab, rows), nbytes in itertools.product(
@@ -387,11 +387,11 @@ TARGET_ROWS: list[tuple[int, tuple[int | str, ...], int, tuple[str, ...]]] = [
     (_8, (1025, 4), 0, ("radix", "radix", "radix", "doubling", "carry", "doubling")),
     (I32, (1025, 4), 0, ("carry", "radix", "doubling", "doubling", "masked", "doubling")),
     # tract, first axis: Scan at any n on slabs of 1500 elements (float32) / 900 (others)
-    (_4, (2000, 1499), 0, ("radix", "carry", "doubling", "doubling", "carry", "doubling")),
-    (_4, (2000, 1500), 0, ("radix", "scan", "doubling", "doubling", "carry", "doubling")),
+    (_4, (2000, 1499), 0, ("radix", "carry", "carry", "doubling", "carry", "doubling")),
+    (_4, (2000, 1500), 0, ("radix", "scan", "carry", "doubling", "carry", "doubling")),
     (_8, (2000, 899), 0, ("radix", "radix", "radix", "doubling", "carry", "doubling")),
     (_8, (2000, 900), 0, ("radix", "scan", "radix", "doubling", "carry", "doubling")),
-    (I32, (9000, 900), 0, ("carry", "scan", "doubling", "doubling", "carry", "doubling")),
+    (I32, (9000, 900), 0, ("radix", "scan", "carry", "doubling", "carry", "doubling")),
     (
         _8,
         (2, 2000, 900),
@@ -526,6 +526,17 @@ def test_auto_without_a_bound_where_only_doubling_fits_is_refused() -> None:
         ("openvino", F32, (1025, 4), 0, "radix"),
         ("openvino", F32, (1024, 256), 0, "blocked"),  # 1 MiB exactly
         ("openvino", F32, (1024, 257), 0, "radix"),  # past 1 MiB
+        # IREE, 4-byte first and middle axes past 1 MiB: run time first (chain to 256, carry)
+        ("iree", F32, (1024, 256), 0, "doubling"),  # 1 MiB exactly
+        ("iree", F32, (1024, 257), 0, "carry"),
+        ("iree", I32, (2, 1024, 128), 1, "doubling"),
+        ("iree", I32, (2, 1024, 129), 1, "carry"),
+        ("iree", F32, (256, 1025), 0, "chain"),
+        ("iree", F32, (2, 256, 513), 1, "chain"),
+        # OpenVINO, int32 first and middle axes past 1 MiB: chain to 512, then radix
+        ("openvino", I32, (256, 1024), 0, "carry"),  # 1 MiB exactly
+        ("openvino", I32, (256, 1025), 0, "chain"),
+        ("openvino", I32, (1024, 257), 0, "radix"),
         # OpenVINO, float32 last axis, n = 1024-8192, up to 1 MiB: blocked (doubling
         # compiled 1.93-2.51x CumSum's time, blocked 1.56-1.72x)
         ("openvino", F32, (2, 1023), 1, "doubling"),
