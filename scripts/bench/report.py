@@ -38,6 +38,7 @@ SOURCES = {
         for name in ("openvino", "tract", "iree", "tinygrad")
     },
     "compile": "compile-2026-12-07-current-picks.md",
+    "against_runtimes": "against-runtimes-2026-12-07.md",
     "compile_study": "compile-2026-12-06-summary.md",
     "compile_ort": "compile-onnxruntime-2026-12-06-9reps.md",
     "compile_tinygrad_middle": "compile-tinygrad-2026-12-06-middle256-quiet-summary.md",
@@ -189,6 +190,13 @@ def runtime_section(runs: dict[str, list[dict]]) -> list[str]:
         "Ratios below 1 are the runtime's slow CumSum, not a fast CumProd. One run per "
         "runtime: a cell's ratio moves by tens of percent between runs. TFLite and `portable` "
         "are not timed.",
+        "",
+        "Against the graphs of b8eeb4e (before `auto` became one table per target), timed side "
+        "by side on each runtime at 2^20 elements (`bench_runtime.py --before b8eeb4e`, "
+        f"`scripts/results/{SOURCES['against_runtimes']}`): the cells whose graphs changed took "
+        "0.985× at the median on OpenVINO (at most 1.165×), 1.038× on tract (1.308×), 1.059× "
+        "on IREE (1.339×) and 0.996× on tinygrad (1.089×). The compile-time rows (next "
+        "section) apply up to 1 MiB; past it the run-time picks hold.",
         "",
     ]
     for name in runs:
