@@ -233,3 +233,43 @@ def test_before_builds_an_earlier_codes_auto_beside_this_ones(bench, tmp_path) -
     assert "CumProd" not in {n.op_type for n in new.graph.node}
     bound = np.load(cell / "auto.bound.npy")
     assert bound.shape == (64,) and bound[0] == 0 and 63 <= bound[-1] < 63.001  # k - 1 ulps
+
+
+def test_against_markdown_gives_each_changed_cell_and_the_median(bench) -> None:  # type: ignore[no-untyped-def]
+    """The --before table: new / before and the control per timed cell, a cell that did not
+    run marked, the median and range over the timed ones, the untimed cells listed."""
+
+    def cell(n: int, new: float, old: float, again: float, ok: bool = True) -> dict:
+        models = {
+            "auto_new": {"ok": ok, "s": new, "nodes": 10},
+            "auto_before": {"ok": True, "s": old, "nodes": 20},
+            "auto_again": {"ok": True, "s": again, "nodes": 20},
+            "cumsum": {"ok": True, "s": 1.0},
+        }
+        ratios = {k: m["s"] for k, m in models.items() if k != "cumsum"}
+        return {
+            "dtype": "float32",
+            "n": n,
+            "position": "last",
+            "shape": [4, n],
+            "models": models,
+            "ratio": ratios,
+        }
+
+    result = {
+        "before": "abc1234",
+        "not_against": ["int32 last n = 8: the same graph"],
+        "cells": [
+            cell(64, 3.0, 2.0, 2.2),
+            cell(512, 1.0, 2.0, 2.0),
+            cell(4096, 1.0, 1.0, 1.0, False),
+        ],
+    }
+    text = "\n".join(bench.against_markdown(result))
+    assert "## auto against abc1234" in text
+    assert "Cells not timed: int32 last n = 8: the same graph." in text
+    assert "| float32 | 64 | last | 4×64 | 1.500 | 1.100 | 2.00 | 3.00 | 20 → 10 |" in text
+    assert "| float32 | 512 | last | 4×512 | 0.500 | 1.000 | 2.00 | 1.00 | 20 → 10 |" in text
+    assert "| float32 | 4096 | last | – | not timed |||||" in text
+    assert "2 cells changed: new / before median 1.000, 0.500-1.500." in text
+    assert bench.against_markdown({"cells": []}) == []
