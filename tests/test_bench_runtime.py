@@ -216,12 +216,17 @@ def test_before_builds_an_earlier_codes_auto_beside_this_ones(bench, tmp_path) -
         got[code.name] = bench.against_models(
             tmp_path / f"cell-{code.name}",
             model,
+            bench.lowered(model, "auto", "openvino", 64),
             "openvino",
             64,
             before=code,
             elem_type=TensorProto.FLOAT,
         )
     assert got["same"] == "the same graph"
+    refused = bench.against_models(
+        tmp_path, model, None, "openvino", 64, before=same, elem_type=TensorProto.FLOAT
+    )
+    assert refused == "this checkout refuses it"
     assert got["refuses"] == "the commit's code failed: ValueError: no such target"
     entries = got["nothing"]
     assert [e["name"] for e in entries] == ["auto_new", "auto_before", "auto_again"]

@@ -236,13 +236,19 @@ def lowered(model: onnx.ModelProto, strategy: str, target: str, n: int) -> onnx.
 
 
 def against_models(
-    folder: Path, model: onnx.ModelProto, target: str, n: int, *, before: Path, elem_type: int
+    folder: Path,
+    model: onnx.ModelProto,
+    new: onnx.ModelProto | None,
+    target: str,
+    n: int,
+    *,
+    before: Path,
+    elem_type: int,
 ) -> list[dict] | str:
-    """``auto`` as this checkout builds it (``auto_new``) and as the code in ``before`` does
-    (``auto_before``, and again as ``auto_again``, the control), for ``--before``, checked
-    within k - 1 ulps (auto's contract); or why the cell is not timed: the same graph, or a
-    refusal by either code."""
-    new = lowered(model, "auto", target, n)
+    """``new``, ``model`` as this checkout's ``auto`` lowers it (``auto_new``; None: refused),
+    and ``model`` as the code in ``before`` lowers it (``auto_before``, and again as
+    ``auto_again``, the control), for ``--before``, checked within k - 1 ulps (auto's
+    contract); or why the cell is not timed: the same graph, or a refusal by either code."""
     if new is None:
         return "this checkout refuses it"
     onnx.save(model, str(folder / "native.onnx"))
@@ -340,13 +346,15 @@ def prepare_cell(
             np.save(folder / f"{strategy}.bound.npy", bound)
             entry["bound"] = f"{strategy}.bound.npy"
         models.append(entry)
+    auto_model = lowered(model, "auto", target, n)
     against = (
         []
         if before is None
-        else against_models(folder, model, target, n, before=before, elem_type=elem_type)
+        else against_models(
+            folder, model, auto_model, target, n, before=before, elem_type=elem_type
+        )
     )
     models += [] if isinstance(against, str) else against
-    auto_model = lowered(model, "auto", target, n)
     onnx.save(cumsum_model(elem_type, shape, axis), str(folder / "cumsum.onnx"))
     cumsum = {"name": "cumsum", "kind": "cumsum", "file": "cumsum.onnx", "nodes": 1}
     if is_float:
